@@ -1,0 +1,89 @@
+// rdmx::Job: one process's membership in a distributed job (Seriema's
+// DSfabric). Construct one per process, first thing in main. It bootstraps
+// through the launcher, creates one UCX worker per long-lived thread plus the
+// service thread's, exchanges their addresses, and owns the process's
+// registered-memory arena. Threads then talk with the call family
+// (fabric/call.hpp) and one-sided operations (fabric/rma.hpp).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rdmx/fabric/identity.hpp"
+
+namespace rdmx {
+namespace transfer {
+class Context;
+}
+namespace memory {
+class Arena;
+}
+namespace fabric {
+class ThreadContext;
+}
+
+struct JobOptions {
+  // Worker threads per process. 0: --rdmx-threads=T, RDMX_THREADS, RDMX_LAYOUT, or 1.
+  std::uint32_t threads = 0;
+  // Create endpoints to every worker at start-up (RDMX_EAGER_ENDPOINTS); default lazy.
+  std::optional<bool> eager_endpoints;
+  // Pin worker threads to cores of the process's NUMA zone (RDMX_PIN=auto|on|off).
+  std::optional<std::string> pin;
+  // Largest call_buffer payload accepted (RDMX_MAX_MESSAGE, default 1 GiB).
+  std::size_t max_message = 0;
+};
+
+class Job {
+ public:
+  using Options = JobOptions;
+
+  Job();
+  // Reads and removes --rdmx-* options from argv.
+  Job(int& argc, char**& argv, Options options = {});
+  explicit Job(Options options);
+  ~Job();  // waits for every process (a barrier), then tears down
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  // The job of this process; throws if none exists.
+  static Job& current();
+
+  std::uint32_t rank() const noexcept;  // this process
+  std::uint32_t size() const noexcept;  // processes in the job
+  std::uint32_t threads_per_process() const noexcept;
+  std::uint32_t total_threads() const noexcept { return size() * threads_per_process(); }
+  const ProcessInfo& process_info(std::uint32_t rank) const;
+  Layout layout() const;
+  std::string launcher() const;
+  std::string describe() const;  // one line: layout, transports, arena
+
+  // Runs fn on every worker thread of this process, the calling thread being
+  // thread 0, and joins them. Threads are named and pinned per the layout.
+  void run(const std::function<void(ThreadId)>& fn);
+
+  // Rare collectives among processes (through the launcher).
+  void barrier();
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine);
+
+  transfer::Context& context();
+  memory::Arena& arena();
+
+  struct Impl;
+  Impl& impl() noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The calling thread's id; throws unless it is a worker or service thread.
+ThreadId this_thread();
+// Handle calls that arrived for the calling thread (Seriema's process_calls);
+// returns how many ran. Waiting in rdmx (Synchronizer, Future) does this too.
+std::size_t progress();
+
+}  // namespace rdmx

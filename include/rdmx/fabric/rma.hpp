@@ -1,0 +1,49 @@
+// One-sided access to registered memory anywhere in the job, by RemoteLocator.
+// Memory in another process comes from allocate_remote: a no-setup service
+// call that the destination's service thread answers from its arena, without
+// involving any of its worker threads. Operations go from the calling
+// thread's worker to the owner's service worker, so over transports that
+// emulate RDMA in software (TCP) the target keeps progressing by itself.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "rdmx/core/future.hpp"
+#include "rdmx/fabric/identity.hpp"
+#include "rdmx/transfer/flush_epoch.hpp"
+#include "rdmx/transfer/memory_region.hpp"
+#include "rdmx/transfer/remote_locator.hpp"
+
+namespace rdmx {
+namespace transfer {
+class Transmitter;
+}
+
+// Zero-filled registered memory of `bytes` in `process`, in the NUMA zone of thread
+// `near` when given (else the process's default zone). Blocks (progressing)
+// until the owner's service thread has answered.
+RemoteLocator allocate_remote(std::uint32_t process, std::size_t bytes, std::optional<ThreadId> near = std::nullopt);
+void free_remote(const RemoteLocator& memory);
+
+// Register `length` bytes of this process's memory for remote access (the
+// arena is the usual source; this is for memory the program already has).
+RemoteLocator local_locator(const void* address, std::size_t length);
+
+// The raw address and key for a locator; checks it lies inside its region.
+transfer::RemoteAddress resolve(const RemoteLocator& where);
+// The calling thread's transmitter towards `process` (automatic batching).
+transfer::Transmitter& transmitter(std::uint32_t process);
+
+Future<void> put(const void* source, const RemoteLocator& target);
+Future<void> get(void* destination, const RemoteLocator& source);
+// Fire-and-forget: `source`/`destination` may be reused (hold data) once the tag is free.
+transfer::EpochTag post_put(const void* source, const RemoteLocator& target);
+transfer::EpochTag post_get(void* destination, const RemoteLocator& source);
+// 64-bit atomics on an 8-byte, 8-aligned locator.
+Future<std::uint64_t> fetch_add(const RemoteLocator& word, std::uint64_t value);
+Future<std::uint64_t> compare_swap(const RemoteLocator& word, std::uint64_t expected, std::uint64_t desired);
+// Every operation this thread issued towards `process` has completed remotely.
+void flush(std::uint32_t process);
+
+}  // namespace rdmx

@@ -1,0 +1,51 @@
+// transfer::Endpoint: a connection from a local Worker to a remote worker
+// address (the seed's queue pair). Peer failures are detected (UCX peer error
+// handling): the endpoint is marked failed and every later operation on it
+// throws Errc::peer_failed instead of hanging. Where no transport to the peer
+// can report failures (shared memory in UCX 1.13), detects_failure() is false
+// and the owner watches the peer some other way and calls mark_failed().
+#pragma once
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+
+namespace rdmx::transfer {
+
+class Worker;
+
+class Endpoint {
+ public:
+  using FailureHandler = std::function<void(ucs_status_t)>;
+  Endpoint(Worker& worker, std::span<const std::byte> remote_address, std::string peer_name);
+  ~Endpoint();  // closes at once: flush first what must arrive
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  ucp_ep_h get() const noexcept { return handle_; }
+  Worker& worker() const noexcept { return *worker_; }
+  const std::string& peer_name() const noexcept { return peer_name_; }
+  bool failed() const noexcept { return failure_.load(std::memory_order_acquire) != UCS_OK; }
+  ucs_status_t failure() const noexcept { return failure_.load(std::memory_order_acquire); }
+  // Throws Errc::peer_failed naming the peer when the endpoint has failed.
+  void check_alive() const;
+  bool detects_failure() const noexcept { return detects_failure_; }
+  // Record a failure found by other means; runs the failure handler once.
+  void mark_failed(ucs_status_t status);
+  // Called (on the progressing thread) when the peer fails.
+  void on_failure(FailureHandler handler) { on_failure_ = std::move(handler); }
+
+ private:
+  static void error_callback(void* arg, ucp_ep_h ep, ucs_status_t status);
+  Worker* worker_;
+  ucp_ep_h handle_ = nullptr;
+  std::string peer_name_;
+  std::atomic<ucs_status_t> failure_{UCS_OK};
+  FailureHandler on_failure_;
+  bool detects_failure_ = true;
+};
+
+}  // namespace rdmx::transfer

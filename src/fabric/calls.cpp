@@ -1,0 +1,494 @@
+// The send-based call path: sending, receiving, executing and replying.
+#include <cstdio>
+#include <cstring>
+
+#include "rdmx/transfer/status.hpp"
+#include "runtime.hpp"
+
+namespace rdmx::fabric {
+namespace {
+
+// Header buffers must outlive ucp_am_send_nbx until it completes (UCX 1.13
+// does not copy them), so they come from a per-thread pool.
+struct HeaderPool {
+  static constexpr std::size_t capacity = 4096 + sizeof(CallHeader);
+  std::vector<std::unique_ptr<std::byte[]>> free;
+  std::unique_ptr<std::byte[]> take() {
+    if (free.empty()) return std::make_unique<std::byte[]>(capacity);
+    auto b = std::move(free.back());
+    free.pop_back();
+    return b;
+  }
+  void give(std::unique_ptr<std::byte[]> b) {
+    if (free.size() < 256) free.push_back(std::move(b));
+  }
+};
+thread_local HeaderPool header_pool;
+
+struct SendRecord {
+  std::unique_ptr<std::byte[]> header;
+  Synchronizer* sync = nullptr;  // counted down when sent, if set
+  std::atomic<bool>* done = nullptr;
+};
+
+void finish_send(SendRecord* record, ucs_status_t status) {
+  if (record->sync != nullptr) {
+    if (status == UCS_OK)
+      record->sync->notify();
+    else
+      record->sync->fail(transfer::errc_of(status), std::string("send failed: ") + ucs_status_string(status));
+  }
+  if (record->done != nullptr) record->done->store(true, std::memory_order_release);
+  header_pool.give(std::move(record->header));
+}
+
+void send_completed(void* request, ucs_status_t status, void* user) {
+  std::unique_ptr<SendRecord> record(static_cast<SendRecord*>(user));
+  finish_send(record.get(), status);
+  ucp_request_free(request);
+}
+
+Error make_error(std::uint32_t code, std::span<const std::byte> text) {
+  return Error(static_cast<Errc>(code - 1), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+}
+
+}  // namespace
+
+// ---- PendingReplies ----
+
+std::uint64_t PendingReplies::add(std::uint32_t dest_process, std::int64_t replies, Completion done) {
+  std::lock_guard lock(mutex_);
+  std::uint32_t index;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else {
+    index = static_cast<std::uint32_t>(entries_.size());
+    entries_.emplace_back();
+  }
+  Entry& e = entries_[index];
+  e.used = true;
+  e.dest_process = dest_process;
+  e.replies = replies;
+  e.done = std::move(done);
+  return (std::uint64_t{++e.generation} << 32) | index;
+}
+
+void PendingReplies::complete(std::uint64_t token, const Error* failure, std::span<const std::byte> result) {
+  Completion done;
+  {
+    std::lock_guard lock(mutex_);
+    std::uint32_t index = static_cast<std::uint32_t>(token);
+    std::uint32_t generation = static_cast<std::uint32_t>(token >> 32);
+    if (index >= entries_.size() || !entries_[index].used || entries_[index].generation != generation) {
+      std::fprintf(stderr, "rdmx: ignoring a reply with an unknown token %#llx\n", static_cast<unsigned long long>(token));
+      return;
+    }
+    Entry& e = entries_[index];
+    if (failure == nullptr && --e.replies > 0) return;
+    done = std::move(e.done);
+    e.used = false;
+    free_.push_back(index);
+  }
+  done(failure, result);
+}
+
+void PendingReplies::cancel(std::uint64_t token) {
+  std::lock_guard lock(mutex_);
+  std::uint32_t index = static_cast<std::uint32_t>(token);
+  if (index < entries_.size() && entries_[index].generation == static_cast<std::uint32_t>(token >> 32) && entries_[index].used) {
+    entries_[index].used = false;
+    entries_[index].done = nullptr;
+    free_.push_back(index);
+  }
+}
+
+void PendingReplies::fail_process(std::uint32_t process, const std::string& why) {
+  std::vector<Completion> failed;
+  {
+    std::lock_guard lock(mutex_);
+    for (std::uint32_t i = 0; i < entries_.size(); ++i) {
+      Entry& e = entries_[i];
+      if (e.used && (e.dest_process == process || e.dest_process == ~0u)) {
+        failed.push_back(std::move(e.done));
+        e.used = false;
+        free_.push_back(i);
+      }
+    }
+  }
+  Error error(Errc::peer_failed, why);
+  for (auto& done : failed) done(&error, {});
+}
+
+// ---- sending ----
+
+void ThreadContext::send(const Outgoing& c, std::uint64_t token, ThreadId destination, CallKind kind) {
+  CallHeader header{};
+  header.function = c.function;
+  header.token = token;
+  header.source_process = id_.process;
+  header.source_thread = id_.thread;
+  header.destination_thread = destination.thread;
+  header.kind = kind;
+  header.version = wire_version;
+  transmit(header, c, destination);
+}
+
+void ThreadContext::forward_broadcast(const Outgoing& c, const CallHeader& original, ThreadId child) {
+  CallHeader header = original;  // the originator stays the source: acknowledgements go straight to it
+  header.destination_thread = service_thread;
+  transmit(header, c, child);
+}
+
+void ThreadContext::transmit(CallHeader header, const Outgoing& c, ThreadId destination) {
+  if (c.closure_size > runtime_.max_closure())
+    throw Error(Errc::message_too_large, "a call's captures take " + std::to_string(c.closure_size) +
+                                             " bytes; the limit is " + std::to_string(runtime_.max_closure()) +
+                                             " (pass bulk data with call_buffer)");
+  if (c.data.size() > runtime_.max_message())
+    throw Error(Errc::message_too_large, "call_buffer payload of " + std::to_string(c.data.size()) +
+                                             " bytes exceeds the maximum of " + std::to_string(runtime_.max_message()) +
+                                             " (RDMX_MAX_MESSAGE)");
+  transfer::Endpoint& ep = endpoint(destination.process, runtime_.slot_of(destination.thread));
+  header.closure_size = static_cast<std::uint16_t>(c.closure_size);
+  auto record = std::make_unique<SendRecord>();
+  record->header = header_pool.take();
+  std::memcpy(record->header.get(), &header, sizeof header);
+  if (c.closure_size != 0) std::memcpy(record->header.get() + sizeof header, c.closure, c.closure_size);
+  if (c.sync != nullptr && c.notify == Notify::sent) record->sync = c.sync;
+  // A payload sent without a Synchronizer must be reusable when we return.
+  std::atomic<bool> done{false};
+  const bool wait_here = !c.data.empty() && c.sync == nullptr;
+  if (wait_here) record->done = &done;
+
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = &send_completed;
+  param.user_data = record.get();
+  void* request = ucp_am_send_nbx(ep.get(), am_call, record->header.get(), sizeof header + c.closure_size,
+                                  c.data.data(), c.data.size(), &param);
+  if (UCS_PTR_IS_ERR(request)) {
+    header_pool.give(std::move(record->header));
+    transfer::throw_status(UCS_PTR_STATUS(request), "call to " + to_string(destination));
+  }
+  if (!UCS_PTR_IS_PTR(request)) {
+    finish_send(record.get(), UCS_OK);
+    return;
+  }
+  record.release();  // owned by the completion callback now
+  if (wait_here) {
+    while (!done.load(std::memory_order_acquire)) {
+      ep.check_alive();
+      if (shared_) {
+        worker_.signal();
+        std::this_thread::yield();
+      } else {
+        progress();
+      }
+    }
+  }
+}
+
+void ThreadContext::send_reply(ThreadId destination, std::uint64_t token, const Error* failure,
+                               std::span<const std::byte> result) {
+  std::string text;
+  ReplyHeader header{token, 0, 0};
+  if (failure != nullptr) {
+    header.error = 1 + static_cast<std::uint32_t>(failure->code());
+    text = failure->what();
+    result = std::as_bytes(std::span(text));
+  }
+  transfer::Endpoint* ep = nullptr;
+  try {
+    ep = &endpoint(destination.process, runtime_.slot_of(destination.thread));
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rdmx: %s: cannot reply to %s: %s\n", to_string(id_).c_str(), to_string(destination).c_str(), e.what());
+    return;
+  }
+  auto record = std::make_unique<SendRecord>();
+  record->header = header_pool.take();
+  std::memcpy(record->header.get(), &header, sizeof header);
+  std::size_t length = std::min(result.size(), HeaderPool::capacity - sizeof header);
+  if (length != 0) std::memcpy(record->header.get() + sizeof header, result.data(), length);  // replies are small: copy them
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.send = &send_completed;
+  param.user_data = record.get();
+  void* request = ucp_am_send_nbx(ep->get(), am_reply, record->header.get(), sizeof header,
+                                  record->header.get() + sizeof header, length, &param);
+  if (UCS_PTR_IS_PTR(request)) {
+    record.release();
+  } else {
+    header_pool.give(std::move(record->header));
+    if (UCS_PTR_IS_ERR(request))
+      std::fprintf(stderr, "rdmx: reply to %s failed: %s\n", to_string(destination).c_str(),
+                   ucs_status_string(UCS_PTR_STATUS(request)));
+  }
+}
+
+void send_call(const Outgoing& c) {
+  Runtime& rt = Job::current().impl().runtime;
+  rt.validate(c.destination);
+  ThreadContext& ctx = rt.calling_context();
+  std::uint64_t token = 0;
+  if (c.sync != nullptr) {
+    c.sync->add();
+    if (c.notify == Notify::consumed) {
+      Synchronizer* sync = c.sync;
+      void* result = c.result;
+      std::size_t result_size = c.result_size;
+      token = rt.pending().add(c.destination.process, 1, [sync, result, result_size](const Error* failure, std::span<const std::byte> bytes) {
+        if (failure != nullptr) return sync->fail(failure->code(), failure->what());
+        if (result != nullptr) {
+          if (bytes.size() != result_size)
+            return sync->fail(Errc::protocol, "call_return: the reply has " + std::to_string(bytes.size()) +
+                                                  " bytes, expected " + std::to_string(result_size));
+          std::memcpy(result, bytes.data(), result_size);
+        }
+        sync->notify();
+      });
+    }
+  }
+  try {
+    ctx.send(c, token, c.destination, c.kind);
+  } catch (...) {
+    if (c.sync != nullptr) c.sync->add(-1);
+    if (token != 0) rt.pending().cancel(token);
+    throw;
+  }
+}
+
+void broadcast_call(const Outgoing& c) {
+  Runtime& rt = Job::current().impl().runtime;
+  ThreadContext& ctx = rt.calling_context();
+  std::uint64_t token = 0;
+  if (c.sync != nullptr) {
+    c.sync->add();
+    if (c.notify == Notify::consumed) {
+      Synchronizer* sync = c.sync;
+      token = rt.pending().add(~0u, rt.size() * rt.threads(), [sync](const Error* failure, std::span<const std::byte>) {
+        if (failure != nullptr) return sync->fail(failure->code(), failure->what());
+        sync->notify();
+      });
+    }
+  }
+  try {
+    // The root of the tree is this process's service thread.
+    ctx.send(c, token, ThreadId{rt.rank(), service_thread}, CallKind::broadcast);
+  } catch (...) {
+    if (c.sync != nullptr) c.sync->add(-1);
+    if (token != 0) rt.pending().cancel(token);
+    throw;
+  }
+}
+
+// ---- receiving ----
+
+ucs_status_t ThreadContext::on_call(void* arg, const void* header, std::size_t header_length, void* data,
+                                    std::size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<ThreadContext*>(arg);
+  CallHeader h{};
+  if (header_length < sizeof h) {
+    self->runtime_.report_dropped(h, "a call header of " + std::to_string(header_length) + " bytes is truncated");
+    return UCS_OK;
+  }
+  std::memcpy(&h, header, sizeof h);
+  if (h.version != wire_version || header_length != sizeof h + h.closure_size) {
+    self->runtime_.report_dropped(h, "malformed call header (version " + std::to_string(h.version) + ", " +
+                                         std::to_string(header_length) + " bytes)");
+    return UCS_OK;
+  }
+  const bool for_me = h.kind == CallKind::broadcast ? self->id_.is_service() : h.destination_thread == self->id_.thread;
+  if (!for_me) {
+    self->runtime_.report_dropped(h, "delivered to " + to_string(self->id_) + " but addressed to thread " +
+                                         std::to_string(h.destination_thread));
+    return UCS_OK;
+  }
+  Received r;
+  r.header = h;
+  auto* closure = static_cast<const std::byte*>(header) + sizeof h;
+  r.closure.assign(closure, closure + h.closure_size);
+  ucs_status_t status = UCS_OK;
+  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    r.owned_data.resize(length);
+    r.arrived = std::make_shared<std::atomic<bool>>(false);
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = [](void* request, ucs_status_t, std::size_t, void* user) {
+      auto* flag = static_cast<std::shared_ptr<std::atomic<bool>>*>(user);
+      (*flag)->store(true, std::memory_order_release);
+      delete flag;
+      ucp_request_free(request);
+    };
+    auto* flag = new std::shared_ptr<std::atomic<bool>>(r.arrived);
+    p.user_data = flag;
+    void* request = ucp_am_recv_data_nbx(self->worker_.get(), data, r.owned_data.data(), length, &p);
+    if (!UCS_PTR_IS_PTR(request)) {
+      delete flag;
+      r.arrived->store(true, std::memory_order_release);
+    }
+  } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+    r.ucx_data = data;  // keep UCX's buffer until the call has run
+    r.ucx_length = length;
+    status = UCS_INPROGRESS;
+  } else {
+    auto* bytes = static_cast<const std::byte*>(data);
+    r.owned_data.assign(bytes, bytes + length);
+  }
+  self->ready_.push_back(std::move(r));
+  return status;
+}
+
+ucs_status_t ThreadContext::on_reply(void* arg, const void* header, std::size_t header_length, void* data,
+                                     std::size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<ThreadContext*>(arg);
+  ReplyHeader h{};
+  if (header_length != sizeof h || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    std::fprintf(stderr, "rdmx: %s: dropping a malformed reply\n", to_string(self->id_).c_str());
+    return UCS_OK;
+  }
+  std::memcpy(&h, header, sizeof h);
+  std::span<const std::byte> bytes(static_cast<const std::byte*>(data), length);
+  if (h.error != 0) {
+    if (h.error - 1 > static_cast<std::uint32_t>(Errc::remote_exception)) h.error = 1 + static_cast<std::uint32_t>(Errc::protocol);
+    Error failure = make_error(h.error, bytes);
+    self->runtime_.pending().complete(h.token, &failure, {});
+  } else {
+    self->runtime_.pending().complete(h.token, nullptr, bytes);
+  }
+  return UCS_OK;
+}
+
+void ThreadContext::deliver(Received call) {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    inbox_.push_back(std::move(call));
+  }
+  inbox_nonempty_.store(true, std::memory_order_release);
+}
+
+namespace {
+struct ReplyState {
+  bool replied = false;
+  std::vector<std::byte> result;
+};
+}  // namespace
+
+void ThreadContext::execute(Received& r) {
+  const CallHeader& h = r.header;
+  const ThreadId source{h.source_process, h.source_thread};
+  // UCX lent us its receive buffer (UCS_INPROGRESS); give it back on every path.
+  struct Release {
+    ucp_worker_h worker;
+    Received& r;
+    ~Release() {
+      if (r.ucx_data != nullptr) ucp_am_data_release(worker, r.ucx_data);
+      r.ucx_data = nullptr;
+    }
+  } release{worker_.get(), r};
+  if (h.kind == CallKind::broadcast && id_.is_service()) {
+    // Forward down the binomial tree rooted at the originating process, then
+    // hand a copy to every local worker thread.
+    const std::uint32_t n = runtime_.size();
+    const std::uint32_t relative = (id_.process + n - h.source_process) % n;
+    for (std::uint32_t step = 1; step < n; step <<= 1) {
+      if (relative < step && relative + step < n) {
+        Outgoing o;
+        o.function = h.function;
+        o.closure = r.closure.data();
+        o.closure_size = r.closure.size();
+        o.data = r.data();
+        ThreadId child{(h.source_process + relative + step) % n, service_thread};
+        try {
+          forward_broadcast(o, h, child);
+        } catch (const Error& e) {
+          runtime_.report_dropped(h, std::string("broadcast forwarding failed: ") + e.what());
+        }
+      }
+    }
+    for (std::uint32_t t = 0; t < runtime_.threads(); ++t) {
+      Received copy;
+      copy.header = h;
+      copy.closure = r.closure;
+      auto d = r.data();
+      copy.owned_data.assign(d.begin(), d.end());
+      runtime_.context(t).deliver(std::move(copy));
+    }
+    return;
+  }
+  Invoker invoker = FunctionRegistry::instance().find(h.function);
+  std::optional<Error> failure;
+  ReplyState state;
+  if (invoker == nullptr) {
+    char id[32];
+    std::snprintf(id, sizeof id, "%#llx", static_cast<unsigned long long>(h.function));
+    failure.emplace(Errc::unknown_function, "process " + std::to_string(id_.process) + " has no function with id " + id +
+                                                " (was the caller built from the same program?)");
+  } else {
+    Incoming in;
+    in.function = h.function;
+    in.source = source;
+    in.closure = r.closure.data();
+    in.closure_size = r.closure.size();
+    in.data = r.data();
+    in.runtime = &state;
+    in.reply = [](Incoming& call, const void* result, std::size_t size) {
+      auto* st = static_cast<ReplyState*>(call.runtime);
+      st->replied = true;
+      st->result.assign(static_cast<const std::byte*>(result),
+                                          static_cast<const std::byte*>(result) + size);
+    };
+    try {
+      executing_ = true;
+      invoker(in);
+      executing_ = false;
+    } catch (const Error& e) {
+      executing_ = false;
+      failure.emplace(e.code() == Errc::unknown_function ? Errc::remote_exception : e.code(), e.what());
+    } catch (const std::exception& e) {
+      executing_ = false;
+      failure.emplace(Errc::remote_exception, std::string("remote function threw: ") + e.what());
+    } catch (...) {
+      executing_ = false;
+      failure.emplace(Errc::remote_exception, "remote function threw a non-standard exception");
+    }
+  }
+  if (h.token != 0) {
+    if (failure)
+      send_reply(source, h.token, &*failure, {});
+    else
+      send_reply(source, h.token, nullptr, state.replied ? std::span<const std::byte>(state.result) : std::span<const std::byte>());
+  } else if (failure) {
+    runtime_.report_dropped(h, failure->what());
+  }
+}
+
+bool ThreadContext::poll(std::size_t* executed) {
+  bool active = false;
+  while (worker_.progress()) active = true;
+  if (inbox_nonempty_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(inbox_mutex_);
+    for (auto& r : inbox_) ready_.push_back(std::move(r));
+    inbox_.clear();
+    inbox_nonempty_.store(false, std::memory_order_relaxed);
+  }
+  std::size_t n = 0;
+  while (!ready_.empty()) {
+    Received& front = ready_.front();
+    if (front.arrived && !front.arrived->load(std::memory_order_acquire)) break;  // FIFO: wait for its payload
+    Received r = std::move(front);
+    ready_.pop_front();
+    execute(r);
+    ++n;
+  }
+  if (executed != nullptr) *executed = n;
+  return active || n > 0;
+}
+
+std::size_t ThreadContext::progress() {
+  std::size_t n = 0;
+  poll(&n);
+  return n;
+}
+
+}  // namespace rdmx::fabric

@@ -1,0 +1,598 @@
+#include "rdmx/fabric/job.hpp"
+
+#include <hwloc.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "rdmx/core/env.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/transfer/status.hpp"
+#include "runtime.hpp"
+
+namespace rdmx {
+namespace {
+
+Job* current_job = nullptr;
+thread_local fabric::ThreadContext* current_context = nullptr;
+
+void put_u32(std::vector<std::byte>& out, std::uint32_t v) {
+  auto* p = reinterpret_cast<const std::byte*>(&v);
+  out.insert(out.end(), p, p + sizeof v);
+}
+
+std::uint32_t get_u32(const std::vector<std::byte>& in, std::size_t& at) {
+  if (at + 4 > in.size()) throw Error(Errc::bootstrap, "truncated bootstrap record");
+  std::uint32_t v;
+  std::memcpy(&v, in.data() + at, 4);
+  at += 4;
+  return v;
+}
+
+// Takes --rdmx-NAME=VALUE out of args.
+std::optional<std::string> take_option(std::vector<std::string>& args, const std::string& name) {
+  std::optional<std::string> value;
+  const std::string prefix = "--rdmx-" + name + "=";
+  for (auto it = args.begin(); it != args.end();) {
+    if (it->rfind(prefix, 0) == 0) {
+      value = it->substr(prefix.size());
+      it = args.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string to_string(const ThreadId& id) {
+  return std::to_string(id.process) + "/" + (id.is_service() ? std::string("service") : std::to_string(id.thread));
+}
+
+Layout Layout::parse(const std::string& text, const char* what) {
+  Layout l;
+  unsigned m = 0, p = 0, t = 0;
+  char x1 = 0, x2 = 0;
+  int consumed = 0;
+  if (std::sscanf(text.c_str(), "%u%c%u%c%u%n", &m, &x1, &p, &x2, &t, &consumed) != 5 || consumed != static_cast<int>(text.size()) ||
+      (x1 != 'x' && x1 != 'X') || (x2 != 'x' && x2 != 'X') || m == 0 || p == 0 || t == 0)
+    throw Error(Errc::invalid_argument, std::string(what) + "='" + text + "' is not a layout MxPxT (e.g. 1x2x4)");
+  l.machines = m;
+  l.processes_per_machine = p;
+  l.threads_per_process = t;
+  return l;
+}
+
+std::string Layout::to_string() const {
+  return std::to_string(machines) + "x" + std::to_string(processes_per_machine) + "x" + std::to_string(threads_per_process);
+}
+
+namespace fabric {
+
+// ---- ThreadContext ----
+
+ThreadContext::ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Worker::Sharing sharing)
+    : runtime_(runtime),
+      id_{runtime.rank(), slot == runtime.threads() ? service_thread : slot},
+      shared_(sharing == transfer::Worker::Sharing::shared),
+      worker_(runtime.context(), sharing) {
+  for (auto [id, handler] : {std::pair{am_call, &ThreadContext::on_call}, std::pair{am_reply, &ThreadContext::on_reply}}) {
+    ucp_am_handler_param_t p{};
+    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                   UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    p.id = id;
+    p.cb = handler;
+    p.arg = this;
+    p.flags = UCP_AM_FLAG_PERSISTENT_DATA;
+    transfer::check(ucp_worker_set_am_recv_handler(worker_.get(), &p), "ucp_worker_set_am_recv_handler");
+  }
+}
+
+ThreadContext::~ThreadContext() {
+  for (auto& r : ready_)
+    if (r.ucx_data != nullptr) ucp_am_data_release(worker_.get(), r.ucx_data);
+  ready_.clear();
+  transmitters_.clear();
+  endpoints_.clear();
+}
+
+transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t slot) {
+  if (runtime_.process_failed(process))
+    throw Error(Errc::peer_failed, "process " + std::to_string(process) + " has failed");
+  std::size_t index = std::size_t{process} * runtime_.slots() + slot;
+  if (endpoint_index_.empty()) {
+    std::lock_guard lock(endpoints_mutex_);
+    if (endpoint_index_.empty()) {
+      std::vector<std::atomic<transfer::Endpoint*>> fresh(std::size_t{runtime_.size()} * runtime_.slots());
+      endpoint_index_.swap(fresh);
+    }
+  }
+  transfer::Endpoint* ep = endpoint_index_[index].load(std::memory_order_acquire);
+  if (ep == nullptr) {
+    std::lock_guard lock(endpoints_mutex_);
+    ep = endpoint_index_[index].load(std::memory_order_acquire);
+    if (ep == nullptr) {
+      ThreadId peer{process, slot == runtime_.threads() ? service_thread : slot};
+      auto owned = std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
+                                                        "thread " + rdmx::to_string(peer));
+      Runtime* rt = &runtime_;
+      owned->on_failure([rt, process](ucs_status_t status) {
+        rt->peer_failed(process, "process " + std::to_string(process) + " failed: " + ucs_status_string(status));
+      });
+      ep = owned.get();
+      endpoints_.push_back(std::move(owned));
+      endpoint_index_[index].store(ep, std::memory_order_release);
+    }
+  }
+  ep->check_alive();
+  return *ep;
+}
+
+transfer::Transmitter& ThreadContext::transmitter(std::uint32_t process) {
+  transfer::Endpoint& ep = endpoint(process, runtime_.threads());  // one-sided traffic targets the service worker
+  std::lock_guard lock(endpoints_mutex_);
+  if (transmitters_.size() < runtime_.size()) transmitters_.resize(runtime_.size());
+  auto& tx = transmitters_[process];
+  if (!tx) tx = std::make_unique<transfer::Transmitter>(ep);
+  return *tx;
+}
+
+void ThreadContext::flush() {
+  // Flush what is still outgoing so nothing sent before teardown is lost.
+  ucp_request_param_t param{};
+  void* request = ucp_worker_flush_nbx(worker_.get(), &param);
+  if (UCS_PTR_IS_PTR(request)) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline) poll(nullptr);
+    if (ucp_request_check_status(request) != UCS_INPROGRESS) ucp_request_free(request);
+  }
+}
+
+// ---- Runtime ----
+
+Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
+  // Configuration: explicit options, then command line, then environment.
+  auto layout_text = take_option(args, "layout");
+  if (!layout_text) layout_text = env::get("RDMX_LAYOUT");
+  auto threads_text = take_option(args, "threads");
+  if (!threads_text) threads_text = env::get("RDMX_THREADS");
+  auto pin_text = take_option(args, "pin");
+  if (!pin_text) pin_text = options.pin ? options.pin : env::get("RDMX_PIN");
+  threads_ = options.threads;
+  std::optional<Layout> requested;
+  if (layout_text) requested = Layout::parse(*layout_text, "RDMX_LAYOUT / --rdmx-layout");
+  if (threads_ == 0 && threads_text) threads_ = static_cast<std::uint32_t>(env::parse_size(*threads_text, "RDMX_THREADS / --rdmx-threads"));
+  if (threads_ == 0 && requested) threads_ = requested->threads_per_process;
+  if (threads_ == 0) threads_ = 1;
+  if (threads_ > 1024) throw Error(Errc::invalid_argument, "at most 1024 worker threads per process");
+  max_message_ = options.max_message != 0 ? options.max_message : env::get_size("RDMX_MAX_MESSAGE", 1ull << 30);
+
+  bootstrap_ = Bootstrap::create();
+  rank_ = bootstrap_->rank();
+  size_ = bootstrap_->size();
+  failed_ = std::make_unique<std::atomic<bool>[]>(size_);
+
+  for (std::uint32_t slot = 0; slot < threads_; ++slot)
+    contexts_.push_back(std::make_unique<ThreadContext>(*this, slot, transfer::Worker::Sharing::single_thread));
+  // The service worker is shared: short-lived threads send through it.
+  contexts_.push_back(std::make_unique<ThreadContext>(*this, threads_, transfer::Worker::Sharing::shared));
+
+  max_closure_ = 4096;
+  for (auto& c : contexts_) {
+    ucp_worker_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    if (ucp_worker_query(c->worker().get(), &attr) == UCS_OK)
+      max_closure_ = std::min<std::size_t>(max_closure_, attr.max_am_header - sizeof(CallHeader));
+  }
+
+  // Exchange: hostname, thread count, then every worker's address.
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::vector<std::byte> mine;
+  std::string hostname(host);
+  put_u32(mine, static_cast<std::uint32_t>(hostname.size()));
+  mine.insert(mine.end(), reinterpret_cast<const std::byte*>(hostname.data()),
+              reinterpret_cast<const std::byte*>(hostname.data()) + hostname.size());
+  put_u32(mine, threads_);
+  put_u32(mine, static_cast<std::uint32_t>(getpid()));
+  for (auto& c : contexts_) {
+    const auto& a = c->worker().address();
+    put_u32(mine, static_cast<std::uint32_t>(a.size()));
+    mine.insert(mine.end(), a.begin(), a.end());
+  }
+  auto all = bootstrap_->allgather(mine);
+  addresses_.resize(std::size_t{size_} * slots());
+  std::map<std::string, std::uint32_t> machines;
+  std::map<std::string, std::uint32_t> per_machine;
+  infos.resize(size_);
+  for (std::uint32_t r = 0; r < size_; ++r) {
+    std::size_t at = 0;
+    std::uint32_t hl = get_u32(all[r], at);
+    if (at + hl > all[r].size()) throw Error(Errc::bootstrap, "truncated bootstrap record");
+    std::string h(reinterpret_cast<const char*>(all[r].data() + at), hl);
+    at += hl;
+    std::uint32_t t = get_u32(all[r], at);
+    if (t != threads_)
+      throw Error(Errc::invalid_argument, "process " + std::to_string(r) + " runs " + std::to_string(t) +
+                                              " worker threads but process " + std::to_string(rank_) + " runs " +
+                                              std::to_string(threads_) + ": every process needs the same count");
+    pids_.push_back(get_u32(all[r], at));
+    for (std::uint32_t s = 0; s < slots(); ++s) {
+      std::uint32_t len = get_u32(all[r], at);
+      if (at + len > all[r].size()) throw Error(Errc::bootstrap, "truncated bootstrap record");
+      addresses_[std::size_t{r} * slots() + s].assign(all[r].begin() + at, all[r].begin() + at + len);
+      at += len;
+    }
+    auto [it, fresh] = machines.try_emplace(h, static_cast<std::uint32_t>(machines.size()));
+    infos[r] = ProcessInfo{r, it->second, per_machine[h]++, 0, h};
+  }
+  std::uint32_t most = 0;
+  for (auto& info : infos) {
+    info.local_processes = per_machine[info.hostname];
+    most = std::max(most, info.local_processes);
+  }
+  layout = Layout{static_cast<std::uint32_t>(machines.size()), most, threads_};
+  if (requested && (requested->machines != layout.machines || requested->processes_per_machine != layout.processes_per_machine))
+    throw Error(Errc::invalid_argument, "layout " + requested->to_string() + " was requested but the launcher started " +
+                                            layout.to_string() + " (machines x processes per machine x threads)");
+
+  // Pinning: only when every thread of the machine gets a core of its own.
+  const std::string pin_mode = pin_text.value_or("auto");
+  if (pin_mode != "auto" && pin_mode != "on" && pin_mode != "off")
+    throw Error(Errc::invalid_argument, "RDMX_PIN='" + pin_mode + "' must be auto, on or off");
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const long wanted = static_cast<long>(infos[rank_].local_processes) * threads_;
+  pin = pin_mode == "on" || (pin_mode == "auto" && wanted <= cores);
+  pin_reason = pin ? "pinned" : (pin_mode == "off" ? "not pinned (RDMX_PIN=off)"
+                                                   : "not pinned (" + std::to_string(wanted) + " threads on " +
+                                                         std::to_string(cores) + " cores)");
+
+  thread_numa_.assign(threads_, -1);
+  if (pin) {
+    // Record each pinned thread's NUMA zone so remote allocations can land near it.
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) == 0) {
+      if (hwloc_topology_load(topo) == 0 && hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) > 1) {
+        int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+        for (std::uint32_t s = 0; s < threads_ && cores > 0; ++s) {
+          hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (infos[rank_].local_rank * threads_ + s) % cores);
+          hwloc_nodeset_t nodes = hwloc_bitmap_alloc();
+          hwloc_cpuset_to_nodeset(topo, core->cpuset, nodes);
+          thread_numa_[s] = hwloc_bitmap_first(nodes);
+          hwloc_bitmap_free(nodes);
+        }
+      }
+      hwloc_topology_destroy(topo);
+    }
+  }
+
+  if (!FunctionRegistry::instance().conflict().empty())
+    throw Error(Errc::invalid_argument, FunctionRegistry::instance().conflict());
+
+  if (options.eager_endpoints.value_or(env::get_bool("RDMX_EAGER_ENDPOINTS", false)))
+    for (auto& c : contexts_)
+      for (std::uint32_t p = 0; p < size_; ++p)
+        for (std::uint32_t s = 0; s < slots(); ++s) c->endpoint(p, s);
+
+  service_thread_ = std::thread([this] { service_loop(); });
+}
+
+Runtime::~Runtime() {
+  // Deliver what is still in flight: flush our sends, wait for everyone's,
+  // then run what arrived. The service thread keeps serving meanwhile.
+  // A dead member would hold the launcher's fence forever: give up on it
+  // as soon as any failure is known.
+  auto any_failed = [this] {
+    for (std::uint32_t p = 0; p < size_; ++p)
+      if (process_failed(p)) return true;
+    return false;
+  };
+  auto fence = [&] {
+    try {
+      return bootstrap_->barrier_unless(any_failed);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "rdmx: teardown barrier failed: %s\n", e.what());
+      return false;
+    }
+  };
+  unbind_current_thread();
+  auto drive = [&](std::size_t s, auto&& what) {
+    std::lock_guard lock(contexts_[s]->driver);
+    current_context = contexts_[s].get();
+    what(*contexts_[s]);
+    current_context = nullptr;
+  };
+  for (std::size_t s = 0; s + 1 < contexts_.size(); ++s) drive(s, [](ThreadContext& c) { c.flush(); });
+  if (fence()) {
+    for (std::size_t s = 0; s + 1 < contexts_.size(); ++s)
+      drive(s, [](ThreadContext& c) {
+        for (int idle = 0; idle < 100;) idle = c.poll(nullptr) ? 0 : idle + 1;
+      });
+    fence();
+  }
+  shutting_down_.store(true, std::memory_order_release);  // peers now close: not failures
+  stop_.store(true, std::memory_order_release);
+  service().worker().signal();
+  if (service_thread_.joinable()) service_thread_.join();
+  contexts_.clear();
+}
+
+std::span<const std::byte> Runtime::worker_address(std::uint32_t process, std::uint32_t slot) const {
+  return addresses_.at(std::size_t{process} * slots() + slot);
+}
+
+void Runtime::validate(ThreadId id) const {
+  if (id.process >= size_)
+    throw Error(Errc::no_such_destination, "process " + std::to_string(id.process) + " does not exist (the job has " +
+                                               std::to_string(size_) + ")");
+  if (!id.is_service() && id.thread >= threads_)
+    throw Error(Errc::no_such_destination, "thread " + std::to_string(id.thread) + " does not exist (processes run " +
+                                               std::to_string(threads_) + " worker threads)");
+}
+
+ThreadContext& Runtime::calling_context() {
+  if (current_context != nullptr) return *current_context;
+  return service();  // short-lived threads send through the shared service worker
+}
+
+void Runtime::peer_failed(std::uint32_t process, const std::string& why) {
+  if (process >= size_ || shutting_down_.load(std::memory_order_acquire) || failed_[process].exchange(true)) return;
+  std::fprintf(stderr, "rdmx: process %u: %s\n", rank_, why.c_str());
+  pending_.fail_process(process, why);
+}
+
+int Runtime::numa_node_of(std::uint32_t thread) const {
+  return thread < threads_ ? thread_numa_[thread] : -1;
+}
+
+void Runtime::remember_allocation(const memory::Block& block) {
+  std::lock_guard lock(arenas_mutex_);
+  allocations_[{block.region, block.offset}] = block;
+}
+
+bool Runtime::forget_allocation(const RemoteLocator& where) {
+  memory::Block block;
+  {
+    std::lock_guard lock(arenas_mutex_);
+    auto it = allocations_.find({where.region, where.offset});
+    if (it == allocations_.end()) return false;
+    block = it->second;
+    allocations_.erase(it);
+  }
+  for (auto& [node, arena] : arenas_) {
+    try {
+      arena->release_chunk(block);
+      return true;
+    } catch (const Error&) {
+      // not this arena's chunk
+    }
+  }
+  return false;
+}
+
+void Runtime::report_dropped(const CallHeader& header, const std::string& why) {
+  std::fprintf(stderr, "rdmx: process %u dropped a call from %u/%u: %s\n", rank_, header.source_process,
+               header.source_thread, why.c_str());
+}
+
+void Runtime::bind_current_thread(std::uint32_t slot) {
+  if (current_context == &context(slot)) return;
+  if (current_context != nullptr) unbind_current_thread();
+  context(slot).driver.lock();
+  current_context = &context(slot);
+  std::string name = slot == threads_ ? "rdmx-service" : "rdmx-w" + std::to_string(slot);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+  if (!pin || slot == threads_) return;
+  // Threads of the k-th local process take cores [k*t, (k+1)*t) in hwloc's
+  // order, which keeps a process's threads on one NUMA zone when they fit.
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) != 0) return;
+  if (hwloc_topology_load(topo) == 0) {
+    int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    if (cores > 0) {
+      unsigned index = (infos[rank_].local_rank * threads_ + slot) % static_cast<unsigned>(cores);
+      hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, index);
+      if (core != nullptr) hwloc_set_cpubind(topo, core->cpuset, HWLOC_CPUBIND_THREAD);
+    }
+  }
+  hwloc_topology_destroy(topo);
+}
+
+void Runtime::unbind_current_thread() {
+  if (current_context == nullptr) return;
+  ThreadContext* ctx = current_context;
+  current_context = nullptr;
+  ctx->driver.unlock();
+}
+
+bool Runtime::stand_in_for_idle_threads() {
+  bool active = false;
+  for (std::uint32_t s = 0; s < threads_; ++s) {
+    ThreadContext& ctx = context(s);
+    if (!ctx.driver.try_lock()) continue;
+    while (ctx.receive_only()) active = true;
+    ctx.driver.unlock();
+  }
+  return active;
+}
+
+namespace {
+// A process that exited, or is a zombie waiting to be reaped, is gone.
+bool process_alive(std::uint32_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return false;
+  char state = '?';
+  int matched = std::fscanf(f, "%*d (%*[^)]) %c", &state);
+  std::fclose(f);
+  return matched == 1 && state != 'Z' && state != 'X';
+}
+}  // namespace
+
+void Runtime::watch_local_peers() {
+  // Shared-memory transports cannot tell us a peer died (UCX 1.13); peers on
+  // this host are watched through /proc instead. Remote peers are reached
+  // over transports with UCX peer-failure detection.
+  for (std::uint32_t p = 0; p < size_; ++p)
+    if (p != rank_ && !process_failed(p) && infos[p].hostname == infos[rank_].hostname && !process_alive(pids_[p]))
+      peer_failed(p, "process " + std::to_string(p) + " (pid " + std::to_string(pids_[p]) + ") has exited");
+}
+
+void Runtime::service_loop() {
+  bind_current_thread(threads_);
+  ThreadContext& ctx = service();
+  int idle = 0;
+  auto next_watch = std::chrono::steady_clock::now();
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (auto now = std::chrono::steady_clock::now(); now >= next_watch) {
+      watch_local_peers();
+      next_watch = now + std::chrono::milliseconds(100);
+    }
+    bool active = ctx.poll(nullptr);
+    active = stand_in_for_idle_threads() || active;
+    if (active) {
+      idle = 0;
+    } else if (++idle > 256) {
+      // Sleep in the kernel until UCX has an event: an idle service thread
+      // must not take a core from busy-polling workers. Idle workers have no
+      // wake-up fd here, hence the short timeout.
+      ctx.worker().wait(2);
+      idle = 0;
+    }
+  }
+  ctx.flush();
+  unbind_current_thread();
+}
+
+}  // namespace fabric
+
+// ---- Job ----
+
+namespace {
+std::vector<std::string> arguments(int argc, char** argv) { return std::vector<std::string>(argv, argv + argc); }
+}  // namespace
+
+Job::Job() : Job(Options{}) {}
+
+Job::Job(Options options) {
+  if (current_job != nullptr) throw Error(Errc::invalid_argument, "only one rdmx::Job may exist per process");
+  std::vector<std::string> none;
+  impl_.reset(new Impl{fabric::Runtime(options, none)});
+  current_job = this;
+  impl_->runtime.bind_current_thread(0);
+}
+
+Job::Job(int& argc, char**& argv, Options options) {
+  if (current_job != nullptr) throw Error(Errc::invalid_argument, "only one rdmx::Job may exist per process");
+  auto args = arguments(argc, argv);
+  impl_.reset(new Impl{fabric::Runtime(options, args)});
+  // Hand back argv without the --rdmx-* options (pointers into the original strings).
+  int out = 0;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--rdmx-", 0) != 0) argv[out++] = argv[i];
+  }
+  argv[out] = nullptr;
+  argc = out;
+  current_job = this;
+  impl_->runtime.bind_current_thread(0);
+}
+
+Job::~Job() {
+  impl_.reset();
+  current_job = nullptr;
+}
+
+Job& Job::current() {
+  if (current_job == nullptr) throw Error(Errc::invalid_argument, "no rdmx::Job exists in this process (create one in main)");
+  return *current_job;
+}
+
+std::uint32_t Job::rank() const noexcept { return impl_->runtime.rank(); }
+std::uint32_t Job::size() const noexcept { return impl_->runtime.size(); }
+std::uint32_t Job::threads_per_process() const noexcept { return impl_->runtime.threads(); }
+const ProcessInfo& Job::process_info(std::uint32_t rank) const { return impl_->runtime.infos.at(rank); }
+Layout Job::layout() const { return impl_->runtime.layout; }
+std::string Job::launcher() const { return impl_->runtime.bootstrap().launcher(); }
+
+std::string Job::describe() const {
+  auto& rt = impl_->runtime;
+  const char* tls = std::getenv("UCX_TLS");
+  return "rdmx job: layout " + rt.layout.to_string() + " (" + std::to_string(size()) + " processes, launcher " +
+         launcher() + "), UCX_TLS=" + (tls != nullptr ? tls : "(UCX default)") + ", threads " + rt.pin_reason;
+}
+
+void Job::run(const std::function<void(ThreadId)>& fn) {
+  auto& rt = impl_->runtime;
+  std::vector<std::thread> threads;
+  std::exception_ptr first_error;
+  std::mutex error_mutex;
+  auto body = [&](std::uint32_t slot) {
+    rt.bind_current_thread(slot);
+    try {
+      fn(ThreadId{rank(), slot});
+    } catch (...) {
+      std::lock_guard lock(error_mutex);
+      if (!first_error) first_error = std::current_exception();
+    }
+  };
+  for (std::uint32_t slot = 1; slot < rt.threads(); ++slot)
+    threads.emplace_back([&, slot] {
+      body(slot);
+      // Its sends may still need progress: the service thread takes over.
+      rt.unbind_current_thread();
+    });
+  body(0);
+  for (auto& t : threads) t.join();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+void Job::barrier() {
+  // Built from calls rather than the launcher's fence so that waiting keeps
+  // serving calls: a peer blocked on a call to us must not deadlock. Process
+  // 0's service thread counts arrivals and releases everyone.
+  auto& rt = impl_->runtime;
+  const std::uint64_t epoch = ++rt.barrier_epoch;
+  call(ThreadId{0, service_thread}, [epoch] {
+    auto& r = Job::current().impl().runtime;
+    if (r.barrier_arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == epoch * r.size())
+      for (std::uint32_t p = 0; p < r.size(); ++p)
+        call(ThreadId{p, service_thread}, [epoch] {
+          Job::current().impl().runtime.barrier_released.store(epoch, std::memory_order_release);
+        });
+  });
+  while (rt.barrier_released.load(std::memory_order_acquire) < epoch) {
+    for (std::uint32_t p = 0; p < rt.size(); ++p)
+      if (rt.process_failed(p)) throw Error(Errc::peer_failed, "barrier: process " + std::to_string(p) + " has failed");
+    if (progress() == 0) std::this_thread::yield();
+  }
+}
+
+std::vector<std::vector<std::byte>> Job::allgather(std::span<const std::byte> mine) {
+  return impl_->runtime.bootstrap().allgather(mine);
+}
+
+transfer::Context& Job::context() { return impl_->runtime.context(); }
+
+memory::Arena& Job::arena() {
+  auto& rt = impl_->runtime;
+  ThreadId me = current_context != nullptr ? current_context->id() : ThreadId{rank(), service_thread};
+  return rt.arena_for(rt.numa_node_of(me.thread));
+}
+
+ThreadId this_thread() {
+  if (current_context == nullptr)
+    throw Error(Errc::invalid_argument, "this thread is not an rdmx worker thread (start it with Job::run)");
+  return current_context->id();
+}
+
+std::size_t progress() {
+  if (current_context == nullptr) return 0;
+  return current_context->progress();
+}
+
+}  // namespace rdmx

@@ -1,0 +1,180 @@
+#include "rdmx/fabric/rma.hpp"
+
+#include <cstring>
+
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/memory/arena.hpp"
+#include "rdmx/memory/region_table.hpp"
+#include "runtime.hpp"
+
+namespace rdmx {
+namespace {
+
+fabric::Runtime& runtime() { return Job::current().impl().runtime; }
+
+// What a process tells others about one of its regions.
+struct RegionInfo {
+  std::uint32_t known = 0;
+  std::uint32_t rkey_length = 0;
+  std::uint64_t base = 0;
+  std::uint64_t length = 0;
+  std::byte rkey[1024];
+};
+
+struct Allocation {
+  std::uint32_t ok = 0;
+  RemoteLocator where;
+  char error[200] = {};
+};
+
+void check_locator(const RemoteLocator& where) {
+  if (where.process >= runtime().size())
+    throw Error(Errc::no_such_destination, "locator names process " + std::to_string(where.process) + " but the job has " +
+                                               std::to_string(runtime().size()));
+}
+
+}  // namespace
+
+namespace fabric {
+
+memory::Arena& Runtime::arena_for(int numa_node) {
+  std::lock_guard lock(arenas_mutex_);
+  auto& arena = arenas_[numa_node];
+  if (!arena) {
+    memory::ArenaOptions options;
+    options.numa_node = numa_node;
+    arena = std::make_unique<memory::Arena>(context_, options);
+  }
+  return *arena;
+}
+
+const ThreadContext::RemoteRegion& ThreadContext::remote_region(std::uint32_t process, std::uint32_t region) {
+  const std::uint64_t key = (std::uint64_t{process} << 32) | region;
+  {
+    std::lock_guard lock(endpoints_mutex_);
+    if (auto it = regions_.find(key); it != regions_.end()) return it->second;
+  }
+  // Ask the owner's service thread (a no-setup call; its workers are not involved).
+  RegionInfo info{};
+  Synchronizer sync;
+  call_return(ThreadId{process, service_thread}, [region] {
+    RegionInfo out{};
+    const transfer::MemoryRegion* r = memory::RegionTable::process().get(region);
+    if (r != nullptr && r->packed_rkey().size() <= sizeof out.rkey) {
+      out.known = 1;
+      out.base = reinterpret_cast<std::uint64_t>(r->data());
+      out.length = r->size();
+      out.rkey_length = static_cast<std::uint32_t>(r->packed_rkey().size());
+      std::memcpy(out.rkey, r->packed_rkey().data(), out.rkey_length);
+    }
+    return out;
+  }, &info, sync);
+  sync.wait();
+  if (info.known == 0)
+    throw Error(Errc::invalid_argument, "process " + std::to_string(process) + " has no registered region " + std::to_string(region));
+  transfer::Endpoint& ep = endpoint(process, runtime_.threads());
+  RemoteRegion entry{info.base, info.length, transfer::RemoteKey(ep, std::span(info.rkey, info.rkey_length))};
+  std::lock_guard lock(endpoints_mutex_);
+  return regions_.try_emplace(key, std::move(entry)).first->second;
+}
+
+}  // namespace fabric
+
+RemoteLocator allocate_remote(std::uint32_t process, std::size_t bytes, std::optional<ThreadId> near) {
+  fabric::Runtime& rt = runtime();
+  rt.validate(ThreadId{process, service_thread});
+  if (near) rt.validate(*near);
+  if (bytes == 0) throw Error(Errc::invalid_argument, "allocate_remote: cannot allocate 0 bytes");
+  const std::uint32_t near_thread = near ? near->thread : service_thread;
+  Allocation result{};
+  Synchronizer sync;
+  call_return(ThreadId{process, service_thread}, [bytes, near_thread] {
+    Allocation out{};
+    try {
+      fabric::Runtime& r = Job::current().impl().runtime;
+      memory::Block block = r.arena_for(r.numa_node_of(near_thread)).allocate_chunk(bytes);
+      std::memset(block.data, 0, bytes);  // like calloc: recycled arena memory holds old data
+      r.remember_allocation(block);
+      out.ok = 1;
+      out.where = block.locator(r.rank());
+      out.where.length = bytes;
+    } catch (const std::exception& e) {
+      std::strncpy(out.error, e.what(), sizeof out.error - 1);
+    }
+    return out;
+  }, &result, sync);
+  sync.wait();
+  if (result.ok == 0)
+    throw Error(Errc::out_of_memory, "allocate_remote on process " + std::to_string(process) + ": " + result.error);
+  return result.where;
+}
+
+void free_remote(const RemoteLocator& memory) {
+  check_locator(memory);
+  std::uint32_t ok = 0;
+  Synchronizer sync;
+  const RemoteLocator where = memory;
+  call_return(ThreadId{memory.process, service_thread}, [where]() -> std::uint32_t {
+    return Job::current().impl().runtime.forget_allocation(where) ? 1u : 0u;
+  }, &ok, sync);
+  sync.wait();
+  if (ok == 0)
+    throw Error(Errc::invalid_argument, "free_remote: process " + std::to_string(memory.process) +
+                                            " allocated nothing at region " + std::to_string(memory.region) + " offset " +
+                                            std::to_string(memory.offset));
+}
+
+RemoteLocator local_locator(const void* address, std::size_t length) {
+  auto where = memory::RegionTable::process().find(address, length);
+  if (!where)
+    throw Error(Errc::invalid_argument, "local_locator: the memory is not inside a registered region (allocate it from the arena)");
+  return RemoteLocator{runtime().rank(), where->region, where->offset, length};
+}
+
+transfer::RemoteAddress resolve(const RemoteLocator& where) {
+  check_locator(where);
+  const auto& region = runtime().calling_context().remote_region(where.process, where.region);
+  if (where.offset > region.length || where.length > region.length - where.offset)
+    throw Error(Errc::invalid_argument, "locator {process " + std::to_string(where.process) + ", region " +
+                                            std::to_string(where.region) + ", offset " + std::to_string(where.offset) +
+                                            ", length " + std::to_string(where.length) + "} lies outside its region of " +
+                                            std::to_string(region.length) + " bytes");
+  return transfer::RemoteAddress{region.base + where.offset, region.key.get()};
+}
+
+transfer::Transmitter& transmitter(std::uint32_t process) {
+  runtime().validate(ThreadId{process, service_thread});
+  return runtime().calling_context().transmitter(process);
+}
+
+Future<void> put(const void* source, const RemoteLocator& target) {
+  return transmitter(target.process).put(source, target.length, resolve(target));
+}
+Future<void> get(void* destination, const RemoteLocator& source) {
+  return transmitter(source.process).get(destination, source.length, resolve(source));
+}
+transfer::EpochTag post_put(const void* source, const RemoteLocator& target) {
+  return transmitter(target.process).post_put(source, target.length, resolve(target));
+}
+transfer::EpochTag post_get(void* destination, const RemoteLocator& source) {
+  return transmitter(source.process).post_get(destination, source.length, resolve(source));
+}
+
+namespace {
+transfer::RemoteAddress resolve_word(const RemoteLocator& word) {
+  if (word.length != 8) throw Error(Errc::invalid_argument, "atomics need an 8-byte locator");
+  auto address = resolve(word);
+  if (address.address % 8 != 0) throw Error(Errc::invalid_argument, "atomics need an 8-byte aligned locator");
+  return address;
+}
+}  // namespace
+
+Future<std::uint64_t> fetch_add(const RemoteLocator& word, std::uint64_t value) {
+  return transmitter(word.process).fetch_add(resolve_word(word), value);
+}
+Future<std::uint64_t> compare_swap(const RemoteLocator& word, std::uint64_t expected, std::uint64_t desired) {
+  return transmitter(word.process).compare_swap(resolve_word(word), expected, desired);
+}
+void flush(std::uint32_t process) { transmitter(process).flush(); }
+
+}  // namespace rdmx

@@ -1,0 +1,228 @@
+// Private to the fabric: per-thread communication contexts, the wire format of
+// send-based calls, and the table of calls awaiting a reply.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <map>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "rdmx/fabric/bootstrap.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/memory/arena.hpp"
+#include "rdmx/transfer/context.hpp"
+#include "rdmx/transfer/endpoint.hpp"
+#include "rdmx/transfer/memory_region.hpp"
+#include "rdmx/transfer/transmitter.hpp"
+#include "rdmx/transfer/worker.hpp"
+
+namespace rdmx::fabric {
+
+enum AmId : unsigned { am_call = 11, am_reply = 12 };
+inline constexpr std::uint8_t wire_version = 1;
+
+struct CallHeader {  // followed by the closure bytes in the AM header
+  std::uint64_t function;
+  std::uint64_t token;  // 0: the caller wants no reply
+  std::uint32_t source_process;
+  std::uint32_t source_thread;
+  std::uint32_t destination_thread;
+  std::uint16_t closure_size;
+  CallKind kind;
+  std::uint8_t version;
+};
+
+struct ReplyHeader {  // followed by nothing; AM data = result bytes or error text
+  std::uint64_t token;
+  std::uint32_t error;  // 0 ok, else 1 + Errc
+  std::uint32_t reserved;
+};
+
+// One received call, queued until its thread executes it (FIFO per thread).
+struct Received {
+  CallHeader header{};
+  std::vector<std::byte> closure;
+  std::vector<std::byte> owned_data;  // copied or rendezvous-received payload
+  void* ucx_data = nullptr;           // payload UCX lent us (released after execution)
+  std::size_t ucx_length = 0;
+  std::shared_ptr<std::atomic<bool>> arrived;  // rendezvous payload still on its way when false
+  std::span<std::byte> data() {
+    if (ucx_data != nullptr) return {static_cast<std::byte*>(ucx_data), ucx_length};
+    return {owned_data.data(), owned_data.size()};
+  }
+};
+
+// Calls awaiting a reply (consumed notifications, returned values, broadcast
+// acknowledgements). Tokens carry a generation, so a stale or forged token
+// is reported instead of touching freed state.
+class PendingReplies {
+ public:
+  using Completion = std::function<void(const Error* failure, std::span<const std::byte> result)>;
+  // dest_process = ~0u: waits on every process (broadcast).
+  std::uint64_t add(std::uint32_t dest_process, std::int64_t replies, Completion done);
+  // One reply arrived; runs the completion when the last one has.
+  void complete(std::uint64_t token, const Error* failure, std::span<const std::byte> result);
+  void fail_process(std::uint32_t process, const std::string& why);
+  // Forget a token whose call was never sent.
+  void cancel(std::uint64_t token);
+
+ private:
+  struct Entry {
+    std::uint32_t generation = 0;
+    bool used = false;
+    std::uint32_t dest_process = 0;
+    std::int64_t replies = 0;
+    Completion done;
+  };
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+  std::vector<std::uint32_t> free_;
+};
+
+class Runtime;
+
+class ThreadContext {
+ public:
+  ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Worker::Sharing sharing);
+  ~ThreadContext();
+
+  ThreadId id() const noexcept { return id_; }
+  transfer::Worker& worker() noexcept { return worker_; }
+  // Endpoint from this thread's worker to (process, slot); created on first use.
+  transfer::Endpoint& endpoint(std::uint32_t process, std::uint32_t slot);
+  // One-sided operations towards `process` (targeting its service worker).
+  transfer::Transmitter& transmitter(std::uint32_t process);
+
+  void send(const Outgoing& call, std::uint64_t token, ThreadId destination, CallKind kind);
+  void forward_broadcast(const Outgoing& call, const CallHeader& original, ThreadId child);
+  void send_reply(ThreadId destination, std::uint64_t token, const Error* failure, std::span<const std::byte> result);
+  // A peer's region as this thread reaches it (rkey unpacked on its endpoint).
+  struct RemoteRegion {
+    std::uint64_t base;
+    std::uint64_t length;
+    transfer::RemoteKey key;
+  };
+  const RemoteRegion& remote_region(std::uint32_t process, std::uint32_t region);
+  // Hand a received call to this thread from another thread of the process.
+  void deliver(Received call);
+  // Drive UCX, then run received calls in order. Returns calls executed.
+  std::size_t progress();
+  // Like progress(); true when anything happened (UCX events or calls).
+  bool poll(std::size_t* executed);
+  // Complete everything this thread sent (its worker makes progress only
+  // while its thread drives it); bounded so a dead peer cannot hang us.
+  void flush();
+
+  // Whoever drives this context's worker holds `driver`: its own thread while
+  // bound to it, otherwise the service thread, which then only receives
+  // (queues) calls for it. The owner never locks on the hot path.
+  std::mutex driver;
+  // Receive without executing (the service thread standing in for an idle thread).
+  bool receive_only() { return worker_.progress(); }
+
+ private:
+  static ucs_status_t on_call(void* arg, const void* header, std::size_t header_length, void* data,
+                              std::size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t on_reply(void* arg, const void* header, std::size_t header_length, void* data,
+                               std::size_t length, const ucp_am_recv_param_t* param);
+  void execute(Received& call);
+  void transmit(CallHeader header, const Outgoing& call, ThreadId destination);
+  bool shared() const noexcept { return shared_; }
+
+  Runtime& runtime_;
+  ThreadId id_;
+  bool shared_;
+  transfer::Worker worker_;
+  std::mutex endpoints_mutex_;  // endpoint creation (a shared worker is used by many threads)
+  std::vector<std::atomic<transfer::Endpoint*>> endpoint_index_;
+  std::vector<std::unique_ptr<transfer::Endpoint>> endpoints_;
+  std::vector<std::unique_ptr<transfer::Transmitter>> transmitters_;
+  std::unordered_map<std::uint64_t, RemoteRegion> regions_;
+  std::deque<Received> ready_;
+  std::mutex inbox_mutex_;
+  std::deque<Received> inbox_;
+  std::atomic<bool> inbox_nonempty_{false};
+  bool executing_ = false;
+};
+
+// Process-wide state behind rdmx::Job.
+class Runtime {
+ public:
+  Runtime(Job::Options options, std::vector<std::string>& args);
+  ~Runtime();
+
+  std::uint32_t rank() const noexcept { return rank_; }
+  std::uint32_t size() const noexcept { return size_; }
+  std::uint32_t threads() const noexcept { return threads_; }
+  std::uint32_t slots() const noexcept { return threads_ + 1; }  // workers + service
+  std::uint32_t slot_of(std::uint32_t thread) const noexcept { return thread == service_thread ? threads_ : thread; }
+  std::span<const std::byte> worker_address(std::uint32_t process, std::uint32_t slot) const;
+  ThreadContext& context(std::uint32_t slot) { return *contexts_.at(slot); }
+  ThreadContext& service() { return *contexts_.back(); }
+  ThreadContext& calling_context();  // worker thread's own, or the shared service context
+  void validate(ThreadId id) const;
+  bool process_failed(std::uint32_t process) const { return failed_[process].load(std::memory_order_acquire); }
+  void peer_failed(std::uint32_t process, const std::string& why);
+  std::size_t max_message() const noexcept { return max_message_; }
+  std::size_t max_closure() const noexcept { return max_closure_; }
+  PendingReplies& pending() { return pending_; }
+  void report_dropped(const CallHeader& header, const std::string& why);
+
+  Bootstrap& bootstrap() { return *bootstrap_; }
+  // Arenas by NUMA node (-1: no binding), created on first use.
+  memory::Arena& arena_for(int numa_node);
+  int numa_node_of(std::uint32_t thread) const;
+  void remember_allocation(const memory::Block& block);
+  bool forget_allocation(const RemoteLocator& where);
+  transfer::Context& context() { return context_; }
+  std::vector<ProcessInfo> infos;
+  Layout layout;
+  bool pin = false;
+  std::string pin_reason;
+
+  // Progress-aware barrier bookkeeping (see Job::barrier).
+  std::uint64_t barrier_epoch = 0;
+  std::atomic<std::uint64_t> barrier_arrived{0};
+  std::atomic<std::uint64_t> barrier_released{0};
+
+  // Take (give back) a worker context for the calling thread.
+  void bind_current_thread(std::uint32_t slot);
+  void unbind_current_thread();
+  // Drive workers whose threads are away; returns whether anything happened.
+  bool stand_in_for_idle_threads();
+
+ private:
+  void service_loop();
+  void watch_local_peers();
+  std::vector<std::uint32_t> pids_;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::uint32_t rank_ = 0, size_ = 1, threads_ = 1;
+  std::size_t max_message_ = 0, max_closure_ = 0;
+  transfer::Context context_;
+  std::vector<std::unique_ptr<ThreadContext>> contexts_;
+  std::vector<std::vector<std::byte>> addresses_;  // [process*slots + slot]
+  std::unique_ptr<std::atomic<bool>[]> failed_;
+  PendingReplies pending_;
+  std::mutex arenas_mutex_;
+  std::map<int, std::unique_ptr<memory::Arena>> arenas_;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, memory::Block> allocations_;
+  std::vector<int> thread_numa_;  // NUMA node of each pinned worker thread, -1 if unknown
+  std::thread service_thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> shutting_down_{false};
+};
+
+}  // namespace rdmx::fabric
+
+namespace rdmx {
+struct Job::Impl {
+  fabric::Runtime runtime;
+};
+}  // namespace rdmx

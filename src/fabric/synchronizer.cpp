@@ -1,0 +1,44 @@
+#include "rdmx/fabric/synchronizer.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include "rdmx/fabric/job.hpp"
+
+namespace rdmx {
+
+void Synchronizer::fail(Errc code, std::string message) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!failed_.load(std::memory_order_relaxed)) {
+      code_ = code;
+      message_ = std::move(message);
+      failed_.store(true, std::memory_order_release);
+    }
+  }
+  notify();
+}
+
+void Synchronizer::rethrow() const {
+  std::lock_guard lock(mutex_);
+  throw Error(code_, message_);
+}
+
+void Synchronizer::wait() {
+  while (operations_left() > 0) {
+    if (progress() == 0 && operations_left() > 0) std::this_thread::yield();
+  }
+  if (failed()) rethrow();
+}
+
+bool Synchronizer::wait_for(int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (operations_left() > 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (progress() == 0 && operations_left() > 0) std::this_thread::yield();
+  }
+  if (failed()) rethrow();
+  return true;
+}
+
+}  // namespace rdmx

@@ -1,0 +1,23 @@
+#include "rdmx/transfer/context.hpp"
+
+#include "rdmx/transfer/status.hpp"
+
+namespace rdmx::transfer {
+
+Context::Context() {
+  ucp_config_t* config = nullptr;
+  check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read (check UCX_* environment variables)");
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;  // workers live on different threads
+  ucs_status_t status = ucp_init(&params, config, &handle_);
+  ucp_config_release(config);
+  check(status, "ucp_init (is UCX_TLS naming transports this machine has?)");
+}
+
+Context::~Context() {
+  if (handle_ != nullptr) ucp_cleanup(handle_);
+}
+
+}  // namespace rdmx::transfer

@@ -1,0 +1,89 @@
+#include "rdmx/transfer/endpoint.hpp"
+
+#include <ucs/debug/log_def.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "rdmx/core/error.hpp"
+#include "rdmx/transfer/status.hpp"
+#include "rdmx/transfer/worker.hpp"
+
+namespace rdmx::transfer {
+namespace {
+
+// UCX logs an error when no transport of a peer can report peer failures
+// (shared memory, in UCX 1.13). We probe for that and fall back, so the
+// message is expected; drop it only while this thread probes.
+thread_local bool probing_peer_mode = false;
+
+ucs_log_func_rc_t filter_probe(const char*, unsigned, const char*, ucs_log_level_t, const ucs_log_component_config_t*,
+                               const char*, va_list) {
+  return probing_peer_mode ? UCS_LOG_FUNC_RC_STOP : UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+ucs_status_t create(ucp_worker_h worker, const ucp_address_t* address, ucp_err_handling_mode_t mode,
+                    ucp_err_handler_cb_t callback, void* arg, ucp_ep_h* ep) {
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = address;
+  params.err_mode = mode;
+  params.err_handler.cb = callback;
+  params.err_handler.arg = arg;
+  return ucp_ep_create(worker, &params, ep);
+}
+
+}  // namespace
+
+Endpoint::Endpoint(Worker& worker, std::span<const std::byte> remote_address, std::string peer_name)
+    : worker_(&worker), peer_name_(std::move(peer_name)) {
+  static std::once_flag install_filter;
+  std::call_once(install_filter, [] { ucs_log_push_handler(&filter_probe); });
+  auto* address = reinterpret_cast<const ucp_address_t*>(remote_address.data());
+  probing_peer_mode = true;
+  ucs_status_t status = create(worker.get(), address, UCP_ERR_HANDLING_MODE_PEER, &Endpoint::error_callback, this, &handle_);
+  probing_peer_mode = false;
+  if (status == UCS_ERR_UNREACHABLE) {
+    // No transport to this peer detects failures (shared memory in UCX 1.13):
+    // connect without, and leave failure detection to the caller.
+    detects_failure_ = false;
+    status = create(worker.get(), address, UCP_ERR_HANDLING_MODE_NONE, &Endpoint::error_callback, this, &handle_);
+  }
+  check(status, "ucp_ep_create to " + peer_name_);
+}
+
+void Endpoint::mark_failed(ucs_status_t status) {
+  ucs_status_t expected = UCS_OK;
+  if (failure_.compare_exchange_strong(expected, status == UCS_OK ? UCS_ERR_CONNECTION_RESET : status) && on_failure_)
+    on_failure_(status);
+}
+
+void Endpoint::error_callback(void* arg, ucp_ep_h, ucs_status_t status) {
+  static_cast<Endpoint*>(arg)->mark_failed(status);
+}
+
+void Endpoint::check_alive() const {
+  ucs_status_t status = failure();
+  if (status != UCS_OK)
+    throw Error(Errc::peer_failed, "connection to " + peer_name_ + " failed: " + ucs_status_string(status));
+}
+
+Endpoint::~Endpoint() {
+  if (handle_ == nullptr) return;
+  // A graceful close needs the peer's cooperation and can hang on a peer that
+  // stopped progressing; owners flush what matters first (see flush()).
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  void* request = ucp_ep_close_nbx(handle_, &param);
+  if (UCS_PTR_IS_PTR(request)) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline)
+      worker_->progress();
+    if (ucp_request_check_status(request) != UCS_INPROGRESS) ucp_request_free(request);
+  }
+}
+
+}  // namespace rdmx::transfer

@@ -1,0 +1,47 @@
+#include "rdmx/transfer/worker.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "rdmx/transfer/context.hpp"
+#include "rdmx/transfer/status.hpp"
+
+namespace rdmx::transfer {
+
+Worker::Worker(Context& context, Sharing sharing) : context_(&context) {
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  // SERIALIZED rather than SINGLE: a worker is created on the main thread
+  // and then handed to the thread that owns it.
+  params.thread_mode = sharing == Sharing::shared ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SERIALIZED;
+  check(ucp_worker_create(context.get(), &params, &handle_), "ucp_worker_create");
+  ucp_address_t* address = nullptr;
+  std::size_t length = 0;
+  check(ucp_worker_get_address(handle_, &address, &length), "ucp_worker_get_address");
+  address_.resize(length);
+  std::memcpy(address_.data(), address, length);
+  ucp_worker_release_address(handle_, address);
+  if (ucp_worker_get_efd(handle_, &event_fd_) != UCS_OK) event_fd_ = -1;
+}
+
+Worker::~Worker() {
+  if (handle_ != nullptr) ucp_worker_destroy(handle_);
+}
+
+bool Worker::wait(int timeout_ms) {
+  if (event_fd_ < 0) {  // transports without wake-up support: nap briefly
+    usleep(timeout_ms < 0 ? 100 : static_cast<useconds_t>(std::min(timeout_ms, 1) * 100));
+    return false;
+  }
+  ucs_status_t status = ucp_worker_arm(handle_);
+  if (status == UCS_ERR_BUSY) return true;
+  check(status, "ucp_worker_arm");
+  pollfd fd{event_fd_, POLLIN, 0};
+  return poll(&fd, 1, timeout_ms) > 0;
+}
+
+void Worker::signal() { ucp_worker_signal(handle_); }
+
+}  // namespace rdmx::transfer

@@ -1,0 +1,210 @@
+// Send-based remote invocation across real processes (started by mpirun).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <numeric>
+#include <vector>
+
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/job.hpp"
+
+using namespace rdmx;
+
+namespace {
+Job& job() { return Job::current(); }
+std::uint32_t next_process() { return (job().rank() + 1) % job().size(); }
+
+std::atomic<std::uint64_t> received_from[64];
+std::atomic<std::uint64_t> last_sequence[64];
+std::atomic<std::uint64_t> order_violations{0};
+std::atomic<std::uint64_t> broadcast_hits{0};
+}  // namespace
+
+TEST(Calls, ConsumedNotificationMeansItRan) {
+  for (auto& r : received_from) r = 0;
+  job().barrier();
+  Synchronizer sync;
+  const std::uint32_t me = job().rank();
+  for (std::uint32_t p = 0; p < job().size(); ++p)
+    call<Notify::consumed>(ThreadId{p, 0}, [me] { received_from[me].fetch_add(1); }, sync);
+  sync.wait();
+  EXPECT_EQ(sync.operations_left(), 0);
+  job().barrier();
+  for (std::uint32_t p = 0; p < job().size(); ++p) EXPECT_EQ(received_from[p].load(), 1u) << "from process " << p;
+}
+
+TEST(Calls, FifoPerSenderUnderLoad) {
+  for (auto& s : last_sequence) s = 0;
+  order_violations = 0;
+  job().barrier();
+  const std::uint32_t me = job().rank();
+  constexpr std::uint64_t n = 20000;
+  Synchronizer sync;
+  for (std::uint64_t i = 1; i <= n; ++i) {
+    auto f = [me, i] {
+      if (last_sequence[me].load() + 1 != i) order_violations.fetch_add(1);
+      last_sequence[me].store(i);
+    };
+    if (i == n)
+      call<Notify::consumed>(ThreadId{next_process(), 0}, f, sync);
+    else
+      call(ThreadId{next_process(), 0}, f);
+    if (i % 256 == 0) progress();  // serve the peer that is flooding us
+  }
+  sync.wait();
+  job().barrier();
+  std::uint32_t from = (me + job().size() - 1) % job().size();
+  EXPECT_EQ(last_sequence[from].load(), n);
+  EXPECT_EQ(order_violations.load(), 0u);
+}
+
+TEST(Calls, SentNotificationCountsDown) {
+  Synchronizer sync;
+  for (int i = 0; i < 100; ++i) call<Notify::sent>(ThreadId{next_process(), 0}, [] {}, sync);
+  sync.wait();
+  EXPECT_EQ(sync.operations_left(), 0);
+  job().barrier();
+}
+
+TEST(Calls, CallReturnWritesResultBack) {
+  struct Answer {
+    std::uint32_t process;
+    std::uint64_t square;
+  };
+  Synchronizer sync;
+  std::vector<Answer> answers(job().size());
+  for (std::uint32_t p = 0; p < job().size(); ++p) {
+    std::uint64_t x = 1000 + p;
+    call_return(ThreadId{p, 0}, [x] { return Answer{Job::current().rank(), x * x}; }, &answers[p], sync);
+  }
+  sync.wait();
+  for (std::uint32_t p = 0; p < job().size(); ++p) {
+    EXPECT_EQ(answers[p].process, p);
+    EXPECT_EQ(answers[p].square, (1000u + p) * (1000u + p));
+  }
+  job().barrier();
+}
+
+TEST(Calls, CallBufferSmallAndRendezvous) {
+  for (std::size_t size : {std::size_t{0}, std::size_t{100}, std::size_t{64 << 10}, std::size_t{4 << 20}}) {
+    std::vector<std::uint32_t> data(size / 4);
+    std::iota(data.begin(), data.end(), job().rank() * 7u);
+    std::uint64_t expect = std::accumulate(data.begin(), data.end(), std::uint64_t{0});
+    std::uint64_t got = 0;
+    static std::uint64_t checksum_seen;  // written by the destination thread, read back by call_return
+    Synchronizer sync;
+    call_buffer<Notify::consumed>(ThreadId{next_process(), 0}, [](std::span<std::byte> bytes) {
+      std::uint64_t sum = 0;
+      for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+        std::uint32_t v;
+        std::memcpy(&v, bytes.data() + i, 4);
+        sum += v;
+      }
+      checksum_seen = sum;
+    }, std::as_bytes(std::span(data)), sync);
+    sync.wait();
+    // The destination recorded the checksum; ask for it.
+    call_return(ThreadId{next_process(), 0}, [] { return checksum_seen; }, &got, sync);
+    sync.wait();
+    EXPECT_EQ(got, expect) << "payload of " << size << " bytes";
+    job().barrier();
+  }
+}
+
+TEST(Calls, BroadcastReachesEveryThreadOnce) {
+  broadcast_hits = 0;
+  job().barrier();
+  Synchronizer sync;
+  broadcast<Notify::consumed>([] { broadcast_hits.fetch_add(1); }, sync);
+  // Other worker threads of this process are idle in this test: run their share.
+  // Every thread serves until all P broadcasts reached all t local threads.
+  const std::uint64_t expected = job().size() * job().threads_per_process();
+  job().run([&](ThreadId) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (broadcast_hits.load() < expected && std::chrono::steady_clock::now() < deadline) progress();
+  });
+  sync.wait();
+  job().barrier();
+  // Every process broadcast once: each of our threads ran each broadcast once.
+  EXPECT_EQ(broadcast_hits.load(), job().size() * job().threads_per_process());
+}
+
+TEST(Calls, WorkerThreadsTalkToEachOther) {
+  static std::atomic<std::uint64_t> hits{0};
+  hits = 0;
+  job().barrier();
+  const std::uint32_t t = job().threads_per_process();
+  job().run([&](ThreadId me) {
+    Synchronizer sync;
+    for (std::uint32_t p = 0; p < job().size(); ++p)
+      for (std::uint32_t th = 0; th < t; ++th)
+        call<Notify::consumed>(ThreadId{p, th}, [] { hits.fetch_add(1); }, sync);
+    sync.wait();
+    (void)me;
+    // Keep serving until each local thread has been called by every thread of the job.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (hits.load() < job().size() * t * t && std::chrono::steady_clock::now() < deadline) progress();
+  });
+  job().barrier();
+  EXPECT_EQ(hits.load(), job().size() * t * t);
+}
+
+TEST(CallErrors, BadDestinationsAreRejected) {
+  try {
+    call(ThreadId{job().size(), 0}, [] {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::no_such_destination);
+  }
+  try {
+    call(ThreadId{0, job().threads_per_process()}, [] {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::no_such_destination);
+  }
+  job().barrier();
+}
+
+TEST(CallErrors, OversizedCapturesAndPayloadsAreRejected) {
+  std::array<char, 8192> big{};
+  Synchronizer sync;
+  try {
+    call(ThreadId{next_process(), 0}, [big] { (void)big; }, sync);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::message_too_large);
+  }
+  EXPECT_EQ(sync.operations_left(), 0);  // a rejected call leaves the synchronizer untouched
+  job().barrier();
+}
+
+TEST(CallErrors, RemoteExceptionReachesTheCaller) {
+  Synchronizer sync;
+  call<Notify::consumed>(ThreadId{next_process(), 0}, [] { throw std::runtime_error("boom from far away"); }, sync);
+  try {
+    sync.wait();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::remote_exception);
+    EXPECT_NE(std::string(e.what()).find("boom from far away"), std::string::npos);
+  }
+  job().barrier();
+}
+
+TEST(CallErrors, UnknownFunctionIdIsReportedNotRun) {
+  Synchronizer sync;
+  fabric::Outgoing o;
+  o.destination = ThreadId{next_process(), 0};
+  o.function = 0xdeadbeefcafef00dull;  // no such function anywhere
+  o.sync = &sync;
+  o.notify = Notify::consumed;
+  fabric::send_call(o);
+  try {
+    sync.wait();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::unknown_function);
+  }
+  job().barrier();
+}

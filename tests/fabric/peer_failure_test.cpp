@@ -1,0 +1,90 @@
+// A process dies mid-run (SIGKILL). The survivors must see Errc::peer_failed
+// on operations towards it within seconds, never hang, and keep talking to
+// each other. Runs with its own main: the job cannot end with a collective.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
+
+using namespace rdmx;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+std::atomic<bool> released{false};
+
+int fail(const char* what) {
+  std::fprintf(stderr, "peer_failure_test: FAILED: %s\n", what);
+  return 1;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  Job job(argc, argv);
+  if (job.size() < 2) return fail("needs at least 2 processes");
+  // Memory in the victim, to check one-sided operations fail too.
+  RemoteLocator victim_memory{};
+  if (job.rank() == 0) victim_memory = allocate_remote(1, 64);
+  job.barrier();
+
+  if (job.rank() == 1) {
+    // Serve rank 0's calls for a while, then die without a word.
+    auto until = Clock::now() + std::chrono::milliseconds(300);
+    while (Clock::now() < until) progress();
+    raise(SIGKILL);
+  }
+  if (job.rank() >= 2) {
+    // A bystander: serve calls until rank 0 says it is done.
+    auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (!released.load() && Clock::now() < deadline) progress();
+    return released.load() ? 0 : fail("bystander was never released");
+  }
+
+  // Rank 0: call the victim in a loop until the failure surfaces.
+  const auto start = Clock::now();
+  std::string message;
+  std::uint64_t calls = 0;
+  while (Clock::now() - start < std::chrono::seconds(30)) {
+    try {
+      Synchronizer sync;
+      call<Notify::consumed>(ThreadId{1, 0}, [] {}, sync);
+      sync.wait();
+      ++calls;
+    } catch (const Error& e) {
+      if (e.code() != Errc::peer_failed) return fail(e.what());
+      message = e.what();
+      break;
+    }
+  }
+  if (message.empty()) return fail("no error within 30 s of the victim's death");
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+
+  // Later operations towards the dead process fail at once.
+  try {
+    call(ThreadId{1, 0}, [] {});
+    return fail("a call to a dead process was accepted");
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) return fail(e.what());
+  }
+  try {
+    std::uint64_t v = 0;
+    get(&v, victim_memory.slice(0, 8)).get();
+    return fail("a get from a dead process succeeded");
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) return fail(e.what());
+  }
+  // Everyone else is still reachable.
+  for (std::uint32_t p = 2; p < job.size(); ++p) {
+    Synchronizer sync;
+    call<Notify::consumed>(ThreadId{p, 0}, [] { released.store(true); }, sync);
+    sync.wait();
+  }
+  std::printf("peer failure detected after %.0f ms and %llu successful calls: %s\n", ms,
+              static_cast<unsigned long long>(calls), message.c_str());
+  return 0;
+}

@@ -1,0 +1,117 @@
+// One-sided operations on remotely allocated memory, across real processes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
+#include "rdmx/transfer/transmitter.hpp"
+
+using namespace rdmx;
+
+namespace {
+Job& job() { return Job::current(); }
+std::uint32_t next_process() { return (job().rank() + 1) % job().size(); }
+
+// Process 0 allocates a counter in process (size-1) and shares its locator.
+RemoteLocator shared_counter() {
+  RemoteLocator where{};
+  if (job().rank() == 0) where = allocate_remote(job().size() - 1, 8);
+  auto all = job().allgather(std::as_bytes(std::span(&where, 1)));
+  std::memcpy(&where, all[0].data(), sizeof where);
+  return where;
+}
+}  // namespace
+
+TEST(Rma, PutThenGetRoundTrips) {
+  for (std::size_t size : {std::size_t{8}, std::size_t{4096}, std::size_t{1 << 20}}) {
+    RemoteLocator remote = allocate_remote(next_process(), size);
+    EXPECT_EQ(remote.process, next_process());
+    EXPECT_EQ(remote.length, size);
+    std::vector<std::uint8_t> out(size), in(size, 0);
+    std::iota(out.begin(), out.end(), static_cast<std::uint8_t>(job().rank() * 31 + size));
+    put(out.data(), remote).get();
+    flush(remote.process);
+    get(in.data(), remote).get();
+    EXPECT_EQ(in, out) << size << " bytes";
+    free_remote(remote);
+  }
+  job().barrier();
+}
+
+TEST(Rma, FireAndForgetPutsAreCompleteWhenTheirEpochIs) {
+  RemoteLocator remote = allocate_remote(next_process(), 64 * 1000);
+  std::vector<std::uint64_t> values(1000 * 8);
+  std::iota(values.begin(), values.end(), 7u);
+  transfer::EpochTag last{};
+  for (int i = 0; i < 1000; ++i) last = post_put(&values[i * 8], remote.slice(i * 64, 64));
+  while (!last.is_free()) {
+    transmitter(remote.process).start_flush();
+    transmitter(remote.process).progress();
+  }
+  std::vector<std::uint64_t> back(values.size(), 0);
+  get(back.data(), remote).get();
+  EXPECT_EQ(back, values);
+  free_remote(remote);
+  job().barrier();
+}
+
+TEST(Rma, AtomicsFromEveryProcess) {
+  RemoteLocator counter = shared_counter();
+  constexpr int adds = 200;
+  for (int i = 0; i < adds; ++i) fetch_add(counter, 1).get();
+  job().barrier();
+  std::uint64_t total = 0;
+  get(&total, counter).get();
+  EXPECT_EQ(total, std::uint64_t{adds} * job().size());
+  job().barrier();  // everyone has read before anyone swaps
+  // Exactly one process wins a compare-and-swap race.
+  std::uint64_t old = compare_swap(counter, total, 1000 + job().rank()).get();
+  std::uint32_t won = old == total ? 1 : 0;
+  std::uint32_t winners = 0;
+  for (auto& v : job().allgather(std::as_bytes(std::span(&won, 1)))) winners += v[0] != std::byte{0} ? 1 : 0;
+  EXPECT_EQ(winners, 1u);
+  job().barrier();
+  if (job().rank() == 0) free_remote(counter);
+  job().barrier();
+}
+
+TEST(RmaErrors, BadLocatorsAreRejected) {
+  RemoteLocator remote = allocate_remote(next_process(), 64);
+  std::uint64_t word = 0;
+  auto expect_code = [](auto&& f, Errc code) {
+    try {
+      f();
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+    }
+  };
+  RemoteLocator outside = remote;
+  outside.offset = ~0ull - 4;  // past any region
+  expect_code([&] { get(&word, outside).get(); }, Errc::invalid_argument);
+  RemoteLocator no_region = remote;
+  no_region.region = 4000;
+  expect_code([&] { get(&word, no_region).get(); }, Errc::invalid_argument);
+  RemoteLocator no_process = remote;
+  no_process.process = job().size() + 3;
+  expect_code([&] { get(&word, no_process).get(); }, Errc::no_such_destination);
+  expect_code([&] { fetch_add(remote.slice(1, 8), 1).get(); }, Errc::invalid_argument);  // misaligned
+  expect_code([&] { allocate_remote(next_process(), std::size_t{1} << 40); }, Errc::out_of_memory);
+  free_remote(remote);
+  expect_code([&] { free_remote(remote); }, Errc::invalid_argument);  // double free
+  job().barrier();
+}
+
+TEST(Rma, AllocationNearANamedThread) {
+  RemoteLocator remote = allocate_remote(next_process(), 256, ThreadId{next_process(), job().threads_per_process() - 1});
+  std::uint64_t v = 42, back = 0;
+  put(&v, remote.slice(0, 8)).get();
+  get(&back, remote.slice(0, 8)).get();
+  EXPECT_EQ(back, 42u);
+  free_remote(remote);
+  job().barrier();
+}

@@ -1,0 +1,59 @@
+// Single-process tests of fabric pieces that need no peers.
+#include <gtest/gtest.h>
+
+#include "rdmx/core/env.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/function_registry.hpp"
+#include "rdmx/fabric/job.hpp"
+
+using namespace rdmx;
+
+TEST(Layout, ParsesAndRejects) {
+  Layout l = Layout::parse("2x4x8", "test");
+  EXPECT_EQ(l.machines, 2u);
+  EXPECT_EQ(l.processes_per_machine, 4u);
+  EXPECT_EQ(l.threads_per_process, 8u);
+  EXPECT_EQ(l.to_string(), "2x4x8");
+  for (const char* bad : {"", "2x4", "0x1x1", "2x4x8x", "axbxc", "2*4*8"}) {
+    try {
+      Layout::parse(bad, "RDMX_LAYOUT");
+      FAIL() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("RDMX_LAYOUT"), std::string::npos);
+    }
+  }
+}
+
+TEST(Env, ParsesSizes) {
+  EXPECT_EQ(env::parse_size("4096", "x"), 4096u);
+  EXPECT_EQ(env::parse_size("64K", "x"), 65536u);
+  EXPECT_EQ(env::parse_size("2M", "x"), 2u << 20);
+  EXPECT_EQ(env::parse_size("1GB", "x"), 1ull << 30);
+  EXPECT_THROW(env::parse_size("12Q", "x"), Error);
+  EXPECT_THROW(env::parse_size("lots", "x"), Error);
+}
+
+TEST(FunctionRegistry, DistinctLambdasGetDistinctIds) {
+  auto a = [] {};
+  auto b = [x = 1] { (void)x; };
+  auto ida = fabric::FunctionId<fabric::CallWrapper<decltype(a)>>::value;
+  auto idb = fabric::FunctionId<fabric::CallWrapper<decltype(b)>>::value;
+  EXPECT_NE(ida, idb);
+  EXPECT_NE(fabric::FunctionRegistry::instance().find(ida), nullptr);
+  EXPECT_EQ(fabric::FunctionRegistry::instance().find(0x1234), nullptr);
+}
+
+// Without a launcher a program is a one-process job that can call itself.
+TEST(SingleProcessJob, CallsItself) {
+  Job job;
+  EXPECT_EQ(job.size(), 1u);
+  EXPECT_EQ(job.launcher(), "none");
+  static int hits = 0;
+  Synchronizer sync;
+  call<Notify::consumed>(ThreadId{0, 0}, [] { ++hits; }, sync);
+  sync.wait();
+  EXPECT_EQ(hits, 1);
+  EXPECT_THROW(call(ThreadId{1, 0}, [] {}), Error);
+  job.barrier();
+}

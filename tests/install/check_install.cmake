@@ -1,0 +1,107 @@
+# Driver for the install.* tests (run with cmake -P; see CMakeLists.txt).
+#   MODE=find_package: install, then configure/build/run consumer/ with CMake
+#   MODE=pkg_config:   install, then compile consumer/main.cpp with one g++
+#                      line from `pkg-config --cflags --libs rdmx`
+# Every step must succeed; the consumer must print "consumer ok".
+cmake_minimum_required(VERSION 3.20)
+foreach(v MODE BUILD_DIR WORK_DIR CONSUMER_DIR CXX VERSION)
+  if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
+    message(FATAL_ERROR "install check failed: -D${v}=... missing")
+  endif()
+endforeach()
+
+set(prefix "${WORK_DIR}/prefix")
+
+# run(<step> COMMAND ...): run a command, echo it, fail loudly with its output.
+function(run step)
+  string(REPLACE ";" " " shown "${ARGN}")
+  message(STATUS "[${MODE}] ${step}: ${shown}")
+  execute_process(${ARGN}
+                  RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "install check failed at '${step}' (exit ${rc})\n--- stdout\n${out}\n--- stderr\n${err}")
+  endif()
+  set(run_output "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+# (a) install the current build tree into a scratch prefix
+set(config_args)
+if(CONFIG)
+  set(config_args --config ${CONFIG})
+endif()
+run("install" COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} ${config_args})
+
+foreach(f include/rdmx/transfer/context.hpp)
+  if(NOT EXISTS "${prefix}/${f}")
+    message(FATAL_ERROR "install check failed: ${prefix}/${f} not installed")
+  endif()
+endforeach()
+
+# (b) build the consumer against the prefix, then run it
+set(exe "${WORK_DIR}/rdmx-consumer")
+if(MODE STREQUAL "find_package")
+  # Only the prefix may provide rdmx: no package registries, no PKG_CONFIG_PATH
+  # tricks (UCX itself still comes from the system's pkg-config path).
+  run("configure consumer"
+      COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build
+              -DCMAKE_BUILD_TYPE=Release
+              -DCMAKE_CXX_COMPILER=${CXX}
+              -DCMAKE_PREFIX_PATH=${prefix}
+              -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+              -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
+  if(NOT run_output MATCHES "rdmx [0-9.]+ from ([^\n]*)")
+    message(FATAL_ERROR "install check failed: consumer did not report where rdmx came from")
+  endif()
+  set(found_dir "${CMAKE_MATCH_1}")
+  string(FIND "${found_dir}" "${prefix}/" at)
+  if(NOT at EQUAL 0)
+    message(FATAL_ERROR "install check failed: find_package(rdmx) used ${found_dir}, not the scratch prefix ${prefix}")
+  endif()
+  run("build consumer" COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+  set(exe "${WORK_DIR}/build/rdmx-consumer")
+elseif(MODE STREQUAL "pkg_config")
+  find_program(PKG_CONFIG_EXECUTABLE NAMES pkg-config pkgconf REQUIRED)
+  file(GLOB_RECURSE pc_files "${prefix}/*/rdmx.pc")
+  list(LENGTH pc_files n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "install check failed: expected one rdmx.pc under ${prefix}, found: ${pc_files}")
+  endif()
+  get_filename_component(pc_dir "${pc_files}" DIRECTORY)
+  if(DEFINED ENV{PKG_CONFIG_PATH} AND NOT "$ENV{PKG_CONFIG_PATH}" STREQUAL "")
+    set(ENV{PKG_CONFIG_PATH} "${pc_dir}:$ENV{PKG_CONFIG_PATH}")
+  else()
+    set(ENV{PKG_CONFIG_PATH} "${pc_dir}")
+  endif()
+  run("pkg-config version" COMMAND ${PKG_CONFIG_EXECUTABLE} --modversion rdmx)
+  string(STRIP "${run_output}" pc_version)
+  if(NOT pc_version STREQUAL VERSION)
+    message(FATAL_ERROR "install check failed: pkg-config says rdmx ${pc_version}, the build is ${VERSION}")
+  endif()
+  run("pkg-config flags" COMMAND ${PKG_CONFIG_EXECUTABLE} --cflags --libs rdmx)
+  string(STRIP "${run_output}" flags)
+  message(STATUS "[${MODE}] pkg-config --cflags --libs rdmx: ${flags}")
+  string(FIND "${flags}" "-I${prefix}/include" at)
+  if(at LESS 0)
+    # pkgconf may print the path un-normalised (.../lib/pkgconfig/../../include)
+    string(FIND "${flags}" "-I${pc_dir}/" at)
+  endif()
+  if(at LESS 0)
+    message(FATAL_ERROR "install check failed: pkg-config --cflags does not point into ${prefix}: ${flags}")
+  endif()
+  separate_arguments(flag_list UNIX_COMMAND "${flags}")
+  run("compile consumer"
+      COMMAND ${CXX} -std=c++20 -O1 ${CONSUMER_DIR}/main.cpp ${flag_list} -o ${exe})
+else()
+  message(FATAL_ERROR "install check failed: unknown MODE=${MODE}")
+endif()
+
+run("run consumer" COMMAND ${exe})
+if(NOT run_output MATCHES "consumer ok")
+  message(FATAL_ERROR "install check failed: consumer printed '${run_output}', expected 'consumer ok'")
+endif()
+message("consumer ok (${MODE})")
