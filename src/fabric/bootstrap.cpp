@@ -17,11 +17,10 @@ class SingleProcess final : public Bootstrap {
   std::uint32_t rank() const override { return 0; }
   std::uint32_t size() const override { return 1; }
   std::string launcher() const override { return "none"; }
-  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine, const Poll&) override {
     return {std::vector<std::byte>(mine.begin(), mine.end())};
   }
-  void barrier() override {}
-  bool barrier_unless(const std::function<bool()>&) override { return true; }
+  bool barrier(const Poll&) override { return true; }
 };
 
 [[noreturn]] void fail(const char* what, pmix_status_t rc) {
@@ -46,7 +45,7 @@ class Pmix final : public Bootstrap {
   std::uint32_t size() const override { return size_; }
   std::string launcher() const override { return "pmix"; }
 
-  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine, const Poll& poll) override {
     // A fresh key per round: PMIx keeps every value published in the job.
     std::string key = "rdmx.ag." + std::to_string(round_++);
     pmix_value_t value;
@@ -57,7 +56,7 @@ class Pmix final : public Bootstrap {
     pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &value);
     if (rc != PMIX_SUCCESS) fail("Put", rc);
     if ((rc = PMIx_Commit()) != PMIX_SUCCESS) fail("Commit", rc);
-    fence(true);
+    if (!fence(true, poll)) throw Error(Errc::peer_failed, "allgather abandoned: a process of the job has failed");
     std::vector<std::vector<std::byte>> all(size_);
     for (std::uint32_t r = 0; r < size_; ++r) {
       pmix_proc_t peer;
@@ -73,36 +72,33 @@ class Pmix final : public Bootstrap {
     return all;
   }
 
-  void barrier() override { fence(false); }
+  bool barrier(const Poll& poll) override { return fence(false, poll); }
 
-  bool barrier_unless(const std::function<bool()>& abandon) override {
+ private:
+  // The launcher's fence, non-blocking so that `poll` can keep serving calls.
+  bool fence(bool collect, const Poll& poll) {
+    pmix_info_t info;
+    PMIX_INFO_CONSTRUCT(&info);
+    bool yes = true;
+    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
     // Shared with the callback, which may run after we gave up.
     auto done = std::make_shared<std::atomic<int>>(0);
     auto* keep = new std::shared_ptr<std::atomic<int>>(done);
-    pmix_status_t rc = PMIx_Fence_nb(nullptr, 0, nullptr, 0, [](pmix_status_t status, void* arg) {
+    pmix_status_t rc = PMIx_Fence_nb(nullptr, 0, collect ? &info : nullptr, collect ? 1 : 0, [](pmix_status_t status, void* arg) {
       std::unique_ptr<std::shared_ptr<std::atomic<int>>> flag(static_cast<std::shared_ptr<std::atomic<int>>*>(arg));
       (*flag)->store(status == PMIX_SUCCESS ? 1 : 2);
     }, keep);
+    PMIX_INFO_DESTRUCT(&info);
     if (rc != PMIX_SUCCESS) {
       delete keep;
       fail("Fence_nb", rc);
     }
     while (done->load() == 0) {
-      if (abandon()) return false;  // `keep` is freed by the callback if it ever runs
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (poll ? poll() : false) return false;  // `keep` is freed by the callback if it ever runs
+      std::this_thread::sleep_for(std::chrono::microseconds(poll ? 20 : 200));
     }
-    return done->load() == 1;
-  }
-
- private:
-  void fence(bool collect) {
-    pmix_info_t info;
-    PMIX_INFO_CONSTRUCT(&info);
-    bool yes = true;
-    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
-    pmix_status_t rc = PMIx_Fence(nullptr, 0, collect ? &info : nullptr, collect ? 1 : 0);
-    PMIX_INFO_DESTRUCT(&info);
-    if (rc != PMIX_SUCCESS) fail("Fence", rc);
+    if (done->load() != 1) throw Error(Errc::bootstrap, "PMIx fence failed");
+    return true;
   }
 
   pmix_proc_t me_;

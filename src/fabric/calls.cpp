@@ -226,9 +226,12 @@ void ThreadContext::send_reply(ThreadId destination, std::uint64_t token, const 
   }
 }
 
-void send_call(const Outgoing& c) {
+namespace {
+
+// Count the call on its Synchronizer and, for Notify::consumed, register the
+// reply(ies) it waits for; undo both if sending throws.
+void issue(const Outgoing& c, ThreadId destination, CallKind kind, std::uint32_t reply_process, std::int64_t replies) {
   Runtime& rt = Job::current().impl().runtime;
-  rt.validate(c.destination);
   ThreadContext& ctx = rt.calling_context();
   std::uint64_t token = 0;
   if (c.sync != nullptr) {
@@ -237,7 +240,7 @@ void send_call(const Outgoing& c) {
       Synchronizer* sync = c.sync;
       void* result = c.result;
       std::size_t result_size = c.result_size;
-      token = rt.pending().add(c.destination.process, 1, [sync, result, result_size](const Error* failure, std::span<const std::byte> bytes) {
+      token = rt.pending().add(reply_process, replies, [sync, result, result_size](const Error* failure, std::span<const std::byte> bytes) {
         if (failure != nullptr) return sync->fail(failure->code(), failure->what());
         if (result != nullptr) {
           if (bytes.size() != result_size)
@@ -250,7 +253,7 @@ void send_call(const Outgoing& c) {
     }
   }
   try {
-    ctx.send(c, token, c.destination, c.kind);
+    ctx.send(c, token, destination, kind);
   } catch (...) {
     if (c.sync != nullptr) c.sync->add(-1);
     if (token != 0) rt.pending().cancel(token);
@@ -258,28 +261,18 @@ void send_call(const Outgoing& c) {
   }
 }
 
+}  // namespace
+
+void send_call(const Outgoing& c) {
+  Job::current().impl().runtime.validate(c.destination);
+  issue(c, c.destination, c.kind, c.destination.process, 1);
+}
+
 void broadcast_call(const Outgoing& c) {
   Runtime& rt = Job::current().impl().runtime;
-  ThreadContext& ctx = rt.calling_context();
-  std::uint64_t token = 0;
-  if (c.sync != nullptr) {
-    c.sync->add();
-    if (c.notify == Notify::consumed) {
-      Synchronizer* sync = c.sync;
-      token = rt.pending().add(~0u, rt.size() * rt.threads(), [sync](const Error* failure, std::span<const std::byte>) {
-        if (failure != nullptr) return sync->fail(failure->code(), failure->what());
-        sync->notify();
-      });
-    }
-  }
-  try {
-    // The root of the tree is this process's service thread.
-    ctx.send(c, token, ThreadId{rt.rank(), service_thread}, CallKind::broadcast);
-  } catch (...) {
-    if (c.sync != nullptr) c.sync->add(-1);
-    if (token != 0) rt.pending().cancel(token);
-    throw;
-  }
+  // The root of the tree is this process's service thread; every worker
+  // thread of the job acknowledges.
+  issue(c, ThreadId{rt.rank(), service_thread}, CallKind::broadcast, ~0u, std::int64_t{rt.size()} * rt.threads());
 }
 
 // ---- receiving ----

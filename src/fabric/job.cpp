@@ -138,7 +138,19 @@ transfer::Transmitter& ThreadContext::transmitter(std::uint32_t process) {
   std::lock_guard lock(endpoints_mutex_);
   if (transmitters_.size() < runtime_.size()) transmitters_.resize(runtime_.size());
   auto& tx = transmitters_[process];
-  if (!tx) tx = std::make_unique<transfer::Transmitter>(ep);
+  if (!tx) {
+    // Waiting drives this context: the owning thread progresses it itself;
+    // a short-lived thread using the shared service context wakes the
+    // service thread instead (only it may run this worker's callbacks).
+    ProgressHook hook{[](void* self) {
+      auto* ctx = static_cast<ThreadContext*>(self);
+      if (current_context == ctx) return ctx->poll(nullptr);
+      ctx->worker().signal();
+      std::this_thread::yield();
+      return false;
+    }, this};
+    tx = std::make_unique<transfer::Transmitter>(ep, 0, hook);
+  }
   return *tx;
 }
 
@@ -287,14 +299,10 @@ Runtime::~Runtime() {
   // then run what arrived. The service thread keeps serving meanwhile.
   // A dead member would hold the launcher's fence forever: give up on it
   // as soon as any failure is known.
-  auto any_failed = [this] {
-    for (std::uint32_t p = 0; p < size_; ++p)
-      if (process_failed(p)) return true;
-    return false;
-  };
+  auto any_failed = [this] { return any_process_failed(); };
   auto fence = [&] {
     try {
-      return bootstrap_->barrier_unless(any_failed);
+      return bootstrap_->barrier(any_failed);
     } catch (const Error& e) {
       std::fprintf(stderr, "rdmx: teardown barrier failed: %s\n", e.what());
       return false;
@@ -344,6 +352,12 @@ void Runtime::peer_failed(std::uint32_t process, const std::string& why) {
   if (process >= size_ || shutting_down_.load(std::memory_order_acquire) || failed_[process].exchange(true)) return;
   std::fprintf(stderr, "rdmx: process %u: %s\n", rank_, why.c_str());
   pending_.fail_process(process, why);
+}
+
+bool Runtime::any_process_failed() const {
+  for (std::uint32_t p = 0; p < size_; ++p)
+    if (process_failed(p)) return true;
+  return false;
 }
 
 int Runtime::numa_node_of(std::uint32_t thread) const {
@@ -573,7 +587,12 @@ void Job::barrier() {
 }
 
 std::vector<std::vector<std::byte>> Job::allgather(std::span<const std::byte> mine) {
-  return impl_->runtime.bootstrap().allgather(mine);
+  // Serve calls while the launcher gathers: a peer may be waiting on us.
+  auto& rt = impl_->runtime;
+  return rt.bootstrap().allgather(mine, [&rt] {
+    progress();
+    return rt.any_process_failed();
+  });
 }
 
 transfer::Context& Job::context() { return impl_->runtime.context(); }

@@ -170,6 +170,7 @@ class Runtime {
   void validate(ThreadId id) const;
   bool process_failed(std::uint32_t process) const { return failed_[process].load(std::memory_order_acquire); }
   void peer_failed(std::uint32_t process, const std::string& why);
+  bool any_process_failed() const;
   std::size_t max_message() const noexcept { return max_message_; }
   std::size_t max_closure() const noexcept { return max_closure_; }
   PendingReplies& pending() { return pending_; }

@@ -60,16 +60,13 @@ Future<T> issue_with_future(ProgressHook hook, const char* what, Issue&& issue) 
 
 }  // namespace
 
-Transmitter::Transmitter(Endpoint& endpoint, unsigned u_max)
-    : endpoint_(&endpoint), u_max_(u_max != 0 ? u_max : default_u_max()) {
+Transmitter::Transmitter(Endpoint& endpoint, unsigned u_max, ProgressHook progress)
+    : endpoint_(&endpoint), u_max_(u_max != 0 ? u_max : default_u_max()), hook_(progress) {
   if (u_max_ == 0) throw Error(Errc::invalid_argument, "u_max must be at least 1");
+  if (hook_.fn == nullptr) hook_ = {[](void* w) { return static_cast<Worker*>(w)->progress(); }, &endpoint.worker()};
 }
 
-ProgressHook Transmitter::hook() noexcept {
-  return {[](void* w) { return static_cast<Worker*>(w)->progress(); }, &endpoint_->worker()};
-}
-
-bool Transmitter::progress() { return endpoint_->worker().progress(); }
+bool Transmitter::progress() { return hook_(); }
 
 EpochTag Transmitter::issued(void* status_ptr, const char* what) {
   if (UCS_PTR_IS_ERR(status_ptr)) throw_status(UCS_PTR_STATUS(status_ptr), std::string(what) + " to " + endpoint_->peer_name());
@@ -123,21 +120,21 @@ void Transmitter::flush() {
 
 Future<void> Transmitter::put(const void* source, std::size_t length, RemoteAddress target) {
   endpoint_->check_alive();
-  return issue_with_future<void>(hook(), "put", [&](ucp_request_param_t& param, Pending<void>&) {
+  return issue_with_future<void>(hook_, "put", [&](ucp_request_param_t& param, Pending<void>&) {
     return ucp_put_nbx(endpoint_->get(), source, length, target.address, target.rkey, &param);
   });
 }
 
 Future<void> Transmitter::get(void* destination, std::size_t length, RemoteAddress source) {
   endpoint_->check_alive();
-  return issue_with_future<void>(hook(), "get", [&](ucp_request_param_t& param, Pending<void>&) {
+  return issue_with_future<void>(hook_, "get", [&](ucp_request_param_t& param, Pending<void>&) {
     return ucp_get_nbx(endpoint_->get(), destination, length, source.address, source.rkey, &param);
   });
 }
 
 Future<std::uint64_t> Transmitter::fetch_add(RemoteAddress target, std::uint64_t value) {
   endpoint_->check_alive();
-  return issue_with_future<std::uint64_t>(hook(), "fetch_add", [&](ucp_request_param_t& param, Pending<std::uint64_t>& op) {
+  return issue_with_future<std::uint64_t>(hook_, "fetch_add", [&](ucp_request_param_t& param, Pending<std::uint64_t>& op) {
     op.scratch = value;
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
     param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
@@ -148,7 +145,7 @@ Future<std::uint64_t> Transmitter::fetch_add(RemoteAddress target, std::uint64_t
 
 Future<std::uint64_t> Transmitter::compare_swap(RemoteAddress target, std::uint64_t expected, std::uint64_t desired) {
   endpoint_->check_alive();
-  return issue_with_future<std::uint64_t>(hook(), "compare_swap", [&](ucp_request_param_t& param, Pending<std::uint64_t>& op) {
+  return issue_with_future<std::uint64_t>(hook_, "compare_swap", [&](ucp_request_param_t& param, Pending<std::uint64_t>& op) {
     op.scratch = expected;  // UCX: compare with `buffer`, swap in `reply_buffer`, old value returned there
     op.reply = desired;
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;

@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "rdmx/fabric/call.hpp"
@@ -207,4 +208,26 @@ TEST(CallErrors, UnknownFunctionIdIsReportedNotRun) {
     EXPECT_EQ(e.code(), Errc::unknown_function);
   }
   job().barrier();
+}
+
+// Threads that are not rdmx worker threads send through the process's shared
+// service worker; their calls and replies must all arrive.
+TEST(Calls, ShortLivedThreadsSendThroughTheServiceWorker) {
+  static std::atomic<std::uint64_t> hits{0};
+  hits = 0;
+  job().barrier();
+  constexpr int threads = 4, calls = 50;
+  std::atomic<int> finished{0};
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i)
+    pool.emplace_back([&] {
+      Synchronizer sync;
+      for (int k = 0; k < calls; ++k) call<Notify::consumed>(ThreadId{next_process(), 0}, [] { hits.fetch_add(1); }, sync);
+      sync.wait();
+      finished.fetch_add(1);
+    });
+  while (finished.load() < threads) progress();  // serve the calls aimed at this thread meanwhile
+  for (auto& t : pool) t.join();
+  job().barrier();
+  EXPECT_EQ(hits.load(), std::uint64_t{threads} * calls);
 }

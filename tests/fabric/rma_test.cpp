@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "rdmx/fabric/call.hpp"
@@ -113,5 +114,25 @@ TEST(Rma, AllocationNearANamedThread) {
   get(&back, remote.slice(0, 8)).get();
   EXPECT_EQ(back, 42u);
   free_remote(remote);
+  job().barrier();
+}
+
+// Short-lived threads share the service worker's transmitters: their
+// one-sided operations (wait-free bookkeeping, UCX's own locking) must all land.
+TEST(Rma, ShortLivedThreadsShareATransmitter) {
+  RemoteLocator counter = shared_counter();
+  constexpr int threads = 4, adds = 100;
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i)
+    pool.emplace_back([&] {
+      for (int k = 0; k < adds; ++k) fetch_add(counter, 1).get();
+    });
+  for (auto& t : pool) t.join();
+  job().barrier();
+  std::uint64_t total = 0;
+  get(&total, counter).get();
+  EXPECT_EQ(total, std::uint64_t{threads} * adds * job().size());
+  job().barrier();
+  if (job().rank() == 0) free_remote(counter);
   job().barrier();
 }

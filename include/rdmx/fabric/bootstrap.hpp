@@ -21,12 +21,15 @@ class Bootstrap {
   virtual std::uint32_t rank() const = 0;
   virtual std::uint32_t size() const = 0;
   virtual std::string launcher() const = 0;  // "pmix" or "none"
+  // Called while a collective waits: serve calls meanwhile (a peer may be
+  // waiting on us), and return true to give up (a member died, so the
+  // launcher's fence would never complete).
+  using Poll = std::function<bool()>;
   // Every process contributes `mine`; returns all contributions by rank.
-  virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) = 0;
-  virtual void barrier() = 0;
-  // A barrier that gives up when `abandon()` turns true (a member died: the
-  // launcher's fence would never complete). Returns whether it completed.
-  virtual bool barrier_unless(const std::function<bool()>& abandon) = 0;
+  // Throws Errc::peer_failed when `poll` gives up.
+  virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine, const Poll& poll = {}) = 0;
+  // Returns false when `poll` gave up.
+  virtual bool barrier(const Poll& poll = {}) = 0;
 };
 
 }  // namespace rdmx::fabric

@@ -66,7 +66,10 @@ class Job {
   // thread 0, and joins them. Threads are named and pinned per the layout.
   void run(const std::function<void(ThreadId)>& fn);
 
-  // Rare collectives among processes (through the launcher).
+  // Rare collectives among processes, called by one thread per process.
+  // Both keep serving calls while they wait, so a peer blocked on a call to
+  // this thread cannot deadlock them; both throw Errc::peer_failed when a
+  // process of the job has died.
   void barrier();
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine);
 

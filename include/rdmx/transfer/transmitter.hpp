@@ -20,7 +20,10 @@ class Endpoint;
 class Transmitter {
  public:
   // u_max: operations per flush (RDMX_U_MAX overrides the default of 64).
-  explicit Transmitter(Endpoint& endpoint, unsigned u_max = 0);
+  // `progress`: what waiting on this transmitter drives; by default the
+  // endpoint's worker. An owner sharing the worker among threads passes a
+  // hook that leaves progress to the worker's one progressing thread.
+  explicit Transmitter(Endpoint& endpoint, unsigned u_max = 0, ProgressHook progress = {});
   Transmitter(const Transmitter&) = delete;
   Transmitter& operator=(const Transmitter&) = delete;
 
@@ -47,10 +50,10 @@ class Transmitter {
  private:
   static void flush_done(void* request, ucs_status_t status, void* self);
   EpochTag issued(void* status_ptr, const char* what);
-  ProgressHook hook() noexcept;
 
   Endpoint* endpoint_;
   unsigned u_max_;
+  ProgressHook hook_;
   FlushEpoch epoch_;
   std::atomic<std::uint64_t> issued_{0};
   std::atomic<std::uint64_t> flushes_done_{0};
