@@ -290,7 +290,10 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
     for (auto& c : contexts_)
       for (std::uint32_t p = 0; p < size_; ++p)
         for (std::uint32_t s = 0; s < slots(); ++s) c->endpoint(p, s);
+}
 
+void Runtime::start() {
+  // Only once the Job is published: service calls use Job::current().
   service_thread_ = std::thread([this] { service_loop(); });
 }
 
@@ -497,6 +500,7 @@ Job::Job(Options options) {
   std::vector<std::string> none;
   impl_.reset(new Impl{fabric::Runtime(options, none)});
   current_job = this;
+  impl_->runtime.start();
   impl_->runtime.bind_current_thread(0);
 }
 
@@ -513,6 +517,7 @@ Job::Job(int& argc, char**& argv, Options options) {
   argv[out] = nullptr;
   argc = out;
   current_job = this;
+  impl_->runtime.start();
   impl_->runtime.bind_current_thread(0);
 }
 

@@ -157,6 +157,7 @@ class Runtime {
  public:
   Runtime(Job::Options options, std::vector<std::string>& args);
   ~Runtime();
+  void start();  // starts the service thread
 
   std::uint32_t rank() const noexcept { return rank_; }
   std::uint32_t size() const noexcept { return size_; }
