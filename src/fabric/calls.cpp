@@ -432,17 +432,12 @@ void ThreadContext::execute(Received& r) {
                                           static_cast<const std::byte*>(result) + size);
     };
     try {
-      executing_ = true;
       invoker(in);
-      executing_ = false;
     } catch (const Error& e) {
-      executing_ = false;
       failure.emplace(e.code() == Errc::unknown_function ? Errc::remote_exception : e.code(), e.what());
     } catch (const std::exception& e) {
-      executing_ = false;
       failure.emplace(Errc::remote_exception, std::string("remote function threw: ") + e.what());
     } catch (...) {
-      executing_ = false;
       failure.emplace(Errc::remote_exception, "remote function threw a non-standard exception");
     }
   }

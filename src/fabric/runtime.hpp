@@ -149,7 +149,6 @@ class ThreadContext {
   std::mutex inbox_mutex_;
   std::deque<Received> inbox_;
   std::atomic<bool> inbox_nonempty_{false};
-  bool executing_ = false;
 };
 
 // Process-wide state behind rdmx::Job.

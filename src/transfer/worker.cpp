@@ -31,8 +31,8 @@ Worker::~Worker() {
 }
 
 bool Worker::wait(int timeout_ms) {
-  if (event_fd_ < 0) {  // transports without wake-up support: nap briefly
-    usleep(timeout_ms < 0 ? 100 : static_cast<useconds_t>(std::min(timeout_ms, 1) * 100));
+  if (event_fd_ < 0) {  // transports without wake-up support: nap briefly, then poll again
+    usleep(timeout_ms == 0 ? 0 : 100);
     return false;
   }
   ucs_status_t status = ucp_worker_arm(handle_);
