@@ -14,7 +14,7 @@ struct HeaderPool {
   static constexpr std::size_t capacity = 4096 + sizeof(CallHeader);
   std::vector<std::unique_ptr<std::byte[]>> free;
   std::unique_ptr<std::byte[]> take() {
-    if (free.empty()) return std::make_unique<std::byte[]>(capacity);
+    if (free.empty()) return std::make_unique_for_overwrite<std::byte[]>(capacity);
     auto b = std::move(free.back());
     free.pop_back();
     return b;

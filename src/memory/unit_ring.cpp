@@ -12,19 +12,31 @@ namespace rdmx::memory::detail {
 
 void Unit::add_tag(transfer::EpochTag tag) {
   if (tag.epoch == nullptr) return;  // nothing outstanding
-  for (auto& t : tags) {
+  if (first.epoch == tag.epoch) {
+    first.value = std::max(first.value, tag.value);
+    return;
+  }
+  for (auto& t : more) {
     if (t.epoch == tag.epoch) {
       t.value = std::max(t.value, tag.value);
       return;
     }
   }
-  tags.push_back(tag);
+  if (first.epoch == nullptr)
+    first = tag;
+  else
+    more.push_back(tag);
 }
 
 bool Unit::free() {
   if (untagged != 0) return false;
-  std::erase_if(tags, [](const transfer::EpochTag& t) { return t.is_free(); });
-  return tags.empty();
+  if (first.epoch != nullptr) {
+    if (!first.is_free()) return false;
+    first = {};
+  }
+  if (more.empty()) return true;
+  std::erase_if(more, [](const transfer::EpochTag& t) { return t.is_free(); });
+  return more.empty();
 }
 
 UnitRing::UnitRing(Arena& arena, const RingOptions& options, const char* owner)

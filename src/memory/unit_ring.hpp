@@ -17,7 +17,10 @@ struct Unit {
   Block block;
   // At most one tag per FlushEpoch, the highest seen: within one epoch a
   // higher tag completes after every lower one.
-  std::vector<transfer::EpochTag> tags;
+  // The first kept inline (a unit is nearly always used with one endpoint),
+  // the others on the heap.
+  transfer::EpochTag first;
+  std::vector<transfer::EpochTag> more;
   std::uint32_t untagged = 0;  // handed out and not tagged yet: in use
   std::size_t used = 0;        // bump pointer (linear-circular)
 
@@ -26,11 +29,13 @@ struct Unit {
   // later checks are cheaper.
   bool free();
   void reset() {
-    tags.clear();  // keeps capacity: no allocation when the unit comes round again
+    first = {};
+    more.clear();  // keeps capacity: no allocation when the unit comes round again
     untagged = 0;
     used = 0;
   }
 };
+
 
 struct RingOptions {
   std::size_t unit_size;

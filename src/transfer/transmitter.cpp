@@ -61,33 +61,20 @@ Future<T> issue_with_future(ProgressHook hook, const char* what, Issue&& issue) 
 }  // namespace
 
 Transmitter::Transmitter(Endpoint& endpoint, unsigned u_max, ProgressHook progress)
-    : endpoint_(&endpoint), u_max_(u_max != 0 ? u_max : default_u_max()), hook_(progress) {
+    : endpoint_(&endpoint), ep_(endpoint.get()), u_max_(u_max != 0 ? u_max : default_u_max()), until_flush_(u_max_),
+      hook_(progress) {
   if (u_max_ == 0) throw Error(Errc::invalid_argument, "u_max must be at least 1");
   if (hook_.fn == nullptr) hook_ = {[](void* w) { return static_cast<Worker*>(w)->progress(); }, &endpoint.worker()};
 }
 
-bool Transmitter::progress() { return hook_(); }
+bool Transmitter::progress() {
+  endpoint_->check_alive();
+  return hook_();
+}
 
-EpochTag Transmitter::issued(void* status_ptr, const char* what) {
+void Transmitter::not_immediate(void* status_ptr, const char* what) {
   if (UCS_PTR_IS_ERR(status_ptr)) throw_status(UCS_PTR_STATUS(status_ptr), std::string(what) + " to " + endpoint_->peer_name());
-  if (UCS_PTR_IS_PTR(status_ptr)) ucp_request_free(status_ptr);  // completion is learnt from the epoch's flush
-  // The tag is read after the operation was issued (Seriema 4.1), so the flush
-  // that closes this epoch is issued later and covers it.
-  EpochTag tag{&epoch_, epoch_.current()};
-  if ((issued_.fetch_add(1, std::memory_order_relaxed) + 1) % u_max_ == 0) start_flush();
-  return tag;
-}
-
-EpochTag Transmitter::post_put(const void* source, std::size_t length, RemoteAddress target) {
-  endpoint_->check_alive();
-  ucp_request_param_t param{};
-  return issued(ucp_put_nbx(endpoint_->get(), source, length, target.address, target.rkey, &param), "put");
-}
-
-EpochTag Transmitter::post_get(void* destination, std::size_t length, RemoteAddress source) {
-  endpoint_->check_alive();
-  ucp_request_param_t param{};
-  return issued(ucp_get_nbx(endpoint_->get(), destination, length, source.address, source.rkey, &param), "get");
+  ucp_request_free(status_ptr);  // completion is learnt from the epoch's flush
 }
 
 void Transmitter::flush_done(void* request, ucs_status_t status, void* self) {
@@ -99,6 +86,7 @@ void Transmitter::flush_done(void* request, ucs_status_t status, void* self) {
 }
 
 void Transmitter::start_flush() {
+  endpoint_->check_alive();
   epoch_.close();
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -112,10 +100,7 @@ void Transmitter::start_flush() {
 void Transmitter::flush() {
   std::uint64_t target = epoch_.current();
   start_flush();
-  while (epoch_.completed() < target) {
-    endpoint_->check_alive();
-    progress();
-  }
+  while (epoch_.completed() < target) progress();
 }
 
 Future<void> Transmitter::put(const void* source, std::size_t length, RemoteAddress target) {

@@ -35,6 +35,7 @@ transfer::RemoteAddress resolve(const RemoteLocator& where);
 // The calling thread's transmitter towards `process` (automatic batching).
 transfer::Transmitter& transmitter(std::uint32_t process);
 
+// put's future: `source` may be reused (remote completion: flush(process)).
 Future<void> put(const void* source, const RemoteLocator& target);
 Future<void> get(void* destination, const RemoteLocator& source);
 // Fire-and-forget: `source`/`destination` may be reused (hold data) once the tag is free.

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "rdmx/core/future.hpp"
 #include "rdmx/memory/block.hpp"
@@ -53,23 +54,79 @@ class CircularAllocator {
 
   // The next unit if it is free, growing the ring if it is not; nullopt once
   // the ring holds max_units and the next unit is still busy.
-  std::optional<Block> try_allocate();
+  std::optional<Block> try_allocate() {
+    Block b = next_free();
+    if (b) [[likely]]
+      return b;
+    return try_allocate_slow();
+  }
   // Like try_allocate, but calls `progress` (e.g. the worker's progress, which
   // completes flushes) until a unit frees up.
-  Block allocate(ProgressHook progress);
+  Block allocate(ProgressHook progress) {
+    Block b = next_free();
+    if (b) [[likely]]
+      return b;
+    return allocate_slow(progress);
+  }
   // Record the epoch of the last operation that used `unit` (pass the tag read
   // just after issuing it). A unit used with several FlushEpochs may be tagged
   // once per epoch; it is free when all of them are. Tagging with a default
   // EpochTag{} frees it at once (it was only used locally).
-  void tag(const Block& unit, transfer::EpochTag tag);
+  void tag(const Block& unit, transfer::EpochTag tag) {
+    // Fast path: the unit just handed out, tagged once, in the bound epoch.
+    if (last_ != nullptr && last_->data == unit.data && last_->value == in_use && tag.epoch == bound_) [[likely]] {
+      last_->value = tag.value;
+      return;
+    }
+    tag_slow(unit.data, tag);  // only the pointer: the Block can stay in registers
+  }
 
   std::size_t unit_size() const noexcept;
   std::size_t units() const noexcept;  // current ring size
   std::size_t max_units() const noexcept;
 
  private:
+  // What the hot path touches, in ring order. An allocator serves one
+  // transmitter (Seriema: one per transmitter and thread), so it binds to the
+  // first FlushEpoch it is tagged with, and a slot holds only a tag value in
+  // that epoch: free is `value <= bound_->completed()`. A handed-out, untagged
+  // unit holds `in_use`, a free one 0. A unit also tagged in another epoch
+  // keeps every tag on the ring (slow path), is marked `extra` and holds
+  // `tagged_elsewhere`: never free on the fast path, checked on the slow one.
+  struct Slot {
+    std::byte* data;
+    std::uint64_t value;
+    std::uint64_t offset;
+    std::uint32_t region;
+    bool extra;
+  };
+  static constexpr std::uint64_t in_use = ~std::uint64_t{0};
+  static constexpr std::uint64_t tagged_elsewhere = in_use - 1;
+
+  Block next_free() {
+    Slot& s = slots_[next_];
+    if (s.value > bound_->completed()) [[unlikely]]
+      return {};
+    s.value = in_use;
+    last_ = &s;
+    if (++next_ == size_) next_ = 0;
+    return Block{s.data, unit_size_, s.region, s.offset};
+  }
+  std::optional<Block> try_allocate_slow();
+  Block allocate_slow(ProgressHook progress);
+  void tag_slow(const std::byte* unit, transfer::EpochTag tag);
+  void rebuild();  // slots_ from the ring, after construction or growth
+
   std::unique_ptr<detail::UnitRing> ring_;
-  std::size_t next_ = 0;  // ring position handed out next
+  std::vector<Slot> slots_;
+  std::size_t next_ = 0;       // ring position handed out next
+  std::size_t size_ = 0;
+  std::size_t unit_size_ = 0;
+  Slot* last_ = nullptr;       // the unit handed out last: what tag() is almost always given
+  // Completes nothing: the bound epoch until a real one is seen (then only
+  // free units, value 0, can be handed out).
+  static inline const transfer::FlushEpoch unbound_{};
+  const transfer::FlushEpoch* bound_ = &unbound_;
 };
 
 }  // namespace rdmx::memory

@@ -11,6 +11,7 @@
 
 #include "rdmx/core/future.hpp"
 #include "rdmx/transfer/flush_epoch.hpp"
+#include "rdmx/transfer/endpoint.hpp"
 #include "rdmx/transfer/memory_region.hpp"
 
 namespace rdmx::transfer {
@@ -27,9 +28,19 @@ class Transmitter {
   Transmitter(const Transmitter&) = delete;
   Transmitter& operator=(const Transmitter&) = delete;
 
-  EpochTag post_put(const void* source, std::size_t length, RemoteAddress target);
-  EpochTag post_get(void* destination, std::size_t length, RemoteAddress source);
+  // A failed endpoint is reported (Errc::peer_failed) by the flush that
+  // closes the epoch, at most u_max operations after the failure is known,
+  // and by every wait (progress()); the per-operation path stays free of it.
+  EpochTag post_put(const void* source, std::size_t length, RemoteAddress target) {
+    return issued(ucp_put_nbx(ep_, source, length, target.address, target.rkey, &unsignaled_), "put");
+  }
+  EpochTag post_get(void* destination, std::size_t length, RemoteAddress source) {
+    return issued(ucp_get_nbx(ep_, destination, length, source.address, source.rkey, &unsignaled_), "get");
+  }
 
+  // put's future completes when `source` may be reused, which over some
+  // transports (TCP) is before the data has reached the target: flush() is
+  // what guarantees remote completion. get's future means the data is here.
   Future<void> put(const void* source, std::size_t length, RemoteAddress target);
   Future<void> get(void* destination, std::size_t length, RemoteAddress source);
   Future<std::uint64_t> fetch_add(RemoteAddress target, std::uint64_t value);
@@ -44,18 +55,41 @@ class Transmitter {
   const FlushEpoch& epoch() const noexcept { return epoch_; }
   Endpoint& endpoint() const noexcept { return *endpoint_; }
   unsigned u_max() const noexcept { return u_max_; }
-  // Progress the endpoint's worker (what a waiter on a tag should call).
+  // Progress the endpoint's worker (what a waiter on a tag should call);
+  // throws Errc::peer_failed once the endpoint has failed, so no wait for an
+  // epoch that will never complete can hang.
   bool progress();
 
  private:
   static void flush_done(void* request, ucs_status_t status, void* self);
-  EpochTag issued(void* status_ptr, const char* what);
+  EpochTag issued(void* status_ptr, const char* what) {
+    if (status_ptr != nullptr) [[unlikely]]
+      not_immediate(status_ptr, what);
+    // The tag is read after the operation was issued (Seriema 4.1), so the
+    // flush that closes this epoch is issued later and covers it.
+    EpochTag tag{&epoch_, epoch_.current()};
+    // The countdown only decides when to flush (correctness comes from the
+    // tag being read after the operation was issued), so threads sharing the
+    // transmitter may lose a decrement and flush a little later: plain
+    // relaxed load and store, no locked instruction, wait-free.
+    const unsigned left = until_flush_.load(std::memory_order_relaxed);
+    if (left > 1) [[likely]] {
+      until_flush_.store(left - 1, std::memory_order_relaxed);
+    } else {
+      until_flush_.store(u_max_, std::memory_order_relaxed);
+      start_flush();
+    }
+    return tag;
+  }
+  void not_immediate(void* status_ptr, const char* what);
 
   Endpoint* endpoint_;
+  ucp_ep_h ep_;
   unsigned u_max_;
+  std::atomic<unsigned> until_flush_;
+  const ucp_request_param_t unsignaled_{};  // no callback: completion is learnt from the epoch's flush
   ProgressHook hook_;
   FlushEpoch epoch_;
-  std::atomic<std::uint64_t> issued_{0};
   std::atomic<std::uint64_t> flushes_done_{0};
 };
 
