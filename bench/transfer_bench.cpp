@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "json.hpp"
+#include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
@@ -71,16 +72,13 @@ struct Options {
                            "[--ring=N] [--variants=raw,auto,send] [--quick]");
 }
 
+// Numbers and sizes (8, 64K, 2M) the way RDMX_* variables take them.
 std::size_t parse_count(const std::string& text, const char* what) {
-  std::size_t pos = 0;
-  unsigned long long v = 0;
   try {
-    v = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
+    return static_cast<std::size_t>(rdmx::env::parse_size(text, what));
+  } catch (const rdmx::Error& e) {
+    usage_error(e.what());
   }
-  if (pos == 0 || pos != text.size()) usage_error(std::string(what) + ": '" + text + "' is not a number");
-  return static_cast<std::size_t>(v);
 }
 
 std::vector<std::string> split(const std::string& text) {

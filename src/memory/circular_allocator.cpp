@@ -43,7 +43,7 @@ std::optional<Block> CircularAllocator::try_allocate_slow() {
   Slot* s = &slots_[next_];
   detail::Unit* u = &ring_->at(next_);
   const bool free = s->extra ? std::all_of(u->more.begin(), u->more.end(), [](const transfer::EpochTag& t) { return t.is_free(); })
-                             : s->value <= bound_->completed();
+                             : s->value <= (seen_completed_ = bound_->completed());
   if (!free) {
     // Insert fresh units here, ahead of the busy one: they are used next and
     // the busy unit is revisited after them, when it has had longest to finish.
@@ -90,7 +90,10 @@ void CircularAllocator::tag_slow(const std::byte* unit, transfer::EpochTag tag) 
     if (!s.extra && s.value == in_use) s.value = 0;
     return;
   }
-  if (bound_ == &unbound_) bound_ = tag.epoch;  // the first epoch seen is the one this allocator serves
+  if (bound_ == &unbound_) {  // the first epoch seen is the one this allocator serves
+    bound_ = tag.epoch;
+    seen_completed_ = 0;
+  }
   if (s.extra) {
     merge(tag);
     return;

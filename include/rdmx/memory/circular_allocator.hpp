@@ -105,8 +105,12 @@ class CircularAllocator {
 
   Block next_free() {
     Slot& s = slots_[next_];
-    if (s.value > bound_->completed()) [[unlikely]]
-      return {};
+    // completed() only grows, so a cached value is conservative: re-read the
+    // epoch only when a unit looks busy (keeps a dependent load off the path).
+    if (s.value > seen_completed_) [[unlikely]] {
+      seen_completed_ = bound_->completed();
+      if (s.value > seen_completed_) return {};
+    }
     s.value = in_use;
     last_ = &s;
     if (++next_ == size_) next_ = 0;
@@ -127,6 +131,7 @@ class CircularAllocator {
   // free units, value 0, can be handed out).
   static inline const transfer::FlushEpoch unbound_{};
   const transfer::FlushEpoch* bound_ = &unbound_;
+  std::uint64_t seen_completed_ = 0;  // bound_->completed() as last read
 };
 
 }  // namespace rdmx::memory
