@@ -29,7 +29,13 @@ struct SendRecord {
   std::unique_ptr<std::byte[]> header;
   Synchronizer* sync = nullptr;  // counted down when sent, if set
   std::atomic<bool>* done = nullptr;
+  std::size_t* in_flight = nullptr;  // the sending thread's count of queued sends
 };
+
+// Flow control: a thread with this many sends queued inside UCX progresses
+// (serving its own incoming calls) until fewer are queued, so a sender far
+// faster than its receiver holds bounded memory in UCX's pending queues.
+constexpr std::size_t max_queued_sends = 64;
 
 void finish_send(SendRecord* record, ucs_status_t status) {
   if (record->sync != nullptr) {
@@ -39,6 +45,7 @@ void finish_send(SendRecord* record, ucs_status_t status) {
       record->sync->fail(transfer::errc_of(status), std::string("send failed: ") + ucs_status_string(status));
   }
   if (record->done != nullptr) record->done->store(true, std::memory_order_release);
+  if (record->in_flight != nullptr) --*record->in_flight;
   header_pool.give(std::move(record->header));
 }
 
@@ -175,7 +182,18 @@ void ThreadContext::transmit(CallHeader header, const Outgoing& c, ThreadId dest
     finish_send(record.get(), UCS_OK);
     return;
   }
+  // Only this thread runs a non-shared worker's callbacks, and only inside
+  // progress: counting after the send returned cannot race with completion.
+  if (!shared_) {
+    record->in_flight = &queued_sends_;
+    ++queued_sends_;
+  }
   record.release();  // owned by the completion callback now
+  if (!shared_)
+    while (queued_sends_ > max_queued_sends) {
+      ep.check_alive();
+      progress();
+    }
   if (wait_here) {
     while (!done.load(std::memory_order_acquire)) {
       ep.check_alive();
@@ -452,8 +470,10 @@ void ThreadContext::execute(Received& r) {
 }
 
 bool ThreadContext::poll(std::size_t* executed) {
-  bool active = false;
-  while (worker_.progress()) active = true;
+  // One round of UCX progress, then run what it delivered: draining UCX
+  // completely first lets a receiver that fell behind a fast sender ingest
+  // an ever longer backlog (holding UCX's buffers), and it never catches up.
+  bool active = worker_.progress();
   if (inbox_nonempty_.load(std::memory_order_acquire)) {
     std::lock_guard lock(inbox_mutex_);
     for (auto& r : inbox_) ready_.push_back(std::move(r));

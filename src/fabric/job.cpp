@@ -536,6 +536,10 @@ std::uint32_t Job::size() const noexcept { return impl_->runtime.size(); }
 std::uint32_t Job::threads_per_process() const noexcept { return impl_->runtime.threads(); }
 const ProcessInfo& Job::process_info(std::uint32_t rank) const { return impl_->runtime.infos.at(rank); }
 Layout Job::layout() const { return impl_->runtime.layout; }
+int Job::numa_zone(std::uint32_t thread) const {
+  impl_->runtime.validate(ThreadId{rank(), thread});
+  return impl_->runtime.numa_node_of(thread);
+}
 std::string Job::launcher() const { return impl_->runtime.bootstrap().launcher(); }
 
 std::string Job::describe() const {

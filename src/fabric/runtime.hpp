@@ -149,6 +149,7 @@ class ThreadContext {
   std::mutex inbox_mutex_;
   std::deque<Received> inbox_;
   std::atomic<bool> inbox_nonempty_{false};
+  std::size_t queued_sends_ = 0;  // sends UCX has queued (flow control, non-shared contexts)
 };
 
 // Process-wide state behind rdmx::Job.

@@ -55,5 +55,8 @@ TEST(SingleProcessJob, CallsItself) {
   sync.wait();
   EXPECT_EQ(hits, 1);
   EXPECT_THROW(call(ThreadId{1, 0}, [] {}), Error);
+  // One NUMA zone here (or unpinned): the zone is not meaningful.
+  EXPECT_EQ(job.numa_zone(0), -1);
+  EXPECT_THROW(job.numa_zone(5), Error);
   job.barrier();
 }

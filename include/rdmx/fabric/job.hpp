@@ -58,6 +58,9 @@ class Job {
   std::uint32_t threads_per_process() const noexcept;
   std::uint32_t total_threads() const noexcept { return size() * threads_per_process(); }
   const ProcessInfo& process_info(std::uint32_t rank) const;
+  // NUMA zone of this process's worker thread `thread` when threads are
+  // pinned on a machine with several zones; -1 when unknown or irrelevant.
+  int numa_zone(std::uint32_t thread) const;
   Layout layout() const;
   std::string launcher() const;
   std::string describe() const;  // one line: layout, transports, arena
