@@ -264,19 +264,27 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
                                                    : "not pinned (" + std::to_string(wanted) + " threads on " +
                                                          std::to_string(cores) + " cores)");
 
+  // Placement: the k-th process of a host takes cores [k*t, (k+1)*t) in
+  // hwloc's order, which keeps a process's threads in one NUMA zone when they
+  // fit. Each thread's core and zone are worked out once, here.
   thread_numa_.assign(threads_, -1);
   if (pin) {
-    // Record each pinned thread's NUMA zone so remote allocations can land near it.
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) == 0) {
-      if (hwloc_topology_load(topo) == 0 && hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) > 1) {
-        int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+      if (hwloc_topology_load(topo) == 0) {
+        const int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+        const bool zones = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) > 1;
         for (std::uint32_t s = 0; s < threads_ && cores > 0; ++s) {
           hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (infos[rank_].local_rank * threads_ + s) % cores);
-          hwloc_nodeset_t nodes = hwloc_bitmap_alloc();
-          hwloc_cpuset_to_nodeset(topo, core->cpuset, nodes);
-          thread_numa_[s] = hwloc_bitmap_first(nodes);
-          hwloc_bitmap_free(nodes);
+          std::vector<int> cpus;
+          for (int cpu = hwloc_bitmap_first(core->cpuset); cpu >= 0; cpu = hwloc_bitmap_next(core->cpuset, cpu)) cpus.push_back(cpu);
+          thread_cpus_.push_back(std::move(cpus));
+          if (zones) {
+            hwloc_nodeset_t nodes = hwloc_bitmap_alloc();
+            hwloc_cpuset_to_nodeset(topo, core->cpuset, nodes);
+            thread_numa_[s] = hwloc_bitmap_first(nodes);
+            hwloc_bitmap_free(nodes);
+          }
         }
       }
       hwloc_topology_destroy(topo);
@@ -404,20 +412,11 @@ void Runtime::bind_current_thread(std::uint32_t slot) {
   current_context = &context(slot);
   std::string name = slot == threads_ ? "rdmx-service" : "rdmx-w" + std::to_string(slot);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-  if (!pin || slot == threads_) return;
-  // Threads of the k-th local process take cores [k*t, (k+1)*t) in hwloc's
-  // order, which keeps a process's threads on one NUMA zone when they fit.
-  hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo) != 0) return;
-  if (hwloc_topology_load(topo) == 0) {
-    int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
-    if (cores > 0) {
-      unsigned index = (infos[rank_].local_rank * threads_ + slot) % static_cast<unsigned>(cores);
-      hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, index);
-      if (core != nullptr) hwloc_set_cpubind(topo, core->cpuset, HWLOC_CPUBIND_THREAD);
-    }
-  }
-  hwloc_topology_destroy(topo);
+  if (!pin || slot >= thread_cpus_.size()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : thread_cpus_[slot]) CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
 void Runtime::unbind_current_thread() {

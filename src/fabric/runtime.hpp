@@ -215,7 +215,8 @@ class Runtime {
   std::mutex arenas_mutex_;
   std::map<int, std::unique_ptr<memory::Arena>> arenas_;
   std::map<std::pair<std::uint32_t, std::uint64_t>, memory::Block> allocations_;
-  std::vector<int> thread_numa_;  // NUMA node of each pinned worker thread, -1 if unknown
+  std::vector<int> thread_numa_;                // NUMA node of each pinned worker thread, -1 if unknown
+  std::vector<std::vector<int>> thread_cpus_;   // the core (its CPUs) each worker thread is pinned to
   std::thread service_thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> shutting_down_{false};

@@ -1,5 +1,8 @@
 // Single-process tests of fabric pieces that need no peers.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
@@ -59,4 +62,31 @@ TEST(SingleProcessJob, CallsItself) {
   EXPECT_EQ(job.numa_zone(0), -1);
   EXPECT_THROW(job.numa_zone(5), Error);
   job.barrier();
+}
+
+// RDMX_PIN=on really binds a worker thread to one core's CPUs.
+TEST(Placement, PinnedWorkerThreadRunsOnOneCore) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus < 2) GTEST_SKIP() << "one CPU: nothing to pin to";
+  JobOptions options;
+  options.pin = "on";
+  Job job(options);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof set, &set), 0);
+  EXPECT_GE(CPU_COUNT(&set), 1);
+  EXPECT_LT(CPU_COUNT(&set), cpus) << "thread 0 should be bound to one core";
+  EXPECT_NE(job.describe().find("threads pinned"), std::string::npos) << job.describe();
+}
+
+TEST(Placement, BadPinValueIsRejected) {
+  JobOptions options;
+  options.pin = "sometimes";
+  try {
+    Job job(options);
+    FAIL() << "accepted RDMX_PIN=sometimes";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("RDMX_PIN"), std::string::npos);
+  }
 }
