@@ -10,48 +10,58 @@ namespace {
 
 // Header buffers must outlive ucp_am_send_nbx until it completes (UCX 1.13
 // does not copy them), so they come from a per-thread pool.
-struct HeaderPool {
+// What a send needs until UCX completes it: what to notify, and the header
+// bytes (UCX 1.13 does not copy an active message's header). Recycled
+// through a per-thread pool, so a send allocates nothing.
+struct SendBuffer {
   static constexpr std::size_t capacity = 4096 + sizeof(CallHeader);
-  std::vector<std::unique_ptr<std::byte[]>> free;
-  std::unique_ptr<std::byte[]> take() {
-    if (free.empty()) return std::make_unique_for_overwrite<std::byte[]>(capacity);
+  Synchronizer* sync = nullptr;       // counted down when sent, if set
+  std::atomic<bool>* done = nullptr;  // set when sent, if set
+  std::size_t* in_flight = nullptr;   // the sending thread's count of queued sends
+  alignas(8) std::byte bytes[capacity];
+};
+
+struct SendPool {
+  std::vector<std::unique_ptr<SendBuffer>> free;
+  std::unique_ptr<SendBuffer> take() {
+    if (free.empty()) return std::make_unique_for_overwrite<SendBuffer>();
     auto b = std::move(free.back());
     free.pop_back();
     return b;
   }
-  void give(std::unique_ptr<std::byte[]> b) {
+  void give(std::unique_ptr<SendBuffer> b) {
     if (free.size() < 256) free.push_back(std::move(b));
   }
 };
-thread_local HeaderPool header_pool;
+thread_local SendPool send_pool;
 
-struct SendRecord {
-  std::unique_ptr<std::byte[]> header;
-  Synchronizer* sync = nullptr;  // counted down when sent, if set
-  std::atomic<bool>* done = nullptr;
-  std::size_t* in_flight = nullptr;  // the sending thread's count of queued sends
-};
+std::unique_ptr<SendBuffer> take_send_buffer() {
+  auto b = send_pool.take();
+  b->sync = nullptr;
+  b->done = nullptr;
+  b->in_flight = nullptr;
+  return b;
+}
 
 // Flow control: a thread with this many sends queued inside UCX progresses
 // (serving its own incoming calls) until fewer are queued, so a sender far
 // faster than its receiver holds bounded memory in UCX's pending queues.
 constexpr std::size_t max_queued_sends = 64;
 
-void finish_send(SendRecord* record, ucs_status_t status) {
-  if (record->sync != nullptr) {
+void finish_send(std::unique_ptr<SendBuffer> buffer, ucs_status_t status) {
+  if (buffer->sync != nullptr) {
     if (status == UCS_OK)
-      record->sync->notify();
+      buffer->sync->notify();
     else
-      record->sync->fail(transfer::errc_of(status), std::string("send failed: ") + ucs_status_string(status));
+      buffer->sync->fail(transfer::errc_of(status), std::string("send failed: ") + ucs_status_string(status));
   }
-  if (record->done != nullptr) record->done->store(true, std::memory_order_release);
-  if (record->in_flight != nullptr) --*record->in_flight;
-  header_pool.give(std::move(record->header));
+  if (buffer->done != nullptr) buffer->done->store(true, std::memory_order_release);
+  if (buffer->in_flight != nullptr) --*buffer->in_flight;
+  send_pool.give(std::move(buffer));
 }
 
 void send_completed(void* request, ucs_status_t status, void* user) {
-  std::unique_ptr<SendRecord> record(static_cast<SendRecord*>(user));
-  finish_send(record.get(), status);
+  finish_send(std::unique_ptr<SendBuffer>(static_cast<SendBuffer*>(user)), status);
   ucp_request_free(request);
 }
 
@@ -158,10 +168,9 @@ void ThreadContext::transmit(CallHeader header, const Outgoing& c, ThreadId dest
                                              " (RDMX_MAX_MESSAGE)");
   transfer::Endpoint& ep = endpoint(destination.process, runtime_.slot_of(destination.thread));
   header.closure_size = static_cast<std::uint16_t>(c.closure_size);
-  auto record = std::make_unique<SendRecord>();
-  record->header = header_pool.take();
-  std::memcpy(record->header.get(), &header, sizeof header);
-  if (c.closure_size != 0) std::memcpy(record->header.get() + sizeof header, c.closure, c.closure_size);
+  auto record = take_send_buffer();
+  std::memcpy(record->bytes, &header, sizeof header);
+  if (c.closure_size != 0) std::memcpy(record->bytes + sizeof header, c.closure, c.closure_size);
   if (c.sync != nullptr && c.notify == Notify::sent) record->sync = c.sync;
   // A payload sent without a Synchronizer must be reusable when we return.
   std::atomic<bool> done{false};
@@ -172,14 +181,14 @@ void ThreadContext::transmit(CallHeader header, const Outgoing& c, ThreadId dest
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &send_completed;
   param.user_data = record.get();
-  void* request = ucp_am_send_nbx(ep.get(), am_call, record->header.get(), sizeof header + c.closure_size,
+  void* request = ucp_am_send_nbx(ep.get(), am_call, record->bytes, sizeof header + c.closure_size,
                                   c.data.data(), c.data.size(), &param);
   if (UCS_PTR_IS_ERR(request)) {
-    header_pool.give(std::move(record->header));
+    send_pool.give(std::move(record));
     transfer::throw_status(UCS_PTR_STATUS(request), "call to " + to_string(destination));
   }
   if (!UCS_PTR_IS_PTR(request)) {
-    finish_send(record.get(), UCS_OK);
+    finish_send(std::move(record), UCS_OK);
     return;
   }
   // Only this thread runs a non-shared worker's callbacks, and only inside
@@ -223,21 +232,20 @@ void ThreadContext::send_reply(ThreadId destination, std::uint64_t token, const 
     std::fprintf(stderr, "rdmx: %s: cannot reply to %s: %s\n", to_string(id_).c_str(), to_string(destination).c_str(), e.what());
     return;
   }
-  auto record = std::make_unique<SendRecord>();
-  record->header = header_pool.take();
-  std::memcpy(record->header.get(), &header, sizeof header);
-  std::size_t length = std::min(result.size(), HeaderPool::capacity - sizeof header);
-  if (length != 0) std::memcpy(record->header.get() + sizeof header, result.data(), length);  // replies are small: copy them
+  auto record = take_send_buffer();
+  std::memcpy(record->bytes, &header, sizeof header);
+  std::size_t length = std::min(result.size(), SendBuffer::capacity - sizeof header);
+  if (length != 0) std::memcpy(record->bytes + sizeof header, result.data(), length);  // replies are small: copy them
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &send_completed;
   param.user_data = record.get();
-  void* request = ucp_am_send_nbx(ep->get(), am_reply, record->header.get(), sizeof header,
-                                  record->header.get() + sizeof header, length, &param);
+  void* request = ucp_am_send_nbx(ep->get(), am_reply, record->bytes, sizeof header, record->bytes + sizeof header,
+                                  length, &param);
   if (UCS_PTR_IS_PTR(request)) {
     record.release();
   } else {
-    header_pool.give(std::move(record->header));
+    send_pool.give(std::move(record));
     if (UCS_PTR_IS_ERR(request))
       std::fprintf(stderr, "rdmx: reply to %s failed: %s\n", to_string(destination).c_str(),
                    ucs_status_string(UCS_PTR_STATUS(request)));

@@ -1,7 +1,9 @@
 // Private to the fabric: per-thread communication contexts, the wire format of
 // send-based calls, and the table of calls awaiting a reply.
 #pragma once
+#include <array>
 #include <atomic>
+#include <cstring>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -45,10 +47,31 @@ struct ReplyHeader {  // followed by nothing; AM data = result bytes or error te
   std::uint32_t reserved;
 };
 
+// A call's captures: inline up to 64 bytes (most lambdas), on the heap
+// beyond, so receiving a small call allocates nothing.
+class Captures {
+ public:
+  void assign(const std::byte* first, const std::byte* last) {
+    size_ = static_cast<std::size_t>(last - first);
+    if (size_ <= inline_.size()) {
+      if (size_ != 0) std::memcpy(inline_.data(), first, size_);
+    } else {
+      heap_.assign(first, last);
+    }
+  }
+  const std::byte* data() const noexcept { return size_ <= inline_.size() ? inline_.data() : heap_.data(); }
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  std::array<std::byte, 64> inline_;
+  std::vector<std::byte> heap_;
+  std::size_t size_ = 0;
+};
+
 // One received call, queued until its thread executes it (FIFO per thread).
 struct Received {
   CallHeader header{};
-  std::vector<std::byte> closure;
+  Captures closure;
   std::vector<std::byte> owned_data;  // copied or rendezvous-received payload
   void* ucx_data = nullptr;           // payload UCX lent us (released after execution)
   std::size_t ucx_length = 0;
