@@ -4,6 +4,8 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/function_registry.hpp"
@@ -89,4 +91,24 @@ TEST(Placement, BadPinValueIsRejected) {
     EXPECT_EQ(e.code(), Errc::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("RDMX_PIN"), std::string::npos);
   }
+}
+
+TEST(SingleProcessJob, PayloadLargerThanTheMaximumIsRejected) {
+  JobOptions options;
+  options.max_message = 1024;
+  Job job(options);
+  std::vector<std::byte> big(2048), fits(1024);
+  static int runs = 0;
+  Synchronizer sync;
+  try {
+    call_buffer<Notify::consumed>(ThreadId{0, 0}, [](std::span<std::byte>) { ++runs; }, big, sync);
+    FAIL() << "a 2048-byte payload passed a 1024-byte maximum";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::message_too_large);
+    EXPECT_NE(std::string(e.what()).find("RDMX_MAX_MESSAGE"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(sync.operations_left(), 0);
+  call_buffer<Notify::consumed>(ThreadId{0, 0}, [](std::span<std::byte> b) { runs += b.size() == 1024 ? 1 : 100; }, fits, sync);
+  sync.wait();
+  EXPECT_EQ(runs, 1);
 }
