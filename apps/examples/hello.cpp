@@ -61,8 +61,9 @@ int main(int argc, char** argv) {
     sync.wait();
     job.barrier();
 
-    std::printf("[%u] process %u answered (it runs %u threads); buffer %s; put/get %s, fetch_add saw %#llx; broadcast reached %d threads here\n",
-                me, answer.rank, answer.threads, "delivered", in == out ? "round-tripped" : "MISMATCH",
+    std::printf("[%u] process %u answered (worker threads: %u); buffer delivered; put/get %s, fetch_add saw %#llx; "
+                "broadcast ran on %d thread(s) here\n",
+                me, answer.rank, answer.threads, in == out ? "round-tripped" : "MISMATCH",
                 static_cast<unsigned long long>(before), greeted.load());
     job.barrier();
     return in == out ? 0 : 1;

@@ -36,6 +36,19 @@ std::uint64_t parse_size(const std::string& text, const char* what) {
   return value * scale;
 }
 
+std::uint64_t parse_count(const std::string& text, const char* what) {
+  std::size_t pos = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos == 0 || pos != text.size() || value == 0 || text[0] == '-')
+    throw Error(Errc::invalid_argument, std::string(what) + "='" + text + "' is not a positive whole number");
+  return value;
+}
+
 std::uint64_t get_size(const char* name, std::uint64_t fallback) {
   auto v = get(name);
   return v ? parse_size(*v, name) : fallback;

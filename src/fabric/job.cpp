@@ -178,7 +178,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   threads_ = options.threads;
   std::optional<Layout> requested;
   if (layout_text) requested = Layout::parse(*layout_text, "RDMX_LAYOUT / --rdmx-layout");
-  if (threads_ == 0 && threads_text) threads_ = static_cast<std::uint32_t>(env::parse_size(*threads_text, "RDMX_THREADS / --rdmx-threads"));
+  if (threads_ == 0 && threads_text) threads_ = static_cast<std::uint32_t>(env::parse_count(*threads_text, "RDMX_THREADS / --rdmx-threads"));
   if (threads_ == 0 && requested) threads_ = requested->threads_per_process;
   if (threads_ == 0) threads_ = 1;
   if (threads_ > 1024) throw Error(Errc::invalid_argument, "at most 1024 worker threads per process");
@@ -544,7 +544,7 @@ std::string Job::launcher() const { return impl_->runtime.bootstrap().launcher()
 std::string Job::describe() const {
   auto& rt = impl_->runtime;
   const char* tls = std::getenv("UCX_TLS");
-  return "rdmx job: layout " + rt.layout.to_string() + " (" + std::to_string(size()) + " processes, launcher " +
+  return "rdmx job: layout " + rt.layout.to_string() + " (" + std::to_string(size()) + (size() == 1 ? " process" : " processes") + ", launcher " +
          launcher() + "), UCX_TLS=" + (tls != nullptr ? tls : "(UCX default)") + ", threads " + rt.pin_reason;
 }
 

@@ -13,5 +13,7 @@ std::uint64_t get_size(const char* name, std::uint64_t fallback);
 bool get_bool(const char* name, bool fallback);
 // Parse a size string ("64", "4K", "2M", "1G"); throws naming `what` on failure.
 std::uint64_t parse_size(const std::string& text, const char* what);
+// Parse a plain positive count ("8"); throws naming `what` on failure.
+std::uint64_t parse_count(const std::string& text, const char* what);
 
 }  // namespace rdmx::env
