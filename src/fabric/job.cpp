@@ -168,6 +168,10 @@ void ThreadContext::flush() {
 // ---- Runtime ----
 
 Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
+  // The constructing thread becomes worker thread 0 and may be pinned; it
+  // gets its affinity back when the Job ends.
+  CPU_ZERO(&main_affinity_);
+  main_affinity_saved_ = pthread_getaffinity_np(pthread_self(), sizeof main_affinity_, &main_affinity_) == 0;
   // Configuration: explicit options, then command line, then environment.
   auto layout_text = take_option(args, "layout");
   if (!layout_text) layout_text = env::get("RDMX_LAYOUT");
@@ -334,6 +338,7 @@ Runtime::~Runtime() {
       });
     fence();
   }
+  if (main_affinity_saved_) pthread_setaffinity_np(pthread_self(), sizeof main_affinity_, &main_affinity_);
   shutting_down_.store(true, std::memory_order_release);  // peers now close: not failures
   stop_.store(true, std::memory_order_release);
   service().worker().signal();

@@ -2,6 +2,9 @@
 // send-based calls, and the table of calls awaiting a reply.
 #pragma once
 #include <array>
+#include <pthread.h>
+#include <sched.h>
+
 #include <atomic>
 #include <cstring>
 #include <cstdint>
@@ -240,6 +243,8 @@ class Runtime {
   std::map<std::pair<std::uint32_t, std::uint64_t>, memory::Block> allocations_;
   std::vector<int> thread_numa_;                // NUMA node of each pinned worker thread, -1 if unknown
   std::vector<std::vector<int>> thread_cpus_;   // the core (its CPUs) each worker thread is pinned to
+  cpu_set_t main_affinity_;                     // the constructing thread's affinity before the Job
+  bool main_affinity_saved_ = false;
   std::thread service_thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> shutting_down_{false};

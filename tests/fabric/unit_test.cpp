@@ -72,15 +72,22 @@ TEST(SingleProcessJob, CallsItself) {
 TEST(Placement, PinnedWorkerThreadRunsOnOneCore) {
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus < 2) GTEST_SKIP() << "one CPU: nothing to pin to";
-  JobOptions options;
-  options.pin = "on";
-  Job job(options);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof set, &set), 0);
-  EXPECT_GE(CPU_COUNT(&set), 1);
-  EXPECT_LT(CPU_COUNT(&set), cpus) << "thread 0 should be bound to one core";
-  EXPECT_NE(job.describe().find("threads pinned"), std::string::npos) << job.describe();
+  auto cpus_allowed = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    EXPECT_EQ(pthread_getaffinity_np(pthread_self(), sizeof set, &set), 0);
+    return CPU_COUNT(&set);
+  };
+  const int before = cpus_allowed();
+  {
+    JobOptions options;
+    options.pin = "on";
+    Job job(options);
+    EXPECT_GE(cpus_allowed(), 1);
+    EXPECT_LT(cpus_allowed(), cpus) << "thread 0 should be bound to one core";
+    EXPECT_NE(job.describe().find("threads pinned"), std::string::npos) << job.describe();
+  }
+  EXPECT_EQ(cpus_allowed(), before) << "the thread's affinity comes back when the Job ends";
 }
 
 TEST(Placement, BadPinValueIsRejected) {
