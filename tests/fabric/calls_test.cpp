@@ -231,3 +231,27 @@ TEST(Calls, ShortLivedThreadsSendThroughTheServiceWorker) {
   job().barrier();
   EXPECT_EQ(hits.load(), std::uint64_t{threads} * calls);
 }
+
+// Notify::sent means the payload may be reused: overwriting it right after
+// must not change what the destination receives, rendezvous sizes included.
+TEST(Calls, SentMeansTheBufferMayBeReused) {
+  static std::uint64_t seen_first = 0, seen_last = 0;
+  for (std::size_t size : {std::size_t{256}, std::size_t{8 << 20}}) {
+    std::vector<std::uint64_t> data(size / 8, 0x1111);
+    Synchronizer sent;
+    call_buffer<Notify::sent>(ThreadId{next_process(), 0}, [](std::span<std::byte> bytes) {
+      std::memcpy(&seen_first, bytes.data(), 8);
+      std::memcpy(&seen_last, bytes.data() + bytes.size() - 8, 8);
+    }, std::as_bytes(std::span(data)), sent);
+    sent.wait();
+    std::fill(data.begin(), data.end(), 0x2222);  // reuse the buffer at once
+    std::uint64_t first = 0, last = 0;
+    Synchronizer ask;
+    call_return(ThreadId{next_process(), 0}, [] { return seen_first; }, &first, ask);
+    call_return(ThreadId{next_process(), 0}, [] { return seen_last; }, &last, ask);
+    ask.wait();
+    EXPECT_EQ(first, 0x1111u) << size << " bytes";
+    EXPECT_EQ(last, 0x1111u) << size << " bytes";
+    job().barrier();
+  }
+}
