@@ -478,10 +478,15 @@ void ThreadContext::execute(Received& r) {
 }
 
 bool ThreadContext::poll(std::size_t* executed) {
-  // One round of UCX progress, then run what it delivered: draining UCX
-  // completely first lets a receiver that fell behind a fast sender ingest
-  // an ever longer backlog (holding UCX's buffers), and it never catches up.
-  bool active = worker_.progress();
+  // A bounded batch of UCX progress, then run what it delivered. Draining UCX
+  // completely first let a receiver that fell behind a fast sender ingest an
+  // ever longer backlog (holding UCX's buffers) that it never worked off; one
+  // round at a time (16 shared-memory FIFO elements) let sender and receiver
+  // fall into lockstep one FIFO slot apart, every message a cross-core cache
+  // miss. Four rounds free a whole FIFO (64 elements) per batch. See
+  // docs/fabric.md, "Measured".
+  bool active = false;
+  for (int round = 0; round < 4 && worker_.progress(); ++round) active = true;
   if (inbox_nonempty_.load(std::memory_order_acquire)) {
     std::lock_guard lock(inbox_mutex_);
     for (auto& r : inbox_) ready_.push_back(std::move(r));
