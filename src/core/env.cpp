@@ -12,14 +12,23 @@ std::optional<std::string> get(const char* name) {
   return std::string(v);
 }
 
-std::uint64_t parse_size(const std::string& text, const char* what) {
-  std::size_t pos = 0;
-  unsigned long long value = 0;
+namespace {
+// The unsigned number at the start of `text`; `pos` is where it ends (0: none).
+unsigned long long leading_number(const std::string& text, std::size_t& pos) {
+  pos = 0;
+  if (text.empty() || text[0] == '-') return 0;  // stoull would wrap negatives
   try {
-    value = std::stoull(text, &pos);
+    return std::stoull(text, &pos);
   } catch (const std::exception&) {
     pos = 0;
+    return 0;
   }
+}
+}  // namespace
+
+std::uint64_t parse_size(const std::string& text, const char* what) {
+  std::size_t pos = 0;
+  const unsigned long long value = leading_number(text, pos);
   if (pos == 0) throw Error(Errc::invalid_argument, std::string(what) + "='" + text + "' is not a size (examples: 4096, 64K, 2M, 1G)");
   std::uint64_t scale = 1;
   if (pos < text.size()) {
@@ -38,13 +47,8 @@ std::uint64_t parse_size(const std::string& text, const char* what) {
 
 std::uint64_t parse_count(const std::string& text, const char* what) {
   std::size_t pos = 0;
-  unsigned long long value = 0;
-  try {
-    value = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos == 0 || pos != text.size() || value == 0 || text[0] == '-')
+  const unsigned long long value = leading_number(text, pos);
+  if (pos == 0 || pos != text.size() || value == 0)
     throw Error(Errc::invalid_argument, std::string(what) + "='" + text + "' is not a positive whole number");
   return value;
 }

@@ -37,6 +37,7 @@ TEST(Env, ParsesSizes) {
   EXPECT_EQ(env::parse_size("1GB", "x"), 1ull << 30);
   EXPECT_THROW(env::parse_size("12Q", "x"), Error);
   EXPECT_THROW(env::parse_size("lots", "x"), Error);
+  EXPECT_THROW(env::parse_size("-1", "x"), Error);
   EXPECT_EQ(env::parse_count("12", "x"), 12u);
   for (const char* bad : {"0", "-3", "4K", "two", ""}) EXPECT_THROW(env::parse_count(bad, "x"), Error) << bad;
 }
