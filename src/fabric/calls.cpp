@@ -502,6 +502,7 @@ bool ThreadContext::poll(std::size_t* executed) {
     execute(r);
     ++n;
   }
+  if (!id_.is_service()) n += runtime_.poll_modules(id_.thread);
   if (executed != nullptr) *executed = n;
   return active || n > 0;
 }

@@ -15,10 +15,13 @@
 #include "runtime.hpp"
 
 namespace rdmx {
+namespace fabric {
+thread_local ThreadContext* current_context = nullptr;
+}
+using fabric::current_context;
 namespace {
 
 Job* current_job = nullptr;
-thread_local fabric::ThreadContext* current_context = nullptr;
 
 void put_u32(std::vector<std::byte>& out, std::uint32_t v) {
   auto* p = reinterpret_cast<const std::byte*>(&v);
@@ -309,20 +312,14 @@ void Runtime::start() {
   service_thread_ = std::thread([this] { service_loop(); });
 }
 
-Runtime::~Runtime() {
-  // Deliver what is still in flight: flush our sends, wait for everyone's,
-  // then run what arrived. The service thread keeps serving meanwhile.
-  // A dead member would hold the launcher's fence forever: give up on it
-  // as soon as any failure is known.
+bool Runtime::quiesce() {
+  // Deliver what is still in flight. Each round: flush every slot's sends and
+  // its modules' pending calls, wait for every process (then all of them
+  // have landed), and run what arrived. Running calls may send more, so
+  // rounds repeat until no process ran anything. The service thread keeps
+  // serving meanwhile. A dead member would hold the launcher's fence
+  // forever: give up on it as soon as any failure is known.
   auto any_failed = [this] { return any_process_failed(); };
-  auto fence = [&] {
-    try {
-      return bootstrap_->barrier(any_failed);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "rdmx: teardown barrier failed: %s\n", e.what());
-      return false;
-    }
-  };
   unbind_current_thread();
   auto drive = [&](std::size_t s, auto&& what) {
     std::lock_guard lock(contexts_[s]->driver);
@@ -330,19 +327,78 @@ Runtime::~Runtime() {
     what(*contexts_[s]);
     current_context = nullptr;
   };
-  for (std::size_t s = 0; s + 1 < contexts_.size(); ++s) drive(s, [](ThreadContext& c) { c.flush(); });
-  if (fence()) {
-    for (std::size_t s = 0; s + 1 < contexts_.size(); ++s)
-      drive(s, [](ThreadContext& c) {
-        for (int idle = 0; idle < 100;) idle = c.poll(nullptr) ? 0 : idle + 1;
-      });
-    fence();
+  try {
+    for (int round = 0;; ++round) {
+      const std::size_t modules = module_count_.load(std::memory_order_acquire);
+      for (std::uint32_t s = 0; s < threads_; ++s)
+        drive(s, [&](ThreadContext& c) {
+          for (std::size_t m = 0; m < modules; ++m) module_list_[m].load()->flush(s);
+          c.flush();
+        });
+      if (!bootstrap_->barrier(any_failed)) return false;
+      std::uint64_t ran = 0;
+      for (std::uint32_t s = 0; s < threads_; ++s)
+        drive(s, [&](ThreadContext& c) {
+          std::size_t n = 0;
+          for (int idle = 0; idle < 100;) {
+            bool active = true;
+            n = 0;
+            try {
+              active = c.poll(&n);
+            } catch (const Error& e) {  // e.g. a corrupted channel: reported, the rest still drains
+              std::fprintf(stderr, "rdmx: teardown: %s\n", e.what());
+            }
+            ran += n;
+            idle = active ? 0 : idle + 1;
+          }
+        });
+      const std::byte mine[1] = {static_cast<std::byte>(ran != 0)};
+      bool any = false;
+      for (const auto& v : bootstrap_->allgather(mine, any_failed)) any = any || v.at(0) != std::byte{0};
+      if (!any) return true;
+      if (round == 1000) {
+        std::fprintf(stderr, "rdmx: teardown: calls still running after %d rounds; giving up on them\n", round);
+        return true;
+      }
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rdmx: teardown collective failed: %s\n", e.what());
   }
+  return false;
+}
+
+Module* Runtime::find_module(const void* key) {
+  std::lock_guard lock(modules_mutex_);
+  for (auto& [k, m] : modules_)
+    if (k == key) return m.get();
+  return nullptr;
+}
+
+Module& Runtime::add_module(const void* key, const std::function<std::unique_ptr<Module>()>& make) {
+  std::lock_guard lock(modules_mutex_);
+  for (auto& [k, m] : modules_)
+    if (k == key) return *m;
+  const std::size_t n = module_count_.load(std::memory_order_relaxed);
+  if (n == max_modules) throw Error(Errc::invalid_argument, "rdmx: too many fabric modules");
+  modules_.emplace_back(key, make());
+  module_list_[n].store(modules_.back().second.get(), std::memory_order_relaxed);
+  module_count_.store(n + 1, std::memory_order_release);
+  return *modules_.back().second;
+}
+
+Runtime::~Runtime() {
+  const bool clean = quiesce();
+  // Nothing is in flight any more. Peers now close their endpoints, which
+  // is not a failure; and none closes before all have got here, else one
+  // still waiting in the last collective would take the closing for a death.
+  shutting_down_.store(true, std::memory_order_release);
+  if (clean) bootstrap_->barrier();
   if (main_affinity_saved_) pthread_setaffinity_np(pthread_self(), sizeof main_affinity_, &main_affinity_);
-  shutting_down_.store(true, std::memory_order_release);  // peers now close: not failures
   stop_.store(true, std::memory_order_release);
   service().worker().signal();
   if (service_thread_.joinable()) service_thread_.join();
+  module_count_.store(0, std::memory_order_release);
+  modules_.clear();  // before the contexts and arenas their state lives in
   contexts_.clear();
 }
 

@@ -114,6 +114,19 @@ class PendingReplies {
 
 class Runtime;
 
+// A layer above the fabric (invoke, ...) that keeps per-process state. The
+// fabric polls it whenever a worker thread progresses, so waiting on anything
+// in rdmx also serves that layer's traffic, and lets it finish at teardown.
+class Module {
+ public:
+  virtual ~Module() = default;
+  // The thread bound to worker `slot` progresses: handle what arrived for
+  // it; returns how many calls ran.
+  virtual std::size_t poll(std::uint32_t slot) = 0;
+  // Teardown, on behalf of `slot`: make everything it sent visible to peers.
+  virtual void flush(std::uint32_t slot) = 0;
+};
+
 class ThreadContext {
  public:
   ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Worker::Sharing sharing);
@@ -152,6 +165,8 @@ class ThreadContext {
   std::mutex driver;
   // Receive without executing (the service thread standing in for an idle thread).
   bool receive_only() { return worker_.progress(); }
+  // The invoke layer's state for this worker thread (invoke/module.hpp), set on first use.
+  void* invoke = nullptr;
 
  private:
   static ucs_status_t on_call(void* arg, const void* header, std::size_t header_length, void* data,
@@ -177,6 +192,10 @@ class ThreadContext {
   std::atomic<bool> inbox_nonempty_{false};
   std::size_t queued_sends_ = 0;  // sends UCX has queued (flow control, non-shared contexts)
 };
+
+// The context bound to the calling thread (its own worker's, or the one the
+// teardown drives on its behalf); nullptr for threads outside the job.
+extern thread_local ThreadContext* current_context;
 
 // Process-wide state behind rdmx::Job.
 class Runtime {
@@ -204,6 +223,20 @@ class Runtime {
   void report_dropped(const CallHeader& header, const std::string& why);
 
   Bootstrap& bootstrap() { return *bootstrap_; }
+  // The process's instance of module M, created on first use (any thread).
+  template <class M>
+  M& module() {
+    static const char key = 0;
+    if (Module* m = find_module(&key)) return static_cast<M&>(*m);
+    return static_cast<M&>(add_module(&key, [this] { return std::unique_ptr<Module>(new M(*this)); }));
+  }
+  // Poll every module for worker `slot` (from ThreadContext::poll).
+  std::size_t poll_modules(std::uint32_t slot) {
+    std::size_t n = 0;
+    const std::size_t count = module_count_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < count; ++i) n += module_list_[i].load(std::memory_order_relaxed)->poll(slot);
+    return n;
+  }
   // Arenas by NUMA node (-1: no binding), created on first use.
   memory::Arena& arena_for(int numa_node);
   int numa_node_of(std::uint32_t thread) const;
@@ -229,6 +262,11 @@ class Runtime {
  private:
   void service_loop();
   void watch_local_peers();
+  Module* find_module(const void* key);
+  Module& add_module(const void* key, const std::function<std::unique_ptr<Module>()>& make);
+  // Teardown: rounds of flush, fence, drain until no process ran anything;
+  // false when a process failed on the way.
+  bool quiesce();
   std::vector<std::uint32_t> pids_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::uint32_t rank_ = 0, size_ = 1, threads_ = 1;
@@ -245,6 +283,12 @@ class Runtime {
   std::vector<std::vector<int>> thread_cpus_;   // the core (its CPUs) each worker thread is pinned to
   cpu_set_t main_affinity_;                     // the constructing thread's affinity before the Job
   bool main_affinity_saved_ = false;
+  std::mutex modules_mutex_;
+  std::vector<std::pair<const void*, std::unique_ptr<Module>>> modules_;
+  // Lock-free view for poll(): slots are published once, never removed.
+  static constexpr std::size_t max_modules = 8;
+  std::array<std::atomic<Module*>, max_modules> module_list_{};
+  std::atomic<std::size_t> module_count_{0};
   std::thread service_thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> shutting_down_{false};

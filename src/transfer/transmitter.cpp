@@ -85,6 +85,13 @@ void Transmitter::flush_done(void* request, ucs_status_t status, void* self) {
   if (request != nullptr) ucp_request_free(request);
 }
 
+void Transmitter::fence() {
+  // UCX fences per worker (all its endpoints); on ordered transports
+  // (shared memory, TCP) it costs next to nothing.
+  const ucs_status_t status = ucp_worker_fence(endpoint_->worker().get());
+  if (status != UCS_OK) throw_status(status, "fence towards " + endpoint_->peer_name());
+}
+
 void Transmitter::start_flush() {
   endpoint_->check_alive();
   epoch_.close();

@@ -47,6 +47,10 @@ class Transmitter {
   // Returns the old value; the swap happened iff it equals `expected`.
   Future<std::uint64_t> compare_swap(RemoteAddress target, std::uint64_t expected, std::uint64_t desired);
 
+  // Operations issued after fence() take effect at the target after every
+  // operation issued before it (a publish word after the data it publishes).
+  void fence();
+
   // Close the current epoch and issue its flush without waiting.
   void start_flush();
   // Block (progressing) until every operation issued so far has completed.

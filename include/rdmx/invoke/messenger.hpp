@@ -1,0 +1,97 @@
+// One-sided remote invocation (Seriema 4.4.1): a Messenger on sender thread
+// s serializes calls for destination thread d straight into chunks of
+// registered memory in d's NUMA zone, with RDMA writes. d is not involved in
+// setting the chunks up (a no-setup service call on d's process does it) and
+// finds the calls by polling its own memory. The sender manages the buffers:
+// it publishes how far a chunk is written, rotates through its chunks as d
+// reports them consumed, and grows the ring up to max_chunks when d lags.
+//
+//   rdmx::MessengerGlobal messenger;           // this thread's messengers
+//   messenger.call({1, 0}, [x = 42] { use(x); });
+//   messenger.process_calls();                  // run calls that arrived here
+//
+// Calls become visible to d when the messenger publishes: every
+// publish_bytes of calls, when a chunk fills, on flush(), and whenever the
+// sending thread progresses (process_calls(), or waiting on anything). Calls
+// from one thread to another run in the order they were made, on the
+// destination thread, when it progresses. Captures must be trivially
+// copyable, as for the send-based calls (fabric/call.hpp); those work from any
+// thread, these only from worker threads.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/identity.hpp"
+#include "rdmx/fabric/synchronizer.hpp"
+
+namespace rdmx {
+
+// What a call does when its messenger can neither rotate nor grow (the
+// destination has not consumed enough yet).
+enum class Policy {
+  retry,  // progress (serving incoming calls) until there is room
+  fail,   // return false at once; nothing was sent
+};
+
+// Per process, from the environment when the job first uses a messenger.
+struct MessengerOptions {
+  std::size_t chunk_size = 256 * 1024;  // RDMX_CHUNK_SIZE: bytes per chunk, header included
+  std::uint32_t chunks = 2;             // RDMX_CHUNKS: chunks set up per destination (c)
+  std::uint32_t max_chunks = 16;        // RDMX_MAX_CHUNKS: most chunks per destination (c_max, <= 127)
+  std::size_t publish_bytes = 4096;     // RDMX_PUBLISH_BYTES: publish after this many unpublished bytes
+  static MessengerOptions from_env();   // throws Errc::invalid_argument for inconsistent values
+};
+
+namespace invoke::detail {
+// How one call is handed to its messenger.
+struct Mode {
+  std::size_t put_bytes = 0;  // issue the RDMA write once this much is pending (0: every call)
+  Policy policy = Policy::retry;
+  bool overflow = false;              // full messenger: queue locally instead (Aggregation::ovfl)
+  std::size_t overflow_limit = 0;     // bytes of queued calls before a call fails
+};
+bool send(const fabric::Outgoing& call, const Mode& mode);
+std::size_t process_calls();
+void flush();
+}  // namespace invoke::detail
+
+// The calling worker thread's messengers, one per destination thread,
+// created on first use (Seriema's RDMAMessengerGlobal). Holds no state: any
+// number of these on one thread share that thread's messengers.
+class MessengerGlobal {
+ public:
+  // Thread dest runs func(). false: Policy::fail and no room.
+  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
+  bool call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) const {
+    return invoke::detail::send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N), {0, P});
+  }
+  // Thread dest runs func(std::span<std::byte>) (or func(void*, uint64_t)) on
+  // a copy of buffer that travels inside the call, in the same RDMA write.
+  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
+  bool call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) const {
+    auto o = fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync, N);
+    o.data = buffer;
+    return invoke::detail::send(o, {0, P});
+  }
+  // Thread dest runs func(); its trivially copyable result lands in *orig
+  // (written by the destination through its messenger back to this thread),
+  // then sync counts down.
+  template <Policy P = Policy::retry, class F, class R = std::invoke_result_t<const F&>>
+  bool call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) const {
+    static_assert(std::is_trivially_copyable_v<R>, "rdmx: call_return needs a trivially copyable result type");
+    auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, &sync, Notify::consumed);
+    o.result = orig;
+    o.result_size = sizeof(R);
+    return invoke::detail::send(o, {0, P});
+  }
+
+  // Run the calls that arrived for this thread (and publish what it sent);
+  // returns how many ran. rdmx::progress() does the same.
+  std::size_t process_calls() const { return invoke::detail::process_calls(); }
+  // Make every call this thread made visible to its destination now.
+  void flush() const { invoke::detail::flush(); }
+};
+
+}  // namespace rdmx

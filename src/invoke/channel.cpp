@@ -1,0 +1,205 @@
+// The receiving side: d polls its chunks locally and runs the calls in order.
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "module.hpp"
+#include "rdmx/fabric/function_registry.hpp"
+#include "rdmx/fabric/rma.hpp"
+
+namespace rdmx::invoke {
+namespace {
+
+std::string name(ThreadId t) { return std::to_string(t.process) + "/" + std::to_string(t.thread); }
+
+std::uint64_t salt_of(ThreadId source, ThreadId dest) {
+  return wire::mix((std::uint64_t{source.process} << 32 | source.thread) ^
+                   wire::mix(std::uint64_t{dest.process} << 32 | dest.thread));
+}
+
+}  // namespace
+
+Channel::Channel(ThreadId source, ThreadId self, RemoteLocator feedback, std::vector<Chunk> chunks)
+    : source_(source), self_(self), feedback_(feedback), salt_(salt_of(source, self)), ring_(std::move(chunks)) {}
+
+void Channel::corrupted(const std::string& what) {
+  broken_ = true;
+  throw Error(Errc::protocol, "one-sided calls from " + name(source_) + " to " + name(self_) + ": " + what +
+                                  "; the channel is closed and nothing more from it runs");
+}
+
+std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
+  if (broken_) return 0;
+  std::size_t ran = 0;
+  for (;;) {
+    if (offset_ == end_) {
+      if (closed_) {
+        finish_chunk(slot);
+        continue;
+      }
+      const Chunk& c = ring_[cur_];
+      const std::uint64_t word =
+          std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(c.base)).load(std::memory_order_acquire);
+      if (word == 0) break;  // nothing published in this chunk yet
+      const auto p = wire::decode(word, salt_);
+      if (!p) {
+        char text[64];
+        std::snprintf(text, sizeof text, "%#llx", static_cast<unsigned long long>(word));
+        corrupted(std::string("chunk header word ") + text + " fails its check (corrupted or torn)");
+      }
+      if (p->seq != static_cast<std::uint16_t>(activation_)) break;  // still the previous use's word
+      if (p->end < end_ || p->end > c.capacity)
+        corrupted("chunk header publishes end " + std::to_string(p->end) + " (read up to " + std::to_string(end_) +
+                  ", chunk of " + std::to_string(c.capacity) + " bytes)");
+      if (p->end == end_ && !p->closed) break;
+      end_ = p->end;
+      closed_ = p->closed;
+      grow_ = p->grow;
+      continue;
+    }
+    if (ran == budget) break;
+    const std::byte* record = ring_[cur_].base + offset_;
+    wire::RecordHeader h;
+    if (end_ - offset_ < sizeof h) corrupted("a record header is cut off at the published end");
+    std::memcpy(&h, record, sizeof h);
+    if (h.check != wire::record_check(h)) corrupted("a record header at offset " + std::to_string(offset_) + " fails its check");
+    if (h.size < sizeof h || h.size % wire::record_align != 0 || h.size > end_ - offset_)
+      corrupted("a record of " + std::to_string(h.size) + " bytes does not fit the " + std::to_string(end_ - offset_) +
+                " published bytes left");
+    offset_ += h.size;
+    ++ran;
+    // Calls run in place: the chunk is reported consumed (and may be
+    // overwritten) only when no call from this channel is running.
+    ++executing_;
+    struct Done {
+      int& n;
+      ~Done() { --n; }
+    } done{executing_};
+    execute(slot, record, h);
+  }
+  if (executing_ == 0 && finished_ != pushed_) push_consumed();
+  return ran;
+}
+
+void Channel::finish_chunk(SlotState& slot) {
+  if (grow_ != 0) {
+    // The sender grew the ring right after this chunk; its service call
+    // announced the chunks before the sender could close this one.
+    if (pending_.size() < grow_) slot.take_announcements();
+    if (pending_.size() < grow_)
+      corrupted("the sender announced " + std::to_string(grow_) + " new chunks but only " + std::to_string(pending_.size()) +
+                " arrived");
+    ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(cur_ + 1), pending_.begin(), pending_.begin() + grow_);
+    pending_.erase(pending_.begin(), pending_.begin() + grow_);
+  }
+  cur_ = (cur_ + 1) % ring_.size();
+  ++activation_;
+  offset_ = end_ = wire::header_bytes;
+  closed_ = false;
+  grow_ = 0;
+  ++finished_;
+  if (executing_ == 0) push_consumed();
+}
+
+void Channel::push_consumed() {
+  // Pushed, not pulled: the sender learns it may reuse chunks without ever
+  // reading d's memory (Seriema 4.4.1), and only once per chunk. The first
+  // push looks the sender's region up with a call, whose wait progresses and
+  // may come back here: that nested poll leaves the push to this frame.
+  if (pushing_) return;
+  pushing_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{pushing_};
+  transfer::Transmitter& tx = rdmx::transmitter(source_.process);
+  if (feedback_address_.rkey == nullptr) feedback_address_ = rdmx::resolve(feedback_);
+  std::uint64_t* word = words_.next(tx);
+  *word = finished_;
+  words_.used(tx.post_put(word, sizeof *word, feedback_address_));
+  pushed_ = finished_;
+}
+
+void Channel::execute(SlotState& slot, const std::byte* record, const wire::RecordHeader& h) {
+  const std::byte* p = record + sizeof h;
+  const std::byte* const last = record + h.size;
+  wire::Extension ext{};
+  if (h.flags & wire::has_extension) {
+    if (last - p < static_cast<std::ptrdiff_t>(sizeof ext)) corrupted("a record is too short for its extension");
+    std::memcpy(&ext, p, sizeof ext);
+    p += sizeof ext;
+  }
+  const std::uint8_t kind = h.flags & wire::kind_mask;
+  fabric::Incoming in;
+  in.function = h.function;
+  in.source = source_;
+  in.closure = p;
+  in.closure_size = h.closure_size;
+  if (static_cast<std::size_t>(last - p) < wire::align_up(h.closure_size)) corrupted("a record's captures overrun it");
+  p += wire::align_up(h.closure_size);
+  if (kind == wire::kind_buffer) {
+    if (ext.aux > static_cast<std::size_t>(last - p)) corrupted("a record's buffer overruns it");
+    in.data = {const_cast<std::byte*>(p), static_cast<std::size_t>(ext.aux)};
+  }
+  struct Result {
+    bool set = false;
+    std::byte bytes[256];
+    std::size_t size = 0;
+  } result;
+  in.runtime = &result;
+  in.reply = [](fabric::Incoming& call, const void* value, std::size_t size) {
+    auto* r = static_cast<Result*>(call.runtime);
+    if (size > sizeof r->bytes) throw Error(Errc::message_too_large, "call_return results are limited to 256 bytes");
+    std::memcpy(r->bytes, value, size);
+    r->size = size;
+    r->set = true;
+  };
+  Errc code = Errc::transport;
+  std::string failure;
+  if (fabric::Invoker invoker = slot.find_function(h.function)) {
+    try {
+      invoker(in);
+    } catch (const Error& e) {
+      code = e.code() == Errc::unknown_function ? Errc::remote_exception : e.code();
+      failure = e.what();
+    } catch (const std::exception& e) {
+      code = Errc::remote_exception;
+      failure = std::string("remote function threw: ") + e.what();
+    } catch (...) {
+      code = Errc::remote_exception;
+      failure = "remote function threw a non-standard exception";
+    }
+  } else {
+    char id[32];
+    std::snprintf(id, sizeof id, "%#llx", static_cast<unsigned long long>(h.function));
+    code = Errc::unknown_function;
+    failure = "process " + std::to_string(self_.process) + " has no function with id " + id +
+              " (was the caller built from the same program?)";
+  }
+  if (ext.sync == 0) {
+    if (!failure.empty())
+      std::fprintf(stderr, "rdmx: process %u dropped a one-sided call from %s: %s\n", self_.process, name(source_).c_str(),
+                   failure.c_str());
+    return;
+  }
+  // The caller waits: answer through this thread's messenger back to it (the
+  // symmetric channel), so the answer is ordered after everything else.
+  MessengerGlobal back;
+  const std::uint64_t sync = ext.sync;
+  if (!failure.empty()) {
+    const auto c = static_cast<std::uint32_t>(code);
+    back.call_buffer(source_, [sync, c](std::span<std::byte> text) {
+      reinterpret_cast<Synchronizer*>(sync)->fail(static_cast<Errc>(c), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+    }, std::as_bytes(std::span(failure.data(), failure.size())));
+  } else if (kind == wire::kind_returning) {
+    const std::uint64_t orig = ext.aux;
+    back.call_buffer(source_, [sync, orig](std::span<std::byte> value) {
+      std::memcpy(reinterpret_cast<void*>(orig), value.data(), value.size());
+      reinterpret_cast<Synchronizer*>(sync)->notify();
+    }, std::span<const std::byte>(result.bytes, result.size));
+  } else {
+    back.call(source_, [sync] { reinterpret_cast<Synchronizer*>(sync)->notify(); });
+  }
+}
+
+}  // namespace rdmx::invoke

@@ -1,0 +1,331 @@
+// The sending Messenger: sender-controlled buffer management (Seriema 4.4.1).
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "module.hpp"
+#include "rdmx/fabric/rma.hpp"
+#include "rdmx/memory/arena.hpp"
+
+namespace rdmx::invoke {
+namespace {
+
+constexpr std::uint32_t chunks_per_setup = 16;
+constexpr std::size_t overflow_segment = 64 * 1024;
+
+// The reply of the no-setup service call that allocates chunks.
+struct SetupReply {
+  std::uint32_t ok = 0;
+  std::uint32_t count = 0;
+  RemoteLocator chunks[chunks_per_setup];
+  char error[160] = {};
+};
+
+// Restores a flag on every exit path.
+struct Scoped {
+  bool& flag;
+  bool saved;
+  Scoped(bool& f, bool value) : flag(f), saved(f) { flag = value; }
+  ~Scoped() { flag = saved; }
+};
+
+memory::Arena& arena_of(SlotState& slot) { return slot.runtime.arena_for(slot.runtime.numa_node_of(slot.self.thread)); }
+
+}  // namespace
+
+Messenger::Messenger(SlotState& owner, ThreadId dest) : owner_(owner), dest_(dest) {
+  salt_ = wire::mix((std::uint64_t{owner.self.process} << 32 | owner.self.thread) ^
+                    wire::mix(std::uint64_t{dest.process} << 32 | dest.thread));
+}
+
+Messenger::~Messenger() {
+  // The memory lives in the arenas, which outlive the module; nothing to
+  // give back one by one at teardown.
+}
+
+void Messenger::setup() {
+  tx_ = &rdmx::transmitter(dest_.process);
+  feedback_ = arena_of(owner_).allocate_chunk(64);
+  std::memset(feedback_.data, 0, 64);
+  add_chunks(owner_.options.chunks, true);
+  activate(0);
+}
+
+void Messenger::add_chunks(std::uint32_t count, bool first) {
+  const std::size_t chunk_size = owner_.options.chunk_size;
+  std::vector<Chunk> added;
+  for (std::uint32_t done = 0; done < count;) {
+    const std::uint32_t n = std::min(count - done, chunks_per_setup);
+    const std::uint32_t dest_thread = dest_.thread;
+    const ThreadId source = owner_.self;
+    const RemoteLocator feedback = feedback_.locator(owner_.self.process).slice(0, 8);
+    const bool announce_channel = first && done == 0;
+    SetupReply reply;
+    Synchronizer sync;
+    // A no-setup service call: d's service thread allocates in d's NUMA
+    // zone and tells d's incoming map; d itself is not involved.
+    call_return(ThreadId{dest_.process, service_thread}, [=] {
+      SetupReply r;
+      try {
+        fabric::Runtime& rt = Job::current().impl().runtime;
+        memory::Arena& arena = rt.arena_for(rt.numa_node_of(dest_thread));
+        Announcement a{source, announce_channel, feedback, {}};
+        for (std::uint32_t i = 0; i < n; ++i) {
+          memory::Block b = arena.allocate_chunk(chunk_size, 64);
+          std::memset(b.data, 0, wire::header_bytes);  // no Producer word yet
+          a.chunks.push_back({b.data, chunk_size});
+          r.chunks[i] = b.locator(rt.rank());
+          r.chunks[i].length = chunk_size;
+        }
+        rt.module<Module>().slot(dest_thread).announce(std::move(a));
+        r.ok = 1;
+        r.count = n;
+      } catch (const std::exception& e) {
+        std::strncpy(r.error, e.what(), sizeof r.error - 1);
+      }
+      return r;
+    }, &reply, sync);
+    sync.wait();
+    if (reply.ok == 0)
+      throw Error(Errc::out_of_memory, "messenger to " + std::to_string(dest_.process) + "/" + std::to_string(dest_.thread) +
+                                           ": no chunk memory: " + reply.error);
+    for (std::uint32_t i = 0; i < reply.count; ++i) {
+      Chunk c;
+      c.remote = rdmx::resolve(reply.chunks[i]);
+      c.mirror = arena_of(owner_).allocate_chunk(chunk_size, 64);
+      added.push_back(c);
+    }
+    done += n;
+  }
+  if (first)
+    ring_ = std::move(added);
+  else
+    ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(cur_ + 1), added.begin(), added.end());
+}
+
+void Messenger::activate(std::size_t index) {
+  cur_ = index;
+  Chunk& c = ring_[cur_];
+  wait_until_free(*tx_, c.tag);  // the mirror's last write must be done before we overwrite it
+  c.seq = ++activations_;
+  write_ = put_from_ = published_ = wire::header_bytes;
+}
+
+std::size_t Messenger::record_size(const fabric::Outgoing& call) const {
+  if (call.closure_size > 0xffff)
+    throw Error(Errc::message_too_large, "a one-sided call's captures are limited to 64 KiB (got " +
+                                             std::to_string(call.closure_size) + " bytes); pass bulk data as a buffer");
+  const bool ext = call.kind != fabric::CallKind::call || (call.sync != nullptr && call.notify == Notify::consumed);
+  const std::size_t size = sizeof(wire::RecordHeader) + (ext ? sizeof(wire::Extension) : 0) +
+                           wire::align_up(call.closure_size) + wire::align_up(call.data.size());
+  const std::size_t room = owner_.options.chunk_size - wire::header_bytes;
+  if (size > room)
+    throw Error(Errc::message_too_large,
+                "a one-sided call of " + std::to_string(size) + " bytes does not fit a messenger chunk (" +
+                    std::to_string(room) + " bytes of records, RDMX_CHUNK_SIZE=" + std::to_string(owner_.options.chunk_size) +
+                    "); send it with the send-based rdmx::call_buffer, or raise RDMX_CHUNK_SIZE");
+  return size;
+}
+
+void Messenger::serialize(const fabric::Outgoing& call, std::byte* at, std::size_t size) const {
+  wire::RecordHeader h;
+  h.function = call.function;
+  h.size = static_cast<std::uint32_t>(size);
+  h.closure_size = static_cast<std::uint16_t>(call.closure_size);
+  const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
+  std::uint8_t flags = call.kind == fabric::CallKind::buffer      ? wire::kind_buffer
+                       : call.kind == fabric::CallKind::returning ? wire::kind_returning
+                                                                  : wire::kind_call;
+  const bool ext = flags != wire::kind_call || consumed;
+  if (ext) flags |= wire::has_extension;
+  h.flags = flags;
+  h.check = wire::record_check(h);
+  std::memcpy(at, &h, sizeof h);
+  std::byte* p = at + sizeof h;
+  if (ext) {
+    wire::Extension e;
+    e.sync = consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0;
+    e.aux = call.kind == fabric::CallKind::returning ? reinterpret_cast<std::uint64_t>(call.result) : call.data.size();
+    std::memcpy(p, &e, sizeof e);
+    p += sizeof e;
+  }
+  std::memcpy(p, call.closure, call.closure_size);
+  p += wire::align_up(call.closure_size);
+  if (!call.data.empty()) std::memcpy(p, call.data.data(), call.data.size());
+}
+
+bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode) {
+  const std::size_t size = record_size(call);
+  if (ring_.empty()) setup();
+  const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
+  // Calls queued earlier go first (FIFO per sender).
+  if (!overflow_.empty() && !busy_) drain_overflow();
+  if (!overflow_.empty() || busy_) {
+    // Blocking here while an outer call of this thread is blocked (busy_)
+    // could deadlock; queueing keeps the order and the thread moving.
+    if (busy_ || mode.overflow) {
+      if (!enqueue_overflow(call, size, mode)) return false;
+      if (consumed) call.sync->add();
+      return true;
+    }
+    if (mode.policy == Policy::fail) return false;
+    Scoped guard(busy_, true);
+    while (!overflow_.empty()) {
+      drain_overflow_now();
+      if (!overflow_.empty()) progress();
+    }
+  }
+  if (!reserve(size)) {
+    if (mode.overflow) {
+      if (!enqueue_overflow(call, size, mode)) return false;
+      if (consumed) call.sync->add();
+      return true;
+    }
+    if (mode.policy == Policy::fail) return false;
+    Scoped guard(busy_, true);
+    while (!reserve(size)) progress();
+  }
+  // Zero copy: the call is serialized once, into registered memory the
+  // RDMA write goes from.
+  serialize(call, ring_[cur_].mirror.data + write_, size);
+  write_ += size;
+  if (consumed) call.sync->add();
+  if (write_ - put_from_ >= mode.put_bytes) put_pending();
+  if (write_ - published_ >= owner_.options.publish_bytes)
+    write_word(false, 0);
+  else
+    mark_unpublished();
+  if (!overflow_.empty() && !busy_) drain_overflow();
+  return true;
+}
+
+bool Messenger::reserve(std::size_t bytes) {
+  if (write_ + bytes <= owner_.options.chunk_size) [[likely]]
+    return true;
+  return rotate();
+}
+
+bool Messenger::rotate() {
+  const std::size_t n = ring_.size();
+  std::size_t next = (cur_ + 1) % n;
+  const std::uint64_t consumed =
+      std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(feedback_.data)).load(std::memory_order_acquire);
+  std::uint8_t grow = 0;
+  if (ring_[next].seq > consumed) {
+    // d has not consumed the next chunk yet: grow the ring, or wait.
+    if (n >= owner_.options.max_chunks) {
+      if (published_ != write_) write_word(false, 0);  // let d read everything it can
+      return false;
+    }
+    const auto k = static_cast<std::uint32_t>(std::min<std::size_t>(n, owner_.options.max_chunks - n));
+    {
+      Scoped guard(busy_, true);
+      add_chunks(k, false);
+    }
+    next = cur_ + 1;
+    grow = static_cast<std::uint8_t>(k);
+  }
+  write_word(true, grow);  // close: d moves on (and takes the new chunks) after reading it
+  activate(next);
+  return true;
+}
+
+void Messenger::put_pending() {
+  if (write_ == put_from_) return;
+  Chunk& c = ring_[cur_];
+  c.tag = tx_->post_put(c.mirror.data + put_from_, write_ - put_from_,
+                        transfer::RemoteAddress{c.remote.address + put_from_, c.remote.rkey});
+  put_from_ = write_;
+}
+
+void Messenger::write_word(bool closed, std::uint8_t grow) {
+  put_pending();
+  // The word must land after the records it publishes: UCX orders the
+  // transfers (fence), and a full fence orders our own stores in case the
+  // transport copied the records with non-temporal stores.
+  tx_->fence();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const Chunk& c = ring_[cur_];
+  std::uint64_t* word = words_.next(*tx_);
+  *word = wire::encode({write_, static_cast<std::uint16_t>(c.seq), closed, grow}, salt_);
+  words_.used(tx_->post_put(word, sizeof *word, c.remote));
+  published_ = write_;
+}
+
+void Messenger::publish() {
+  if (ring_.empty()) return;
+  if (!overflow_.empty() && !busy_) drain_overflow();
+  if (published_ != write_) write_word(false, 0);
+  if (!overflow_.empty()) mark_unpublished();
+}
+
+void Messenger::mark_unpublished() {
+  if (listed) return;
+  listed = true;
+  owner_.unpublished(*this);
+}
+
+void Messenger::progress() { rdmx::progress(); }
+
+bool Messenger::enqueue_overflow(const fabric::Outgoing& call, std::size_t size, const detail::Mode& mode) {
+  if (mode.overflow && mode.overflow_limit != 0 && overflow_bytes_ + size > mode.overflow_limit) return false;
+  if (overflow_.empty() || overflow_.back().block.size - overflow_.back().used < size) {
+    Segment s;
+    const std::size_t want = std::max(overflow_segment, size);
+    // Reuse a drained segment whose writes have completed.
+    auto free = std::find_if(spare_.begin(), spare_.end(),
+                             [&](const Segment& x) { return x.block.size >= want && x.tag.is_free(); });
+    if (free != spare_.end()) {
+      s.block = free->block;
+      spare_.erase(free);
+    } else {
+      s.block = arena_of(owner_).allocate_chunk(want, 64);
+    }
+    overflow_.push_back(s);
+  }
+  Segment& s = overflow_.back();
+  serialize(call, s.block.data + s.used, size);
+  s.used += size;
+  overflow_bytes_ += size;
+  mark_unpublished();
+  return true;
+}
+
+void Messenger::drain_overflow() {
+  Scoped guard(busy_, true);
+  drain_overflow_now();
+}
+
+void Messenger::drain_overflow_now() {
+  // Queued calls go straight from their registered segment to d's chunk:
+  // runs of records that fit the current chunk, one RDMA write each.
+  const std::size_t capacity = owner_.options.chunk_size;
+  while (!overflow_.empty()) {
+    Segment& s = overflow_.front();
+    while (s.sent < s.used) {
+      std::size_t run = 0;
+      while (s.sent + run < s.used) {
+        wire::RecordHeader h;
+        std::memcpy(&h, s.block.data + s.sent + run, sizeof h);
+        if (write_ + run + h.size > capacity) break;
+        run += h.size;
+      }
+      if (run == 0) {
+        if (!rotate()) return;
+        continue;
+      }
+      put_pending();
+      Chunk& c = ring_[cur_];
+      s.tag = tx_->post_put(s.block.data + s.sent, run, transfer::RemoteAddress{c.remote.address + write_, c.remote.rkey});
+      write_ += run;
+      put_from_ = write_;
+      s.sent += run;
+      overflow_bytes_ -= run;
+    }
+    spare_.push_back(s);  // reused once its last write has completed
+    overflow_.pop_front();
+  }
+  if (published_ != write_) write_word(false, 0);
+}
+
+}  // namespace rdmx::invoke

@@ -1,0 +1,152 @@
+#include "module.hpp"
+
+#include <cstdio>
+
+#include "rdmx/core/env.hpp"
+#include "rdmx/fabric/rma.hpp"
+
+namespace rdmx {
+
+MessengerOptions MessengerOptions::from_env() {
+  MessengerOptions o;
+  o.chunk_size = env::get_size("RDMX_CHUNK_SIZE", o.chunk_size);
+  o.chunks = static_cast<std::uint32_t>(env::get_size("RDMX_CHUNKS", o.chunks));
+  o.max_chunks = static_cast<std::uint32_t>(env::get_size("RDMX_MAX_CHUNKS", o.max_chunks));
+  o.publish_bytes = env::get_size("RDMX_PUBLISH_BYTES", o.publish_bytes);
+  if (o.chunk_size < 4096 || o.chunk_size % invoke::wire::record_align != 0 || o.chunk_size > invoke::wire::max_end)
+    throw Error(Errc::invalid_argument, "RDMX_CHUNK_SIZE must be a multiple of 8 between 4 KiB and 2 GiB, got " +
+                                            std::to_string(o.chunk_size));
+  if (o.chunks == 0 || o.max_chunks < o.chunks || o.max_chunks > invoke::wire::max_grow)
+    throw Error(Errc::invalid_argument, "messenger chunks: need 1 <= RDMX_CHUNKS (" + std::to_string(o.chunks) +
+                                            ") <= RDMX_MAX_CHUNKS (" + std::to_string(o.max_chunks) + ") <= " +
+                                            std::to_string(invoke::wire::max_grow));
+  return o;
+}
+
+namespace invoke {
+
+void wait_until_free(transfer::Transmitter& tx, const transfer::EpochTag& tag) {
+  if (tag.is_free()) [[likely]]
+    return;
+  if (tag.value >= tag.epoch->current()) tx.start_flush();  // its epoch is still open: close it
+  // Only the worker, never calls: the caller is in the middle of an update.
+  while (!tag.is_free()) {
+    tx.endpoint().check_alive();
+    tx.endpoint().worker().progress();
+  }
+}
+
+std::uint64_t* WordSlots::next(transfer::Transmitter& tx) {
+  last_ = (last_ + 1) % count;
+  wait_until_free(tx, tags_[last_]);
+  return &words_[last_];
+}
+
+// ---- SlotState ----
+
+SlotState::SlotState(fabric::Runtime& rt, std::uint32_t slot, const MessengerOptions& opts)
+    : runtime(rt), self{rt.rank(), slot}, options(opts) {
+  messengers_.resize(std::size_t{rt.size()} * rt.threads());
+}
+
+SlotState::~SlotState() = default;
+
+Messenger& SlotState::messenger(ThreadId dest) {
+  runtime.validate(dest);
+  if (dest.is_service())
+    throw Error(Errc::invalid_argument, "one-sided calls go to worker threads; call the service thread with rdmx::call");
+  auto& m = messengers_[std::size_t{dest.process} * runtime.threads() + dest.thread];
+  if (!m) m = std::make_unique<Messenger>(*this, dest);
+  return *m;
+}
+
+void SlotState::announce(Announcement a) {
+  {
+    std::lock_guard lock(announce_mutex_);
+    announcements_.push_back(std::move(a));
+  }
+  announced_.store(true, std::memory_order_release);
+}
+
+void SlotState::take_announcements() {
+  std::deque<Announcement> taken;
+  {
+    std::lock_guard lock(announce_mutex_);
+    taken.swap(announcements_);
+    announced_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& a : taken) {
+    if (a.first) {
+      channels_.push_back(std::make_unique<Channel>(a.source, self, a.feedback, std::move(a.chunks)));
+      continue;
+    }
+    for (auto& c : channels_)
+      if (c->source() == a.source) c->add_pending(a.chunks);
+  }
+}
+
+std::size_t SlotState::poll() {
+  // Nested progress (a call that waits) re-enters here; channels tolerate
+  // it, but taking announcements while iterating the channel list does not.
+  std::size_t ran = 0;
+  if (!polling_) {
+    polling_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{polling_};
+    if (announced_.load(std::memory_order_acquire)) take_announcements();
+  }
+  for (std::size_t i = 0; i < channels_.size(); ++i) ran += channels_[i]->poll(*this, 1024);
+  publish_all();
+  return ran;
+}
+
+void SlotState::publish_all() {
+  // Each listed messenger publishes once; one that cannot publish everything
+  // (its ring is full) lists itself again for the next round.
+  std::vector<Messenger*> list;
+  list.swap(pending_publish_);
+  for (Messenger* m : list) m->listed = false;
+  for (Messenger* m : list) m->publish();
+}
+
+// ---- Module ----
+
+Module::Module(fabric::Runtime& rt) : runtime_(rt), options_(MessengerOptions::from_env()) {
+  for (std::uint32_t s = 0; s < rt.threads(); ++s) slots_.push_back(std::make_unique<SlotState>(rt, s, options_));
+}
+
+std::size_t Module::poll(std::uint32_t slot) { return slots_[slot]->poll(); }
+
+void Module::flush(std::uint32_t slot) { slots_[slot]->publish_all(); }
+
+SlotState& Module::current() {
+  fabric::ThreadContext* c = fabric::current_context;
+  if (c != nullptr && c->invoke != nullptr) [[likely]]
+    return *static_cast<SlotState*>(c->invoke);
+  if (c == nullptr || c->id().is_service())
+    throw Error(Errc::invalid_argument,
+                "one-sided calls are made by worker threads (Job::run); other threads use the send-based rdmx::call");
+  auto& m = Job::current().impl().runtime.module<Module>();
+  c->invoke = &m.slot(c->id().thread);
+  return *static_cast<SlotState*>(c->invoke);
+}
+
+namespace detail {
+
+bool send(const fabric::Outgoing& call, const Mode& mode) {
+  SlotState& slot = Module::current();
+  return slot.messenger(call.destination).append(call, mode);
+}
+
+std::size_t process_calls() {
+  // The fabric's progress polls the module too (and runs send-based calls).
+  return rdmx::progress();
+}
+
+void flush() { Module::current().publish_all(); }
+
+}  // namespace detail
+}  // namespace invoke
+}  // namespace rdmx

@@ -1,0 +1,211 @@
+// Private to invoke: the per-process state behind MessengerGlobal. Each
+// worker thread (slot) has outgoing Messengers, one per destination thread,
+// and incoming Channels, one per sender; the process's service thread adds
+// chunks to a slot's incoming map when a sender asks for them.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../fabric/runtime.hpp"
+#include "rdmx/fabric/function_registry.hpp"
+#include "rdmx/invoke/messenger.hpp"
+#include "rdmx/memory/block.hpp"
+#include "rdmx/transfer/flush_epoch.hpp"
+#include "rdmx/transfer/transmitter.hpp"
+#include "wire.hpp"
+
+namespace rdmx::invoke {
+
+class SlotState;
+
+// Wait until the operation `tag` covers has completed (flushing its epoch if
+// it is still open), progressing only the UCX worker.
+void wait_until_free(transfer::Transmitter& tx, const transfer::EpochTag& tag);
+
+// Small words a thread RDMA-writes (Producer words, consumed counts). A put's
+// source must stay untouched until the put completes locally, so words
+// rotate through a few slots, each reused only once its epoch is flushed.
+class WordSlots {
+ public:
+  std::uint64_t* next(transfer::Transmitter& tx);
+  void used(transfer::EpochTag tag) { tags_[last_] = tag; }
+
+ private:
+  static constexpr std::size_t count = 8;
+  std::uint64_t words_[count] = {};
+  transfer::EpochTag tags_[count];
+  std::size_t last_ = 0;
+};
+
+// Sender side of one channel, s -> d (Seriema's sending RDMAMessenger).
+class Messenger {
+ public:
+  Messenger(SlotState& owner, ThreadId dest);
+  ~Messenger();
+  Messenger(const Messenger&) = delete;
+  Messenger& operator=(const Messenger&) = delete;
+
+  bool append(const fabric::Outgoing& call, const detail::Mode& mode);
+  // Make every appended call visible to d (drains the overflow queue as far
+  // as the ring allows).
+  void publish();
+  bool has_unpublished() const noexcept { return published_ != write_ || !overflow_.empty(); }
+  bool listed = false;  // on the owner's list of messengers with unpublished calls
+
+ private:
+  friend struct Inspect;
+  struct Chunk {
+    transfer::RemoteAddress remote;  // the chunk in d's process
+    memory::Block mirror;            // where calls are serialized before the write
+    std::uint64_t seq = 0;           // activation number; 0: never used
+    transfer::EpochTag tag;          // the last write from `mirror`
+  };
+  struct Segment {  // overflow memory: registered, so queued calls are written from it directly
+    memory::Block block;
+    std::size_t used = 0, sent = 0;
+    transfer::EpochTag tag;
+  };
+  void setup();
+  void add_chunks(std::uint32_t count, bool first);
+  bool reserve(std::size_t bytes);
+  bool rotate();
+  void activate(std::size_t index);
+  void put_pending();
+  void write_word(bool closed, std::uint8_t grow);
+  std::size_t record_size(const fabric::Outgoing& call) const;
+  void serialize(const fabric::Outgoing& call, std::byte* at, std::size_t size) const;
+  bool enqueue_overflow(const fabric::Outgoing& call, std::size_t size, const detail::Mode& mode);
+  void drain_overflow();      // unless an outer frame of this thread already is
+  void drain_overflow_now();
+  void progress();
+  void mark_unpublished();
+
+  SlotState& owner_;
+  ThreadId dest_;
+  transfer::Transmitter* tx_ = nullptr;
+  std::uint64_t salt_ = 0;
+  std::vector<Chunk> ring_;
+  std::size_t cur_ = 0;
+  std::uint64_t activations_ = 0;
+  std::size_t write_ = 0, put_from_ = 0, published_ = 0;
+  memory::Block feedback_;  // d writes its count of fully consumed chunks here
+  WordSlots words_;
+  bool busy_ = false;  // rotating or growing: calls made meanwhile (from nested progress) queue
+  std::deque<Segment> overflow_;
+  std::vector<Segment> spare_;
+  std::size_t overflow_bytes_ = 0;
+};
+
+// For tests that play a broken sender: the chunk d reads now, how far it is
+// written, and a well-formed Producer word for it.
+struct Inspect {
+  static transfer::RemoteAddress chunk(const Messenger& m) { return m.ring_[m.cur_].remote; }
+  static std::size_t written(const Messenger& m) { return m.write_; }
+  static std::uint64_t word(const Messenger& m, std::size_t end) {
+    return wire::encode({end, static_cast<std::uint16_t>(m.ring_[m.cur_].seq), false, 0}, m.salt_);
+  }
+  static transfer::Transmitter& transmitter(const Messenger& m) { return *m.tx_; }
+};
+
+// Receiver side of one channel, s -> d (Seriema's receiving RDMAMessenger).
+class Channel {
+ public:
+  struct Chunk {
+    std::byte* base = nullptr;
+    std::size_t capacity = 0;
+  };
+  Channel(ThreadId source, ThreadId self, RemoteLocator feedback, std::vector<Chunk> chunks);
+  // Run up to `budget` calls; throws Errc::protocol for a corrupted chunk.
+  std::size_t poll(SlotState& slot, std::size_t budget);
+  ThreadId source() const noexcept { return source_; }
+  void add_pending(const std::vector<Chunk>& chunks) { pending_.insert(pending_.end(), chunks.begin(), chunks.end()); }
+
+ private:
+  [[noreturn]] void corrupted(const std::string& what);
+  void finish_chunk(SlotState& slot);
+  void push_consumed();
+  void execute(SlotState& slot, const std::byte* record, const wire::RecordHeader& h);
+
+  ThreadId source_;
+  ThreadId self_;
+  RemoteLocator feedback_;
+  transfer::RemoteAddress feedback_address_{};
+  std::uint64_t salt_;
+  std::vector<Chunk> ring_;
+  std::deque<Chunk> pending_;  // announced by the service thread, not yet in the ring
+  std::size_t cur_ = 0;
+  std::uint64_t activation_ = 1;
+  std::size_t offset_ = wire::header_bytes, end_ = wire::header_bytes;
+  bool closed_ = false;            // the current chunk's last word said closed
+  std::uint8_t grow_ = 0;
+  std::uint64_t finished_ = 0, pushed_ = 0;  // chunks fully read / reported to the sender
+  int executing_ = 0;              // calls of this channel running (nested progress may re-enter)
+  bool broken_ = false;
+  bool pushing_ = false;
+  WordSlots words_;
+};
+
+// What the service thread hands a slot: chunks a sender set up.
+struct Announcement {
+  ThreadId source;
+  bool first = false;  // a new channel (feedback is valid)
+  RemoteLocator feedback;
+  std::vector<Channel::Chunk> chunks;
+};
+
+class SlotState {
+ public:
+  SlotState(fabric::Runtime& runtime, std::uint32_t slot, const MessengerOptions& options);
+  ~SlotState();
+
+  Messenger& messenger(ThreadId dest);
+  std::size_t poll();
+  void publish_all();
+  void announce(Announcement a);  // any thread (the service thread)
+  void take_announcements();      // this slot's thread
+  void unpublished(Messenger& m) { pending_publish_.push_back(&m); }
+  // The registry's lookup takes a lock; calls mostly repeat a few functions.
+  fabric::Invoker find_function(std::uint64_t id) {
+    auto& e = functions_[id % functions_.size()];
+    if (e.first != id || e.second == nullptr) e = {id, fabric::FunctionRegistry::instance().find(id)};
+    return e.second;
+  }
+
+  fabric::Runtime& runtime;
+  ThreadId self;
+  const MessengerOptions& options;
+
+ private:
+  std::array<std::pair<std::uint64_t, fabric::Invoker>, 64> functions_{};
+  std::vector<std::unique_ptr<Messenger>> messengers_;  // by destination process * threads + thread
+  std::vector<Messenger*> pending_publish_;
+  std::vector<std::unique_ptr<Channel>> channels_;
+  std::mutex announce_mutex_;
+  std::deque<Announcement> announcements_;
+  std::atomic<bool> announced_{false};
+  bool polling_ = false;
+};
+
+class Module final : public fabric::Module {
+ public:
+  explicit Module(fabric::Runtime& runtime);
+  std::size_t poll(std::uint32_t slot) override;
+  void flush(std::uint32_t slot) override;
+  SlotState& slot(std::uint32_t index) { return *slots_.at(index); }
+  const MessengerOptions& options() const noexcept { return options_; }
+  // The calling worker thread's state; throws for other threads.
+  static SlotState& current();
+
+ private:
+  fabric::Runtime& runtime_;
+  MessengerOptions options_;
+  std::vector<std::unique_ptr<SlotState>> slots_;
+};
+
+}  // namespace rdmx::invoke

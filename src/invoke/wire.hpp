@@ -1,0 +1,103 @@
+// The format of a messenger chunk, shared by sender and receiver.
+//
+// A chunk is registered memory in the receiver's process:
+//   [0, 8)              the Producer word, written only by the sender (RDMA)
+//   [8, header_bytes)   unused (keeps records on their own cache lines)
+//   [header_bytes, end) records, back to back, each a multiple of 8 bytes
+// The receiver's Consumer state (how far it has read) stays in its own
+// memory: nobody else needs it except as "chunks fully consumed", which it
+// pushes to the sender's feedback word.
+//
+// Completeness. Records are written with plain RDMA writes; then the sender
+// fences and writes the Producer word, which says how far the chunk is
+// complete. The receiver parses only up to that point, so a record still in
+// flight is never read. The word is one aligned 8-byte store (atomic on every
+// transport rdmx uses) and carries a check of its own fields, so a torn or
+// corrupted header is detected instead of trusted; each record header has a
+// check byte as well.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+namespace rdmx::invoke::wire {
+
+inline constexpr std::size_t header_bytes = 64;
+inline constexpr std::size_t record_align = 8;
+inline constexpr std::uint32_t max_grow = 127;  // chunks one close may announce (7 bits)
+inline constexpr std::uint64_t max_end = (std::uint64_t{1} << 28) * record_align;  // 2 GiB
+
+// The Producer word: end (in 8-byte units, 28 bits) | seq (16) | closed (1) |
+// grow (7) | check (12). seq is the chunk's activation number (mod 2^16): a
+// word left from the chunk's previous use has another seq and reads as
+// "nothing new yet". closed: the sender has moved on to the next chunk;
+// grow: that many newly allocated chunks join the ring right after this one
+// (Seriema's marker that keeps both rings symmetric).
+struct Published {
+  std::uint64_t end = 0;
+  std::uint16_t seq = 0;
+  bool closed = false;
+  std::uint8_t grow = 0;
+};
+
+inline std::uint64_t mix(std::uint64_t x) noexcept {
+  x ^= x >> 31;
+  x *= 0x9e3779b97f4a7c15ull;
+  x ^= x >> 29;
+  return x;
+}
+
+inline std::uint64_t encode(const Published& p, std::uint64_t salt) noexcept {
+  const std::uint64_t fields = (p.end / record_align) | (std::uint64_t{p.seq} << 28) |
+                               (std::uint64_t{p.closed} << 44) | (std::uint64_t{p.grow} << 45);
+  return fields | ((mix(fields ^ salt) & 0xfff) << 52);
+}
+
+// nullopt: the check does not match (a corrupted or torn word).
+inline std::optional<Published> decode(std::uint64_t word, std::uint64_t salt) noexcept {
+  const std::uint64_t fields = word & ((std::uint64_t{1} << 52) - 1);
+  if ((word >> 52) != (mix(fields ^ salt) & 0xfff)) return std::nullopt;
+  Published p;
+  p.end = (fields & ((std::uint64_t{1} << 28) - 1)) * record_align;
+  p.seq = static_cast<std::uint16_t>(fields >> 28);
+  p.closed = ((fields >> 44) & 1) != 0;
+  p.grow = static_cast<std::uint8_t>((fields >> 45) & 0x7f);
+  return p;
+}
+
+// Record flags: the call kind in bits 0-1, then whether an Extension follows.
+enum : std::uint8_t {
+  kind_call = 0,
+  kind_buffer = 1,
+  kind_returning = 2,
+  kind_mask = 3,
+  has_extension = 4,
+};
+
+struct RecordHeader {
+  std::uint64_t function;
+  std::uint32_t size;  // whole record, a multiple of record_align
+  std::uint16_t closure_size;
+  std::uint8_t flags;
+  std::uint8_t check;
+};
+static_assert(sizeof(RecordHeader) == 16);
+
+// Follows the header when the caller wants to hear back or sends a buffer.
+struct Extension {
+  std::uint64_t sync;    // the caller's Synchronizer (0: none): notified when consumed
+  std::uint64_t aux;     // buffer: its length; returning: where the result goes
+};
+static_assert(sizeof(Extension) == 16);
+
+inline std::uint8_t record_check(const RecordHeader& h) noexcept {
+  std::uint64_t x = h.function ^ (std::uint64_t{h.size} << 24) ^ (std::uint64_t{h.closure_size} << 8) ^ h.flags;
+  x ^= x >> 32;
+  x ^= x >> 16;
+  x ^= x >> 8;
+  return static_cast<std::uint8_t>(x ^ 0xa5);
+}
+
+inline constexpr std::size_t align_up(std::size_t n) noexcept { return (n + record_align - 1) & ~(record_align - 1); }
+
+}  // namespace rdmx::invoke::wire

@@ -1,0 +1,207 @@
+// One-sided remote invocation (Messenger) across real processes and threads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/invoke/messenger.hpp"
+
+using namespace rdmx;
+
+namespace {
+Job& job() { return Job::current(); }
+std::uint32_t global(ThreadId t) { return t.process * job().threads_per_process() + t.thread; }
+ThreadId thread_at(std::uint32_t g) { return {g / job().threads_per_process(), g % job().threads_per_process()}; }
+
+// [receiving thread][sending thread (global index)]
+std::vector<std::vector<std::atomic<std::uint64_t>>> last_seen;
+std::atomic<std::uint64_t> out_of_order{0};
+std::atomic<std::uint64_t> executed{0};
+
+void reset_tables() {
+  const std::uint32_t t = job().threads_per_process();
+  last_seen = std::vector<std::vector<std::atomic<std::uint64_t>>>(t);
+  for (auto& row : last_seen) row = std::vector<std::atomic<std::uint64_t>>(job().total_threads());
+  out_of_order = 0;
+  executed = 0;
+}
+}  // namespace
+
+// Every thread calls every thread (itself included) n times; each call runs
+// exactly once, in order per sender, on the thread it was sent to.
+TEST(Messenger, AllToAllExactlyOnceInOrder) {
+  reset_tables();
+  job().barrier();
+  constexpr std::uint64_t n = 20000;
+  const std::uint32_t total = job().total_threads();
+  job().run([&](ThreadId me) {
+    MessengerGlobal messenger;
+    const std::uint32_t from = global(me);
+    for (std::uint64_t i = 1; i <= n; ++i) {
+      for (std::uint32_t g = 0; g < total; ++g) {
+        const ThreadId dest = thread_at(g);
+        messenger.call(dest, [from, i, dest] {
+          ASSERT_EQ(this_thread(), dest);
+          auto& last = last_seen[dest.thread][from];
+          if (last.load(std::memory_order_relaxed) + 1 != i) out_of_order.fetch_add(1);
+          last.store(i, std::memory_order_relaxed);
+          executed.fetch_add(1, std::memory_order_relaxed);
+        });
+      }
+      if (i % 512 == 0) messenger.process_calls();
+    }
+    messenger.flush();
+    // Wait until every sender's last call has run here.
+    for (;;) {
+      bool all = true;
+      for (std::uint32_t g = 0; g < total; ++g) all = all && last_seen[me.thread][g].load() == n;
+      if (all) break;
+      messenger.process_calls();
+    }
+  });
+  EXPECT_EQ(out_of_order.load(), 0u);
+  EXPECT_EQ(executed.load(), n * total * job().threads_per_process());
+  job().barrier();
+}
+
+TEST(Messenger, ConsumedNotificationAndCallReturn) {
+  job().run([&](ThreadId me) {
+    MessengerGlobal messenger;
+    Synchronizer sync;
+    const std::uint32_t total = job().total_threads();
+    std::vector<std::uint64_t> answers(total, 0);
+    std::atomic<int> ran{0};
+    for (std::uint32_t g = 0; g < total; ++g) {
+      const std::uint64_t x = 1000 + global(me) * 7 + g;
+      messenger.call_return(thread_at(g), [x] { return x * x + this_thread().thread; }, &answers[g], sync);
+      std::atomic<int>* counter = me.process == thread_at(g).process ? &ran : nullptr;
+      messenger.call<Policy::retry, Notify::consumed>(thread_at(g), [counter] {
+        if (counter != nullptr) counter->fetch_add(1);
+      }, &sync);
+    }
+    sync.wait();
+    EXPECT_EQ(sync.operations_left(), 0);
+    EXPECT_EQ(ran.load(), static_cast<int>(job().threads_per_process()));
+    for (std::uint32_t g = 0; g < total; ++g) {
+      const std::uint64_t x = 1000 + global(me) * 7 + g;
+      EXPECT_EQ(answers[g], x * x + thread_at(g).thread) << "from thread " << g;
+    }
+  });
+  job().barrier();
+}
+
+TEST(Messenger, CallBufferCarriesItsBytes) {
+  std::atomic<std::uint64_t> bad{0}, good{0};
+  job().barrier();
+  const ThreadId dest{(job().rank() + 1) % job().size(), 0};
+  MessengerGlobal messenger;
+  Synchronizer sync;
+  std::vector<std::byte> data(std::min<std::size_t>(5000, MessengerOptions::from_env().chunk_size - 256));
+  std::atomic<std::uint64_t>* bad_p = &bad;
+  std::atomic<std::uint64_t>* good_p = &good;
+  const bool local = dest.process == job().rank();
+  for (std::size_t size = 0; size < data.size(); size += 37) {
+    for (std::size_t i = 0; i < size; ++i) data[i] = static_cast<std::byte>(i * 31 + size);
+    messenger.call_buffer<Policy::retry, Notify::consumed>(dest, [size, local, bad_p, good_p](std::span<std::byte> got) {
+      bool ok = got.size() == size;
+      for (std::size_t i = 0; ok && i < size; ++i) ok = got[i] == static_cast<std::byte>(i * 31 + size);
+      if (local) (ok ? good_p : bad_p)->fetch_add(1);
+      if (!ok) { std::fprintf(stderr, "buffer mismatch: got %zu bytes, want %zu\n", got.size(), size); std::abort(); }  // fails the test on that process
+    }, std::span(data).first(size), &sync);
+  }
+  sync.wait();
+  if (job().size() == 1) {
+    EXPECT_EQ(bad.load(), 0u);
+    EXPECT_GT(good.load(), 0u);
+  }
+  job().barrier();
+}
+
+TEST(Messenger, RemoteExceptionReachesTheCaller) {
+  MessengerGlobal messenger;
+  Synchronizer sync;
+  const ThreadId dest{(job().rank() + 1) % job().size(), 0};
+  messenger.call<Policy::retry, Notify::consumed>(dest, [] { throw std::runtime_error("boom from afar"); }, &sync);
+  try {
+    sync.wait();
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::remote_exception);
+    EXPECT_NE(std::string(e.what()).find("boom from afar"), std::string::npos) << e.what();
+  }
+  job().barrier();
+}
+
+TEST(Messenger, CallLargerThanAChunkIsRejected) {
+  MessengerGlobal messenger;
+  const ThreadId dest{(job().rank() + 1) % job().size(), 0};
+  std::vector<std::byte> big(MessengerOptions::from_env().chunk_size);
+  try {
+    messenger.call_buffer(dest, [](std::span<std::byte>) {}, big);
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::message_too_large);
+    EXPECT_NE(std::string(e.what()).find("RDMX_CHUNK_SIZE"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(messenger.call(ThreadId{job().size(), 0}, [] {}), Error);
+  EXPECT_THROW(messenger.call(ThreadId{0, service_thread}, [] {}), Error);
+  job().barrier();
+}
+
+// A receiver that does not poll: the sender fills c_max chunks, then
+// Policy::fail calls return false; once the receiver drains, Policy::retry
+// calls get through. Every accepted call runs exactly once, in order.
+TEST(Messenger, BackPressureFailsThenRecovers) {
+  if (job().size() < 2) GTEST_SKIP() << "needs two processes";
+  static std::atomic<bool> go{false};
+  static std::atomic<std::uint64_t> got{0}, disorder{0};
+  go = false;
+  got = 0;
+  disorder = 0;
+  job().barrier();
+  MessengerGlobal messenger;
+  if (job().rank() == 0) {
+    std::uint64_t accepted = 0;
+    bool refused = false;
+    for (std::uint64_t i = 1; i <= 50'000'000 && !refused; ++i) {
+      const std::uint64_t seq = accepted + 1;
+      if (messenger.call<Policy::fail>(ThreadId{1, 0}, [seq] {
+            if (got.load() + 1 != seq) disorder.fetch_add(1);
+            got.store(seq);
+          }))
+        ++accepted;
+      else
+        refused = true;
+    }
+    ASSERT_TRUE(refused) << "the sender never ran out of chunks";
+    std::printf("[messenger] refused after %llu calls\n", static_cast<unsigned long long>(accepted));
+    // Let the receiver go (a service call: its worker thread is not polling).
+    call(ThreadId{1, service_thread}, [] { go = true; });
+    Synchronizer sync;
+    for (int k = 0; k < 100000; ++k) {
+      const std::uint64_t seq = ++accepted;
+      messenger.call<Policy::retry>(ThreadId{1, 0}, [seq] {
+        if (got.load() + 1 != seq) disorder.fetch_add(1);
+        got.store(seq);
+      });
+    }
+    const std::uint64_t total = accepted;
+    messenger.call<Policy::retry, Notify::consumed>(ThreadId{1, 0}, [total] {
+      if (got.load() != total) disorder.fetch_add(1);
+    }, &sync);
+    sync.wait();
+  } else if (job().rank() == 1) {
+    while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  job().barrier();  // serves calls while it waits
+  if (job().rank() == 1) {
+    EXPECT_GT(got.load(), 100000u);
+    EXPECT_EQ(disorder.load(), 0u);
+  }
+  job().barrier();
+}
