@@ -180,6 +180,7 @@ class SlotState {
   fabric::Runtime& runtime;
   ThreadId self;
   const MessengerOptions& options;
+  std::uint64_t shutdowns_received = 0;  // Aggregator::shutdowns_received()
 
  private:
   std::array<std::pair<std::uint64_t, fabric::Invoker>, 64> functions_{};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/invoke/aggregator.hpp"
 #include "rdmx/invoke/messenger.hpp"
 
 using namespace rdmx;
@@ -203,5 +204,85 @@ TEST(Messenger, BackPressureFailsThenRecovers) {
     EXPECT_GT(got.load(), 100000u);
     EXPECT_EQ(disorder.load(), 0u);
   }
+  job().barrier();
+}
+
+// Both aggregation modes: everything arrives once, in order per sender, and
+// each thread counts one shutdown per peer aggregator that called it.
+TEST(Aggregator, TradAndOvflDeliverEverythingInOrder) {
+  for (Aggregation mode : {Aggregation::trad, Aggregation::ovfl}) {
+    reset_tables();
+    job().barrier();
+    constexpr std::uint64_t n = 10000;
+    const std::uint32_t total = job().total_threads();
+    job().run([&](ThreadId me) {
+      const std::uint64_t before = Aggregator::shutdowns_received();
+      Aggregator agg(mode);
+      const std::uint32_t from = global(me);
+      for (std::uint64_t i = 1; i <= n; ++i) {
+        for (std::uint32_t g = 0; g < total; ++g) {
+          const ThreadId dest = thread_at(g);
+          ASSERT_TRUE(agg.call(dest, [from, i, dest] {
+            auto& last = last_seen[dest.thread][from];
+            if (last.load(std::memory_order_relaxed) + 1 != i) out_of_order.fetch_add(1);
+            last.store(i, std::memory_order_relaxed);
+            executed.fetch_add(1, std::memory_order_relaxed);
+          }));
+        }
+        if (i % 1024 == 0) progress();
+      }
+      agg.shutdown();
+      EXPECT_THROW(agg.call(me, [] {}), Error);
+      // A shutdown runs after everything its aggregator sent: once all peers
+      // are counted, all their calls have run here.
+      while (Aggregator::shutdowns_received() - before < total) progress();
+      for (std::uint32_t g = 0; g < total; ++g) EXPECT_EQ(last_seen[me.thread][g].load(), n);
+    });
+    EXPECT_EQ(out_of_order.load(), 0u) << (mode == Aggregation::trad ? "trad" : "ovfl");
+    EXPECT_EQ(executed.load(), n * total * job().threads_per_process());
+  }
+  job().barrier();
+}
+
+// ovfl towards a receiver that does not poll: calls queue locally (in
+// registered memory) once c_max chunks are full, fail past the limit, and
+// all accepted ones run in order once the receiver polls again.
+TEST(Aggregator, OvflQueuesThenFailsAtItsLimit) {
+  if (job().size() < 2) GTEST_SKIP() << "needs two processes";
+  static std::atomic<bool> go{false};
+  static std::atomic<std::uint64_t> got{0}, disorder{0};
+  go = false;
+  got = 0;
+  disorder = 0;
+  job().barrier();
+  if (job().rank() == 0) {
+    const auto options = MessengerOptions::from_env();
+    const std::uint64_t ring_calls = options.max_chunks * (options.chunk_size / 24);
+    Aggregator agg(Aggregation::ovfl, {4096, 1 << 20});
+    std::uint64_t accepted = 0;
+    for (std::uint64_t i = 1; i <= 100'000'000; ++i) {
+      const std::uint64_t seq = accepted + 1;
+      if (!agg.call({1, 0}, [seq] {
+            if (got.load() + 1 != seq) disorder.fetch_add(1);
+            got.store(seq);
+          }))
+        break;
+      ++accepted;
+    }
+    EXPECT_GT(accepted, ring_calls) << "nothing was queued beyond the ring";
+    EXPECT_LT(accepted, ring_calls + (1 << 20) / 24 + 1) << "the overflow limit was not enforced";
+    call(ThreadId{1, service_thread}, [] { go = true; });
+    Synchronizer sync;
+    const std::uint64_t total = accepted;
+    // A consumed notification through the same messenger runs after them all.
+    MessengerGlobal().call<Policy::retry, Notify::consumed>({1, 0}, [total] {
+      if (got.load() != total) disorder.fetch_add(1);
+    }, &sync);
+    sync.wait();
+  } else if (job().rank() == 1) {
+    while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  job().barrier();
+  if (job().rank() == 1) EXPECT_EQ(disorder.load(), 0u);
   job().barrier();
 }

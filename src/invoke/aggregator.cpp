@@ -1,0 +1,59 @@
+#include "rdmx/invoke/aggregator.hpp"
+
+#include <cstdio>
+
+#include "module.hpp"
+
+namespace rdmx {
+
+Aggregator::Aggregator(Aggregation mode, AggregatorOptions options) : mode_(mode) {
+  invoke::SlotState& slot = invoke::Module::current();  // checks this is a worker thread
+  if (mode == Aggregation::trad) {
+    if (options.flush_bytes == 0) throw Error(Errc::invalid_argument, "Aggregator: flush_bytes must be positive");
+    how_ = {options.flush_bytes, Policy::retry, false, 0};
+  } else {
+    how_ = {0, Policy::retry, true, options.overflow_limit};
+  }
+  called_.assign(std::size_t{slot.runtime.size()} * slot.runtime.threads(), false);
+}
+
+Aggregator::~Aggregator() {
+  if (shut_down_) return;
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rdmx: Aggregator shutdown failed: %s\n", e.what());
+  }
+}
+
+bool Aggregator::send(const fabric::Outgoing& call) {
+  if (shut_down_) throw Error(Errc::shut_down, "Aggregator: call after shutdown()");
+  invoke::SlotState& slot = invoke::Module::current();
+  const bool sent = slot.messenger(call.destination).append(call, how_);
+  if (sent) called_[std::size_t{call.destination.process} * slot.runtime.threads() + call.destination.thread] = true;
+  return sent;
+}
+
+void Aggregator::flush() { invoke::Module::current().publish_all(); }
+
+void Aggregator::shutdown() {
+  if (shut_down_) return;
+  invoke::SlotState& slot = invoke::Module::current();
+  const std::uint32_t threads = slot.runtime.threads();
+  // The signal is one more call on the same channel, so it runs after every
+  // call this aggregator made to that thread.
+  const invoke::detail::Mode last{0, Policy::retry, false, 0};
+  for (std::size_t g = 0; g < called_.size(); ++g) {
+    if (!called_[g]) continue;
+    const ThreadId dest{static_cast<std::uint32_t>(g / threads), static_cast<std::uint32_t>(g % threads)};
+    slot.messenger(dest).append(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, [] {
+      ++invoke::Module::current().shutdowns_received;
+    }, nullptr, Notify::sent), last);
+  }
+  shut_down_ = true;
+  slot.publish_all();
+}
+
+std::uint64_t Aggregator::shutdowns_received() { return invoke::Module::current().shutdowns_received; }
+
+}  // namespace rdmx
