@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "common.hpp"
 #include "json.hpp"
 #include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
@@ -45,12 +46,10 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using rdmx::bench::JsonLine;
+using namespace rdmx::bench;
 namespace transfer = rdmx::transfer;
 namespace memory = rdmx::memory;
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::size_t target_bytes = 64 * MiB;  // rank 1's registered target
 
 // ---- options ----
@@ -79,18 +78,6 @@ std::size_t parse_count(const std::string& text, const char* what) {
   } catch (const rdmx::Error& e) {
     usage_error(e.what());
   }
-}
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > start) parts.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return parts;
 }
 
 Options parse(int argc, char** argv) {
@@ -158,139 +145,11 @@ std::uint64_t g_sink = 0;      // keeps the payload observable
 
 // ---- helpers ----
 
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string human_rate(double per_s) {
-  char text[32];
-  if (per_s >= 1e6) std::snprintf(text, sizeof text, "%.2f M", per_s / 1e6);
-  else std::snprintf(text, sizeof text, "%.1f k", per_s / 1e3);
-  return text;
-}
-
-void put_u64(std::vector<std::byte>& out, std::uint64_t v) {
-  auto* p = reinterpret_cast<const std::byte*>(&v);
-  out.insert(out.end(), p, p + sizeof v);
-}
-std::uint64_t get_u64(std::span<const std::byte> in, std::size_t& at) {
-  if (at + 8 > in.size()) throw rdmx::Error(rdmx::Errc::bootstrap, "truncated benchmark bootstrap record");
-  std::uint64_t v;
-  std::memcpy(&v, in.data() + at, 8);
-  at += 8;
-  return v;
-}
-void put_bytes(std::vector<std::byte>& out, std::span<const std::byte> bytes) {
-  put_u64(out, bytes.size());
-  out.insert(out.end(), bytes.begin(), bytes.end());
-}
-std::vector<std::byte> get_bytes(std::span<const std::byte> in, std::size_t& at) {
-  const std::size_t n = get_u64(in, at);
-  if (at + n > in.size()) throw rdmx::Error(rdmx::Errc::bootstrap, "truncated benchmark bootstrap record");
-  std::vector<std::byte> out(in.begin() + static_cast<std::ptrdiff_t>(at), in.begin() + static_cast<std::ptrdiff_t>(at + n));
-  at += n;
-  return out;
-}
-
-// Where message i lands: consecutive addresses in a window of rank 1's target
-// (the same pattern for every variant).
-struct Window {
-  std::uint64_t base;
-  std::size_t bytes;
-};
 Window window_for(std::uint64_t target_base, std::size_t size, std::size_t ring) {
   std::size_t messages = std::max(ring, MiB / size);
   messages = std::min(messages, target_bytes / size);
   return {target_base, messages * size};
 }
-
-// ---- raw: selective signaling by hand (Seriema's "+ss") ----
-
-void raw_flush_done(void* request, ucs_status_t status, void* user) {
-  auto* done = static_cast<std::uint64_t*>(user);
-  if (status != UCS_OK) {
-    std::fprintf(stderr, "rdmx-bench-transfer: raw flush failed: %s\n", ucs_status_string(status));
-    std::_Exit(1);
-  }
-  ++*done;
-  ucp_request_free(request);
-}
-
-class Raw {
- public:
-  Raw(transfer::Context& ctx, transfer::Worker& worker, transfer::Endpoint& ep, ucp_rkey_h rkey, std::size_t slots,
-      std::size_t max_stride, unsigned u_max)
-      : worker_(worker.get()), ep_(ep.get()), rkey_(rkey), slots_(slots), u_max_(u_max),
-        source_(ctx, slots * max_stride), slot_flush_(slots, 0) {
-    std::memset(source_.data(), 0, source_.size());
-    flush_param_.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    flush_param_.cb.send = &raw_flush_done;
-    flush_param_.user_data = &flushes_done_;
-  }
-
-  // Seconds for n puts of `size` bytes, until the last is remotely complete.
-  double run(std::size_t size, std::size_t n, Window window) {
-    const std::size_t stride = round_up(size, 64);
-    const std::size_t stamp = std::min<std::size_t>(size, 8);
-    std::fill(slot_flush_.begin(), slot_flush_.end(), 0);
-    flushes_issued_ = flushes_done_ = 0;
-    unsigned in_window = 0;
-    std::size_t slot = 0;
-    std::size_t offset = 0;
-    std::byte* const base = source_.data();
-    ucp_request_param_t put_param{};  // no callback: an unsignaled put
-
-    const auto t0 = Clock::now();
-    for (std::size_t i = 0; i < n; ++i) {
-      // The slot was last used before flush number slot_flush_[slot] was
-      // issued; it is reusable once that many flushes have completed.
-      while (flushes_done_ < slot_flush_[slot]) ucp_worker_progress(worker_);
-      std::byte* source = base + slot * stride;
-      std::memcpy(source, &i, stamp);
-      ucs_status_ptr_t r = ucp_put_nbx(ep_, source, size, window.base + offset, rkey_, &put_param);
-      if (UCS_PTR_IS_PTR(r)) {
-        ucp_request_free(r);  // completion is learnt from the next flush
-      } else if (UCS_PTR_IS_ERR(r)) {
-        throw rdmx::Error(rdmx::Errc::transport, std::string("raw ucp_put_nbx: ") + ucs_status_string(UCS_PTR_STATUS(r)));
-      }
-      slot_flush_[slot] = flushes_issued_ + 1;
-      if (++in_window == u_max_) {
-        in_window = 0;
-        issue_flush();
-      }
-      if (++slot == slots_) slot = 0;
-      offset += size;
-      if (offset == window.bytes) offset = 0;
-    }
-    issue_flush();
-    while (flushes_done_ < flushes_issued_) ucp_worker_progress(worker_);
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-
- private:
-  void issue_flush() {
-    ++flushes_issued_;
-    ucs_status_ptr_t r = ucp_ep_flush_nbx(ep_, &flush_param_);
-    if (UCS_PTR_IS_ERR(r))
-      throw rdmx::Error(rdmx::Errc::transport, std::string("raw ucp_ep_flush_nbx: ") + ucs_status_string(UCS_PTR_STATUS(r)));
-    if (!UCS_PTR_IS_PTR(r)) ++flushes_done_;  // completed at once; no callback comes
-  }
-
-  ucp_worker_h worker_;
-  ucp_ep_h ep_;
-  ucp_rkey_h rkey_;
-  std::size_t slots_;
-  unsigned u_max_;
-  transfer::MemoryRegion source_;
-  std::vector<std::uint64_t> slot_flush_;
-  std::uint64_t flushes_issued_ = 0;
-  std::uint64_t flushes_done_ = 0;
-  ucp_request_param_t flush_param_{};
-};
 
 // ---- auto: rdmx's Transmitter + CircularAllocator (Seriema's "DTutils (auto)") ----
 
@@ -344,21 +203,6 @@ double run_send(std::size_t size, std::size_t n) {
     case 64: return run_send_n<64>(n);
     case 256: return run_send_n<256>(n);
     default: throw rdmx::Error(rdmx::Errc::invalid_argument, "send sizes are 8, 64 and 256");
-  }
-}
-
-// Messages for one measurement of about `seconds`: grow a trial run until it
-// takes a tenth of that, then scale. Trials also warm caches and pages.
-template <class Run>
-std::size_t calibrate(Run&& run, double seconds, std::size_t multiple) {
-  std::size_t n = round_up(2048, multiple);
-  for (;;) {
-    double t = run(n);
-    if (t >= seconds / 10 || n >= (std::size_t{1} << 34)) {
-      double scaled = static_cast<double>(n) * seconds / std::max(t, 1e-9);
-      return round_up(std::max<std::size_t>(static_cast<std::size_t>(scaled), multiple), multiple);
-    }
-    n *= 4;
   }
 }
 

@@ -12,6 +12,7 @@
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/transfer/status.hpp"
+#include "rdmx/core/backoff.hpp"
 #include "runtime.hpp"
 
 namespace rdmx {
@@ -648,10 +649,11 @@ void Job::barrier() {
           Job::current().impl().runtime.barrier_released.store(epoch, std::memory_order_release);
         });
   });
+  Backoff backoff;
   while (rt.barrier_released.load(std::memory_order_acquire) < epoch) {
     for (std::uint32_t p = 0; p < rt.size(); ++p)
       if (rt.process_failed(p)) throw Error(Errc::peer_failed, "barrier: process " + std::to_string(p) + " has failed");
-    if (progress() == 0) std::this_thread::yield();
+    backoff(progress() != 0);
   }
 }
 

@@ -1,8 +1,8 @@
 #include "rdmx/fabric/synchronizer.hpp"
 
 #include <chrono>
-#include <thread>
 
+#include "rdmx/core/backoff.hpp"
 #include "rdmx/fabric/job.hpp"
 
 namespace rdmx {
@@ -25,17 +25,17 @@ void Synchronizer::rethrow() const {
 }
 
 void Synchronizer::wait() {
-  while (operations_left() > 0) {
-    if (progress() == 0 && operations_left() > 0) std::this_thread::yield();
-  }
+  Backoff backoff;
+  while (operations_left() > 0) backoff(progress() != 0);
   if (failed()) rethrow();
 }
 
 bool Synchronizer::wait_for(int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  Backoff backoff;
   while (operations_left() > 0) {
     if (std::chrono::steady_clock::now() > deadline) return false;
-    if (progress() == 0 && operations_left() > 0) std::this_thread::yield();
+    backoff(progress() != 0);
   }
   if (failed()) rethrow();
   return true;

@@ -4,6 +4,7 @@
 #include <string>
 #include <thread>
 
+#include "rdmx/core/backoff.hpp"
 #include "rdmx/core/error.hpp"
 #include "unit_ring.hpp"
 
@@ -60,10 +61,11 @@ std::optional<Block> CircularAllocator::try_allocate_slow() {
 }
 
 Block CircularAllocator::allocate_slow(ProgressHook progress) {
+  Backoff backoff;
   for (;;) {
     if (auto block = try_allocate()) return *block;
     // Without a hook the flush must be completed by another thread.
-    if (!progress()) std::this_thread::yield();
+    backoff(progress());
   }
 }
 

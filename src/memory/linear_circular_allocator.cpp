@@ -3,6 +3,7 @@
 #include <string>
 #include <thread>
 
+#include "rdmx/core/backoff.hpp"
 #include "rdmx/core/error.hpp"
 #include "unit_ring.hpp"
 
@@ -44,9 +45,10 @@ std::optional<Block> LinearCircularAllocator::try_allocate(std::size_t n) {
 }
 
 Block LinearCircularAllocator::allocate(std::size_t n, ProgressHook progress) {
+  Backoff backoff;
   for (;;) {
     if (auto block = try_allocate(n)) return *block;
-    if (!progress()) std::this_thread::yield();
+    backoff(progress());
   }
 }
 

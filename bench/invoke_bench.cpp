@@ -1,0 +1,507 @@
+// rdmx-bench-invoke: Seriema's Table 2 (section 5.2) on UCX, side by side
+// with raw UCX and Open MPI measured in the same run. Two processes: rank 0
+// calls, rank 1's thread 0 runs the calls. Start it with `scripts/bench invoke`.
+//
+// Throughput variants, for calls whose captures are 8, 64 or 256 bytes:
+//   send   rdmx::call (send-based, UCX active messages)
+//   write  MessengerGlobal::call (one RDMA write per call into d's chunk)
+//   trad   Aggregator(trad): one RDMA write per 4 KiB of calls
+//   ovfl   Aggregator(ovfl): as write, batching only while the ring is full
+//   raw    the same bytes moved by hand-written ucp_put_nbx (selective
+//          signaling, no serialization, nothing executed): Seriema's max-raw;
+//          also at 4096 bytes, the size trad writes
+//   mpi    Open MPI: windowed MPI_Isend/MPI_Irecv of the same sizes
+//          (64 in flight, OSU message-rate style), in this same process
+// Every rdmx variant's time ends with a consumed notification from rank 1,
+// so it counts the calls having run, not only having been sent.
+// Latency: a call plus its consumed notification (write, send), against a
+// raw UCX active-message round trip and an MPI ping-pong of 8 bytes.
+//
+// Flags: --reps=N  --time=SECONDS (per measurement)  --quick
+// Output: JSON lines on stdout (rank 0), a table on stderr.
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+#include <sched.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "json.hpp"
+#include "rdmx/core/env.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/invoke/aggregator.hpp"
+#include "rdmx/invoke/messenger.hpp"
+
+namespace {
+
+using namespace rdmx::bench;
+namespace transfer = rdmx::transfer;
+
+constexpr std::size_t target_bytes = 16 * MiB;
+constexpr std::size_t raw_ring = 256;
+constexpr unsigned u_max = 64;
+constexpr int mpi_window = 64;
+constexpr unsigned am_ping = 40, am_pong = 41;  // ids of the raw active messages (rdmx uses 11, 12)
+const std::array<std::size_t, 3> call_sizes{8, 64, 256};
+
+struct Options {
+  unsigned reps = 5;
+  double seconds = 0.1;
+  bool quick = false;
+};
+
+[[noreturn]] void usage_error(const std::string& what) {
+  throw rdmx::Error(rdmx::Errc::invalid_argument, what + "\nusage: rdmx-bench-invoke [--reps=N] [--time=SECONDS] [--quick]");
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      o.quick = true;
+    } else if (a.rfind("--reps=", 0) == 0) {
+      o.reps = static_cast<unsigned>(rdmx::env::parse_count(a.substr(7), "--reps"));
+    } else if (a.rfind("--time=", 0) == 0) {
+      try {
+        o.seconds = std::stod(a.substr(7));
+      } catch (const std::exception&) {
+        usage_error("--time: '" + a.substr(7) + "' is not a number of seconds");
+      }
+    } else {
+      usage_error("unknown argument '" + a + "'");
+    }
+  }
+  if (o.quick) {
+    o.reps = std::min(o.reps, 3u);
+    o.seconds = std::min(o.seconds, 0.01);
+  }
+  if (o.reps == 0) usage_error("--reps must be at least 1");
+  if (!(o.seconds > 0)) usage_error("--time must be positive");
+  return o;
+}
+
+// ---- rank 1: its main thread runs the calls; phases say what else it does ----
+
+enum Phase : int { phase_rdmx, phase_raw, phase_mpi_rate, phase_mpi_pingpong, phase_stop };
+std::atomic<int> g_phase{phase_rdmx};
+std::uint64_t g_phase_arg[2] = {};  // size, messages (MPI phases)
+std::uint64_t g_received = 0;       // calls executed
+std::uint64_t g_sink = 0;           // keeps the captures observable
+
+void set_phase(int phase, std::uint64_t size = 0, std::uint64_t messages = 0) {
+  rdmx::Synchronizer sync;
+  rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [=] {
+    g_phase_arg[0] = size;
+    g_phase_arg[1] = messages;
+    g_phase = phase;
+  }, sync);
+  sync.wait();
+}
+
+// Wait until rank 1 has run everything sent before (calls run in order).
+void drain_rank1() {
+  rdmx::Synchronizer sync;
+  rdmx::MessengerGlobal().call<rdmx::Policy::retry, rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] {}, &sync);
+  sync.wait();
+}
+
+template <std::size_t N>
+auto make_call(std::size_t i) {
+  std::array<std::byte, N> payload{};
+  payload[0] = static_cast<std::byte>(i);
+  return [payload] {
+    ++g_received;
+    g_sink += static_cast<std::uint64_t>(payload[0]) + static_cast<std::uint64_t>(payload[N - 1]);
+  };
+}
+
+// ---- the rdmx variants ----
+
+template <std::size_t N>
+double run_write(std::size_t n) {
+  rdmx::MessengerGlobal messenger;
+  const rdmx::ThreadId dest{1, 0};
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < n; ++i) messenger.call(dest, make_call<N>(i));
+  drain_rank1();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+template <std::size_t N>
+double run_aggregated(rdmx::Aggregation mode, std::size_t n) {
+  rdmx::Aggregator agg(mode);
+  const rdmx::ThreadId dest{1, 0};
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < n; ++i) agg.call(dest, make_call<N>(i));
+  agg.flush();
+  drain_rank1();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+template <std::size_t N>
+double run_send(std::size_t n) {
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < n; ++i) {
+    rdmx::call(rdmx::ThreadId{1, 0}, make_call<N>(i));
+    if ((i & 15) == 15) rdmx::progress();  // sends UCX queued wait for our progress
+  }
+  rdmx::Synchronizer sync;
+  rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] {}, sync);
+  sync.wait();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+template <class F>
+double by_size(std::size_t size, F&& f) {
+  switch (size) {
+    case 8: return f(std::integral_constant<std::size_t, 8>{});
+    case 64: return f(std::integral_constant<std::size_t, 64>{});
+    default: return f(std::integral_constant<std::size_t, 256>{});
+  }
+}
+
+// ---- MPI: windowed message rate and ping-pong, the same sizes ----
+
+double mpi_rate_sender(std::size_t size, std::size_t n) {
+  std::vector<char> buffer(size * mpi_window, 1);
+  std::array<MPI_Request, mpi_window> requests;
+  char ack = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = Clock::now();
+  for (std::size_t sent = 0; sent < n; sent += mpi_window) {
+    for (int w = 0; w < mpi_window; ++w)
+      MPI_Isend(buffer.data() + w * size, static_cast<int>(size), MPI_CHAR, 1, 1, MPI_COMM_WORLD, &requests[w]);
+    MPI_Waitall(mpi_window, requests.data(), MPI_STATUSES_IGNORE);
+  }
+  MPI_Recv(&ack, 1, MPI_CHAR, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void mpi_rate_receiver(std::size_t size, std::size_t n) {
+  std::vector<char> buffer(size * mpi_window);
+  std::array<MPI_Request, mpi_window> requests;
+  char ack = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (std::size_t got = 0; got < n; got += mpi_window) {
+    for (int w = 0; w < mpi_window; ++w)
+      MPI_Irecv(buffer.data() + w * size, static_cast<int>(size), MPI_CHAR, 0, 1, MPI_COMM_WORLD, &requests[w]);
+    MPI_Waitall(mpi_window, requests.data(), MPI_STATUSES_IGNORE);
+  }
+  MPI_Send(&ack, 1, MPI_CHAR, 0, 2, MPI_COMM_WORLD);
+}
+
+double mpi_pingpong(int rank, std::size_t n) {
+  char byte[8] = {};
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (rank == 0) {
+      MPI_Send(byte, 8, MPI_CHAR, 1, 3, MPI_COMM_WORLD);
+      MPI_Recv(byte, 8, MPI_CHAR, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(byte, 8, MPI_CHAR, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(byte, 8, MPI_CHAR, 0, 3, MPI_COMM_WORLD);
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// ---- raw UCX active-message round trip over workers of our own ----
+
+struct AmPeer {
+  ucp_ep_h back = nullptr;  // rank 1: towards rank 0's worker
+  std::uint64_t pongs = 0;  // rank 0: replies seen
+};
+
+ucs_status_t on_ping(void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
+                     const ucp_am_recv_param_t*) {
+  auto* peer = static_cast<AmPeer*>(arg);
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_AM_SEND_FLAG_REPLY;
+  void* r = ucp_am_send_nbx(peer->back, am_pong, header, header_length, data, length, &param);
+  if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // 8 bytes go out at once
+  return UCS_OK;
+}
+
+ucs_status_t on_pong(void* arg, const void*, std::size_t, void*, std::size_t, const ucp_am_recv_param_t*) {
+  ++static_cast<AmPeer*>(arg)->pongs;
+  return UCS_OK;
+}
+
+void set_am_handler(transfer::Worker& worker, unsigned id, ucp_am_recv_callback_t cb, AmPeer* peer) {
+  ucp_am_handler_param_t p{};
+  p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  p.id = id;
+  p.cb = cb;
+  p.arg = peer;
+  if (ucp_worker_set_am_recv_handler(worker.get(), &p) != UCS_OK)
+    throw rdmx::Error(rdmx::Errc::transport, "cannot set the benchmark's active-message handler");
+}
+
+double am_round_trips(transfer::Worker& worker, transfer::Endpoint& ep, AmPeer& peer, std::size_t n) {
+  std::uint64_t payload = 0;
+  ucp_request_param_t param{};
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t want = peer.pongs + 1;
+    void* r = ucp_am_send_nbx(ep.get(), am_ping, nullptr, 0, &payload, sizeof payload, &param);
+    if (UCS_PTR_IS_ERR(r)) throw rdmx::Error(rdmx::Errc::transport, "raw active message failed");
+    if (UCS_PTR_IS_PTR(r)) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker.get());
+      ucp_request_free(r);
+    }
+    while (peer.pongs < want) ucp_worker_progress(worker.get());
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// ---- output ----
+
+struct Config {
+  std::string tls;
+  std::string mpi_pml;
+  unsigned reps;
+};
+
+void emit(const Config& c, const std::string& variant, std::size_t size, const char* metric, double value,
+          std::size_t messages) {
+  JsonLine line;
+  line.field("bench", "invoke")
+      .field("variant", variant)
+      .field("size", size)
+      .field("metric", metric)
+      .field("value", value)
+      .field("tls", c.tls)
+      .field("mpi_pml", c.mpi_pml)
+      .field("processes", 2)
+      .field("placement", "rank 0 calls from its main thread, rank 1's main thread runs the calls; " +
+                              std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores, unpinned")
+      .field("repetitions", c.reps)
+      .field("messages", messages)
+      .print();
+}
+
+// ---- the two roles ----
+
+void target_loop(transfer::Worker& own, AmPeer&) {
+  int rank = 1;
+  while (g_phase != phase_stop) {
+    switch (g_phase.load()) {
+      case phase_raw:
+        own.progress();  // over TCP, UCX emulates puts (and delivers our AMs) through this worker
+        rdmx::progress();
+        break;
+      case phase_mpi_rate:
+        mpi_rate_receiver(g_phase_arg[0], g_phase_arg[1]);
+        g_phase = phase_rdmx;
+        break;
+      case phase_mpi_pingpong:
+        mpi_pingpong(rank, g_phase_arg[1]);
+        g_phase = phase_rdmx;
+        break;
+      default:
+        rdmx::progress();
+    }
+  }
+}
+
+struct Series {
+  std::vector<double> rate;
+  void add(std::size_t n, double seconds) { rate.push_back(static_cast<double>(n) / seconds); }
+  double median_rate() const { return median(rate); }
+};
+
+int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_rkey_h rkey, std::uint64_t target_base,
+           AmPeer& peer, const std::string& pml) {
+  const char* tls = std::getenv("UCX_TLS");
+  Config cfg{tls != nullptr ? tls : "default", pml, o.reps};
+  std::fprintf(stderr, "rdmx-bench-invoke: UCX_TLS=%s, Open MPI pml %s, %u repetitions (median)\n", cfg.tls.c_str(),
+               pml.c_str(), o.reps);
+  Raw raw(rdmx::Job::current().context(), own, ep, rkey, raw_ring, 4096, u_max);
+  auto raw_run = [&](std::size_t size, std::size_t n) {
+    const std::size_t messages = std::min(std::max(raw_ring, MiB / size), target_bytes / size);
+    return raw.run(size, n, Window{target_base, messages * size});
+  };
+  std::uint64_t calls_made = 0;
+
+  std::fprintf(stderr, "%6s %11s %11s %11s %11s %11s %11s %9s %9s %9s\n", "size", "raw/s", "write/s", "ovfl/s",
+               "trad/s", "send/s", "mpi/s", "write/raw", "ovfl/wr", "trad/mpi");
+  double raw4k = 0;
+  {
+    set_phase(phase_raw);
+    const std::size_t n = calibrate([&](std::size_t k) { return raw_run(4096, k); }, o.seconds, u_max);
+    Series s;
+    for (unsigned r = 0; r < o.reps; ++r) s.add(n, raw_run(4096, n));
+    raw4k = s.median_rate();
+    emit(cfg, "raw", 4096, "msgs_per_s", raw4k, n);
+    emit(cfg, "raw", 4096, "MB_per_s", raw4k * 4096 / 1e6, n);
+    set_phase(phase_rdmx);
+  }
+  for (std::size_t size : call_sizes) {
+    // Every variant gets the same number of messages: the one raw needs for the aimed-for time.
+    set_phase(phase_raw);
+    const std::size_t n = calibrate([&](std::size_t k) { return raw_run(size, k); }, o.seconds, u_max);
+    set_phase(phase_rdmx);
+    auto write = [&] { calls_made += n; return by_size(size, [&](auto c) { return run_write<decltype(c)::value>(n); }); };
+    auto ovfl = [&] { calls_made += n; return by_size(size, [&](auto c) { return run_aggregated<decltype(c)::value>(rdmx::Aggregation::ovfl, n); }); };
+    auto trad = [&] { calls_made += n; return by_size(size, [&](auto c) { return run_aggregated<decltype(c)::value>(rdmx::Aggregation::trad, n); }); };
+    auto send = [&] { calls_made += n; return by_size(size, [&](auto c) { return run_send<decltype(c)::value>(n); }); };
+    auto mpi = [&] {
+      set_phase(phase_mpi_rate, size, n);
+      const double t = mpi_rate_sender(size, round_up(n, mpi_window));
+      return t * static_cast<double>(n) / static_cast<double>(round_up(n, mpi_window));
+    };
+    write(), trad(), ovfl();  // warm up: chunks set up, pages touched
+    Series r_raw, r_write, r_ovfl, r_trad, r_send, r_mpi;
+    std::vector<double> write_raw, ovfl_write, trad_mpi;
+    for (unsigned rep = 0; rep < o.reps; ++rep) {
+      set_phase(phase_raw);
+      const double t_raw = raw_run(size, n);
+      set_phase(phase_rdmx);
+      const double t_write = write(), t_ovfl = ovfl(), t_trad = trad(), t_send = send(), t_mpi = mpi();
+      r_raw.add(n, t_raw);
+      r_write.add(n, t_write);
+      r_ovfl.add(n, t_ovfl);
+      r_trad.add(n, t_trad);
+      r_send.add(n, t_send);
+      r_mpi.add(n, t_mpi);
+      write_raw.push_back(t_raw / t_write);
+      ovfl_write.push_back(t_write / t_ovfl);
+      trad_mpi.push_back(t_mpi / t_trad);
+    }
+    const double mb = static_cast<double>(size) / 1e6;
+    for (auto [name, s] : {std::pair{"raw", &r_raw}, {"write", &r_write}, {"ovfl", &r_ovfl}, {"trad", &r_trad},
+                           {"send", &r_send}, {"mpi", &r_mpi}}) {
+      emit(cfg, name, size, "msgs_per_s", s->median_rate(), n);
+      emit(cfg, name, size, "MB_per_s", s->median_rate() * mb, n);
+    }
+    emit(cfg, "write/raw", size, "ratio", median(write_raw), n);
+    emit(cfg, "ovfl/write", size, "ratio", median(ovfl_write), n);
+    emit(cfg, "trad/mpi", size, "ratio", median(trad_mpi), n);
+    // Seriema: trad with 256 B calls against max-raw at 4 KiB, in bytes per second.
+    if (size == 256) emit(cfg, "trad/raw4096", size, "ratio", r_trad.median_rate() * 256 / (raw4k * 4096), n);
+    std::fprintf(stderr, "%6zu %11s %11s %11s %11s %11s %11s %9.3f %9.3f %9.3f\n", size,
+                 human_rate(r_raw.median_rate()).c_str(), human_rate(r_write.median_rate()).c_str(),
+                 human_rate(r_ovfl.median_rate()).c_str(), human_rate(r_trad.median_rate()).c_str(),
+                 human_rate(r_send.median_rate()).c_str(), human_rate(r_mpi.median_rate()).c_str(), median(write_raw),
+                 median(ovfl_write), median(trad_mpi));
+  }
+
+  // Latency: one call and its consumed notification, one at a time.
+  {
+    const std::size_t n = o.quick ? 2000 : 20000;
+    auto write_rt = [&] {
+      rdmx::MessengerGlobal m;
+      const auto t0 = Clock::now();
+      for (std::size_t i = 0; i < n; ++i) {
+        rdmx::Synchronizer sync;
+        m.call<rdmx::Policy::retry, rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] { ++g_received; }, &sync);
+        sync.wait();
+      }
+      calls_made += n;
+      return std::chrono::duration<double>(Clock::now() - t0).count();
+    };
+    auto send_rt = [&] {
+      const auto t0 = Clock::now();
+      for (std::size_t i = 0; i < n; ++i) {
+        rdmx::Synchronizer sync;
+        rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] { ++g_received; }, sync);
+        sync.wait();
+      }
+      calls_made += n;
+      return std::chrono::duration<double>(Clock::now() - t0).count();
+    };
+    std::vector<double> t_write, t_send, t_am, t_mpi, ratio;
+    write_rt();
+    for (unsigned rep = 0; rep < o.reps; ++rep) {
+      set_phase(phase_raw);
+      const double am = am_round_trips(own, ep, peer, n);
+      set_phase(phase_rdmx);
+      const double w = write_rt(), s = send_rt();
+      set_phase(phase_mpi_pingpong, 8, n);
+      const double mp = mpi_pingpong(0, n);
+      t_am.push_back(am / n * 1e6);
+      t_write.push_back(w / n * 1e6);
+      t_send.push_back(s / n * 1e6);
+      t_mpi.push_back(mp / n * 1e6);
+      ratio.push_back(w / am);
+    }
+    emit(cfg, "latency-am", 8, "us_round_trip", median(t_am), n);
+    emit(cfg, "latency-write", 8, "us_round_trip", median(t_write), n);
+    emit(cfg, "latency-send", 8, "us_round_trip", median(t_send), n);
+    emit(cfg, "latency-mpi", 8, "us_round_trip", median(t_mpi), n);
+    emit(cfg, "latency-write/am", 8, "ratio", median(ratio), n);
+    std::fprintf(stderr, "round trip (us): raw AM %.2f, write %.2f (%.2fx AM), send %.2f, MPI ping-pong %.2f\n",
+                 median(t_am), median(t_write), median(ratio), median(t_send), median(t_mpi));
+  }
+
+  // Every call ran exactly once.
+  rdmx::Synchronizer sync;
+  std::uint64_t received = 0;
+  rdmx::call_return(rdmx::ThreadId{1, 0}, [] { return g_received; }, &received, sync);
+  sync.wait();
+  set_phase(phase_stop);
+  if (received != calls_made) {
+    std::fprintf(stderr, "rdmx-bench-invoke: rank 1 ran %llu calls, %llu were made\n",
+                 static_cast<unsigned long long>(received), static_cast<unsigned long long>(calls_made));
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rdmx::Job job(argc, argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rc = 0;
+  try {
+    const Options o = parse(argc, argv);
+    if (job.size() != 2)
+      throw rdmx::Error(rdmx::Errc::invalid_argument, "rdmx-bench-invoke needs exactly 2 processes: run it with `scripts/bench invoke`");
+    const char* pml_env = std::getenv("OMPI_MCA_pml");
+    const std::string pml = pml_env != nullptr && std::string(pml_env) == "ucx" ? "ucx" : "ob1";
+    transfer::Worker own(job.context());
+    AmPeer peer;
+    std::optional<transfer::MemoryRegion> target;
+    std::vector<std::byte> mine;
+    put_bytes(mine, own.address());
+    if (job.rank() == 1) {
+      target.emplace(job.context(), target_bytes);
+      std::memset(target->data(), 0, target->size());
+      put_u64(mine, reinterpret_cast<std::uint64_t>(target->data()));
+      put_bytes(mine, target->packed_rkey());
+    }
+    auto all = job.allgather(mine);
+    std::size_t at = 0;
+    transfer::Endpoint ep(own, get_bytes(all[1 - job.rank()], at), "benchmark peer");
+    if (job.rank() == 1) {
+      peer.back = ep.get();
+      set_am_handler(own, am_ping, &on_ping, &peer);
+      target_loop(own, peer);
+    } else {
+      set_am_handler(own, am_pong, &on_pong, &peer);
+      const std::uint64_t base = get_u64(all[1], at);
+      transfer::RemoteKey rkey(ep, get_bytes(all[1], at));
+      rc = caller(o, own, ep, rkey.get(), base, peer, pml);
+    }
+    job.barrier();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rdmx-bench-invoke (rank %u): %s\n", job.rank(), e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  MPI_Finalize();
+  return rc;
+}
