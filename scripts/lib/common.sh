@@ -13,6 +13,8 @@ RDMX_PACKAGES=(
   openmpi-bin libopenmpi-dev libpmix-dev
   libnuma-dev libhwloc-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  clang libclang-rt-14-dev
+  libcereal-dev libboost-serialization-dev libmsgpack-cxx-dev
   python3
 )
 

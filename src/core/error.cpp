@@ -15,6 +15,7 @@ const char* to_string(Errc code) noexcept {
     case Errc::protocol: return "protocol";
     case Errc::shut_down: return "shut_down";
     case Errc::remote_exception: return "remote_exception";
+    case Errc::bad_archive: return "bad_archive";
   }
   return "unknown";
 }

@@ -18,6 +18,7 @@ enum class Errc {
   protocol,           // a malformed message arrived
   shut_down,          // the job or destination has been shut down
   remote_exception,   // the remote function threw; the message carries what()
+  bad_archive,        // a serialized archive is truncated, corrupted or of other types
 };
 
 const char* to_string(Errc code) noexcept;
