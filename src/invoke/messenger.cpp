@@ -191,7 +191,9 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode) {
   write_ += size;
   if (consumed) call.sync->add();
   if (write_ - put_from_ >= mode.put_bytes) put_pending();
-  if (write_ - published_ >= owner_.options.publish_bytes)
+  // A caller that asked to hear back is about to wait: publish now rather
+  // than at its next progress.
+  if (write_ - published_ >= owner_.options.publish_bytes || consumed)
     write_word(false, 0);
   else
     mark_unpublished();

@@ -24,6 +24,21 @@ std::vector<std::vector<std::atomic<std::uint64_t>>> last_seen;
 std::atomic<std::uint64_t> out_of_order{0};
 std::atomic<std::uint64_t> executed{0};
 
+// Rank 1's thread 0 stops polling before rank 0 starts filling its ring:
+// it says so with a send-based call to rank 0's service thread, then sleeps
+// until `go`.
+std::atomic<bool> parked{false};
+void park_until(std::atomic<bool>& go) {
+  Synchronizer sync;
+  call<Notify::sent>(ThreadId{0, service_thread}, [] { parked = true; }, sync);
+  sync.wait();
+  while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+void wait_until_parked() {
+  while (!parked.load()) progress();
+  parked = false;
+}
+
 void reset_tables() {
   const std::uint32_t t = job().threads_per_process();
   last_seen = std::vector<std::vector<std::atomic<std::uint64_t>>>(t);
@@ -167,6 +182,7 @@ TEST(Messenger, BackPressureFailsThenRecovers) {
   job().barrier();
   MessengerGlobal messenger;
   if (job().rank() == 0) {
+    wait_until_parked();
     std::uint64_t accepted = 0;
     bool refused = false;
     for (std::uint64_t i = 1; i <= 50'000'000 && !refused; ++i) {
@@ -197,7 +213,7 @@ TEST(Messenger, BackPressureFailsThenRecovers) {
     }, &sync);
     sync.wait();
   } else if (job().rank() == 1) {
-    while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    park_until(go);
   }
   job().barrier();  // serves calls while it waits
   if (job().rank() == 1) {
@@ -256,8 +272,9 @@ TEST(Aggregator, OvflQueuesThenFailsAtItsLimit) {
   disorder = 0;
   job().barrier();
   if (job().rank() == 0) {
+    wait_until_parked();
     const auto options = MessengerOptions::from_env();
-    const std::uint64_t ring_calls = options.max_chunks * (options.chunk_size / 24);
+    const std::uint64_t ring_calls = options.max_chunks * ((options.chunk_size - 64) / 24);
     Aggregator agg(Aggregation::ovfl, {4096, 1 << 20});
     std::uint64_t accepted = 0;
     for (std::uint64_t i = 1; i <= 100'000'000; ++i) {
@@ -280,7 +297,7 @@ TEST(Aggregator, OvflQueuesThenFailsAtItsLimit) {
     }, &sync);
     sync.wait();
   } else if (job().rank() == 1) {
-    while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    park_until(go);
   }
   job().barrier();
   if (job().rank() == 1) EXPECT_EQ(disorder.load(), 0u);

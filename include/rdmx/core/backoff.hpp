@@ -1,8 +1,9 @@
 // Backoff: what a thread that polls for a completion does between polls. It
-// keeps spinning while polls find work and for a while after (a round trip
-// over shared memory takes well under a microsecond), and only then yields
-// its core. Yielding at every idle poll made every round trip cost ~2 ms on
-// a 2-core machine (docs/fabric.md, "Measured"); never yielding starves
+// keeps spinning while polls find work and for some milliseconds after, and
+// only then yields its core. A yield that lets another thread run costs a
+// time slice (~2 ms here): yielding at every idle poll made each round trip
+// ~2 ms instead of ~0.4 us, and yielding after 4096 idle polls still
+// tripled the mean (docs/fabric.md, "Measured"). Never yielding would starve
 // threads that share a core with the poller.
 #pragma once
 #include <thread>
@@ -21,7 +22,7 @@ class Backoff {
   }
 
  private:
-  static constexpr unsigned spins = 4096;  // about 100-400 us of idle polls
+  static constexpr unsigned spins = 65536;  // some milliseconds of idle polls
   unsigned idle_ = 0;
 };
 
