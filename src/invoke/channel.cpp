@@ -2,8 +2,10 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "module.hpp"
+#include "tsan.hpp"
 #include "rdmx/fabric/function_registry.hpp"
 #include "rdmx/fabric/rma.hpp"
 
@@ -38,8 +40,11 @@ std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
         continue;
       }
       const Chunk& c = ring_[cur_];
-      const std::uint64_t word =
-          std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(c.base)).load(std::memory_order_acquire);
+      std::uint64_t word;
+      {
+        IgnoreReads ignore;
+        word = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(c.base)).load(std::memory_order_acquire);
+      }
       if (word == 0) break;  // nothing published in this chunk yet
       const auto p = wire::decode(word, salt_);
       if (!p) {
@@ -52,6 +57,7 @@ std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
         corrupted("chunk header publishes end " + std::to_string(p->end) + " (read up to " + std::to_string(end_) +
                   ", chunk of " + std::to_string(c.capacity) + " bytes)");
       if (p->end == end_ && !p->closed) break;
+      tsan_acquire(c.base);
       end_ = p->end;
       closed_ = p->closed;
       grow_ = p->grow;
@@ -61,7 +67,10 @@ std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
     const std::byte* record = ring_[cur_].base + offset_;
     wire::RecordHeader h;
     if (end_ - offset_ < sizeof h) corrupted("a record header is cut off at the published end");
-    std::memcpy(&h, record, sizeof h);
+    {
+      IgnoreReads ignore;
+      std::memcpy(&h, record, sizeof h);
+    }
     if (h.check != wire::record_check(h)) corrupted("a record header at offset " + std::to_string(offset_) + " fails its check");
     if (h.size < sizeof h || h.size % wire::record_align != 0 || h.size > end_ - offset_)
       corrupted("a record of " + std::to_string(h.size) + " bytes does not fit the " + std::to_string(end_ - offset_) +
@@ -75,7 +84,16 @@ std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
       int& n;
       ~Done() { --n; }
     } done{executing_};
-    execute(slot, record, h);
+    if constexpr (copy_records) {
+      std::vector<std::byte> copy(h.size);
+      {
+        IgnoreReads ignore;
+        std::memcpy(copy.data(), record, h.size);
+      }
+      execute(slot, copy.data(), h);
+    } else {
+      execute(slot, record, h);
+    }
   }
   if (executing_ == 0 && finished_ != pushed_) push_consumed();
   return ran;

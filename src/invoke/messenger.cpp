@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "module.hpp"
+#include "tsan.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/memory/arena.hpp"
 
@@ -72,7 +73,11 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
         Announcement a{source, announce_channel, feedback, {}};
         for (std::uint32_t i = 0; i < n; ++i) {
           memory::Block b = arena.allocate_chunk(chunk_size, 64);
-          std::memset(b.data, 0, wire::header_bytes);  // no Producer word yet
+          // Zero it all, not only the Producer word: recycled arena memory
+          // then holds nothing that looks like a record, and the last write
+          // to it that ThreadSanitizer sees (it cannot see RDMA writes) is
+          // this one, ordered before d learns of the chunk.
+          std::memset(b.data, 0, chunk_size);
           a.chunks.push_back({b.data, chunk_size});
           r.chunks[i] = b.locator(rt.rank());
           r.chunks[i].length = chunk_size;
@@ -248,6 +253,8 @@ void Messenger::write_word(bool closed, std::uint8_t grow) {
   tx_->fence();
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const Chunk& c = ring_[cur_];
+  // Same process: the chunk's address is the receiver's too (see tsan.hpp).
+  if (dest_.process == owner_.self.process) tsan_release(reinterpret_cast<const void*>(c.remote.address));
   std::uint64_t* word = words_.next(*tx_);
   *word = wire::encode({write_, static_cast<std::uint16_t>(c.seq), closed, grow}, salt_);
   words_.used(tx_->post_put(word, sizeof *word, c.remote));
