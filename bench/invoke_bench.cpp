@@ -10,6 +10,9 @@
 //   raw    the same bytes moved by hand-written ucp_put_nbx (selective
 //          signaling, no serialization, nothing executed): Seriema's max-raw;
 //          also at 4096 bytes, the size trad writes
+//   raw-read  raw while rank 1 keeps reading the window raw writes into, as a
+//          receiver of calls must: the cache-line traffic a reader adds over
+//          shared memory, without anything else a call costs
 //   mpi    Open MPI: windowed MPI_Isend/MPI_Irecv of the same sizes
 //          (64 in flight, OSU message-rate style), in this same process
 // Every rdmx variant's time ends with a consumed notification from rank 1,
@@ -91,7 +94,8 @@ Options parse(int argc, char** argv) {
 
 // ---- rank 1: its main thread runs the calls; phases say what else it does ----
 
-enum Phase : int { phase_rdmx, phase_raw, phase_mpi_rate, phase_mpi_pingpong, phase_stop };
+enum Phase : int { phase_rdmx, phase_raw, phase_raw_read, phase_mpi_rate, phase_mpi_pingpong, phase_stop };
+const std::byte* g_target = nullptr;  // rank 1: raw's target
 std::atomic<int> g_phase{phase_rdmx};
 std::uint64_t g_phase_arg[2] = {};  // size, messages (MPI phases)
 std::uint64_t g_received = 0;       // calls executed
@@ -295,8 +299,20 @@ void emit(const Config& c, const std::string& variant, std::size_t size, const c
 
 void target_loop(transfer::Worker& own, AmPeer&) {
   int rank = 1;
+  std::size_t line = 0;
   while (g_phase != phase_stop) {
     switch (g_phase.load()) {
+      case phase_raw_read: {
+        own.progress();
+        // Read the next 4 KiB of the window, one load per cache line.
+        const std::size_t window = g_phase_arg[0];
+        for (int i = 0; i < 64; ++i, line += 64) {
+          if (line >= window) line = 0;
+          g_sink += std::to_integer<std::uint64_t>(*reinterpret_cast<const volatile std::byte*>(g_target + line));
+        }
+        rdmx::progress();
+        break;
+      }
       case phase_raw:
         own.progress();  // over TCP, UCX emulates puts (and delivers our AMs) through this worker
         rdmx::progress();
@@ -334,8 +350,8 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
   };
   std::uint64_t calls_made = 0;
 
-  std::fprintf(stderr, "%6s %11s %11s %11s %11s %11s %11s %9s %9s %9s\n", "size", "raw/s", "write/s", "ovfl/s",
-               "trad/s", "send/s", "mpi/s", "write/raw", "ovfl/wr", "trad/mpi");
+  std::fprintf(stderr, "%6s %11s %11s %11s %11s %11s %11s %11s %9s %9s %9s %9s\n", "size", "raw/s", "raw-read/s",
+               "write/s", "ovfl/s", "trad/s", "send/s", "mpi/s", "write/raw", "w/rawread", "ovfl/wr", "trad/mpi");
   double raw4k = 0;
   {
     set_phase(phase_raw);
@@ -362,14 +378,19 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       return t * static_cast<double>(n) / static_cast<double>(round_up(n, mpi_window));
     };
     write(), trad(), ovfl();  // warm up: chunks set up, pages touched
-    Series r_raw, r_write, r_ovfl, r_trad, r_send, r_mpi;
-    std::vector<double> write_raw, ovfl_write, trad_mpi;
+    const std::size_t window_bytes = std::min(std::max(raw_ring, MiB / size), target_bytes / size) * size;
+    Series r_raw, r_raw_read, r_write, r_ovfl, r_trad, r_send, r_mpi;
+    std::vector<double> write_raw, write_raw_read, ovfl_write, trad_mpi;
     for (unsigned rep = 0; rep < o.reps; ++rep) {
       set_phase(phase_raw);
       const double t_raw = raw_run(size, n);
+      set_phase(phase_raw_read, window_bytes);
+      const double t_raw_read = raw_run(size, n);
       set_phase(phase_rdmx);
       const double t_write = write(), t_ovfl = ovfl(), t_trad = trad(), t_send = send(), t_mpi = mpi();
       r_raw.add(n, t_raw);
+      r_raw_read.add(n, t_raw_read);
+      write_raw_read.push_back(t_raw_read / t_write);
       r_write.add(n, t_write);
       r_ovfl.add(n, t_ovfl);
       r_trad.add(n, t_trad);
@@ -380,21 +401,23 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       trad_mpi.push_back(t_mpi / t_trad);
     }
     const double mb = static_cast<double>(size) / 1e6;
-    for (auto [name, s] : {std::pair{"raw", &r_raw}, {"write", &r_write}, {"ovfl", &r_ovfl}, {"trad", &r_trad},
+    for (auto [name, s] : {std::pair{"raw", &r_raw}, {"raw-read", &r_raw_read}, {"write", &r_write}, {"ovfl", &r_ovfl}, {"trad", &r_trad},
                            {"send", &r_send}, {"mpi", &r_mpi}}) {
       emit(cfg, name, size, "msgs_per_s", s->median_rate(), n);
       emit(cfg, name, size, "MB_per_s", s->median_rate() * mb, n);
     }
     emit(cfg, "write/raw", size, "ratio", median(write_raw), n);
+    emit(cfg, "write/raw-read", size, "ratio", median(write_raw_read), n);
     emit(cfg, "ovfl/write", size, "ratio", median(ovfl_write), n);
     emit(cfg, "trad/mpi", size, "ratio", median(trad_mpi), n);
     // Seriema: trad with 256 B calls against max-raw at 4 KiB, in bytes per second.
     if (size == 256) emit(cfg, "trad/raw4096", size, "ratio", r_trad.median_rate() * 256 / (raw4k * 4096), n);
-    std::fprintf(stderr, "%6zu %11s %11s %11s %11s %11s %11s %9.3f %9.3f %9.3f\n", size,
-                 human_rate(r_raw.median_rate()).c_str(), human_rate(r_write.median_rate()).c_str(),
+    std::fprintf(stderr, "%6zu %11s %11s %11s %11s %11s %11s %11s %9.3f %9.3f %9.3f %9.3f\n", size,
+                 human_rate(r_raw.median_rate()).c_str(), human_rate(r_raw_read.median_rate()).c_str(),
+                 human_rate(r_write.median_rate()).c_str(),
                  human_rate(r_ovfl.median_rate()).c_str(), human_rate(r_trad.median_rate()).c_str(),
                  human_rate(r_send.median_rate()).c_str(), human_rate(r_mpi.median_rate()).c_str(), median(write_raw),
-                 median(ovfl_write), median(trad_mpi));
+                 median(write_raw_read), median(ovfl_write), median(trad_mpi));
   }
 
   // Latency: one call and its consumed notification, one at a time.
@@ -488,6 +511,7 @@ int main(int argc, char** argv) {
     transfer::Endpoint ep(own, get_bytes(all[1 - job.rank()], at), "benchmark peer");
     if (job.rank() == 1) {
       peer.back = ep.get();
+      g_target = target->data();
       set_am_handler(own, am_ping, &on_ping, &peer);
       target_loop(own, peer);
     } else {

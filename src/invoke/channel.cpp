@@ -8,6 +8,7 @@
 #include "tsan.hpp"
 #include "rdmx/fabric/function_registry.hpp"
 #include "rdmx/fabric/rma.hpp"
+#include "rdmx/memory/region_table.hpp"
 
 namespace rdmx::invoke {
 namespace {
@@ -138,6 +139,36 @@ void Channel::push_consumed() {
   pushed_ = finished_;
 }
 
+std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::vector<std::byte>& fetched) {
+  if (rb.how == wire::buffer_written) {
+    // Written into our own registered memory before the call was published.
+    const transfer::MemoryRegion* region = memory::RegionTable::process().get(rb.region);
+    if (region == nullptr || rb.offset > region->size() || rb.length > region->size() - rb.offset)
+      throw Error(Errc::invalid_argument, "the destination buffer (region " + std::to_string(rb.region) + ", offset " +
+                                              std::to_string(rb.offset) + ", " + std::to_string(rb.length) +
+                                              " bytes) is not registered memory of this process");
+    return {static_cast<std::byte*>(region->data()) + rb.offset, static_cast<std::size_t>(rb.length)};
+  }
+  // Read from the caller's memory (synchronously: this thread progresses meanwhile).
+  if (rb.length > Job::current().impl().runtime.max_message())
+    throw Error(Errc::message_too_large, "a buffer of " + std::to_string(rb.length) + " bytes exceeds RDMX_MAX_MESSAGE");
+  fetched.resize(rb.length);
+  if (rb.length != 0) rdmx::get(fetched.data(), RemoteLocator{source_.process, rb.region, rb.offset, rb.length}).get();
+  return {fetched.data(), fetched.size()};
+}
+
+void Channel::notify_caller(std::uint64_t sync, const std::string* failure, Errc code) {
+  MessengerGlobal back;
+  if (failure != nullptr) {
+    const auto c = static_cast<std::uint32_t>(code);
+    back.call_buffer(source_, [sync, c](std::span<std::byte> text) {
+      reinterpret_cast<Synchronizer*>(sync)->fail(static_cast<Errc>(c), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+    }, std::as_bytes(std::span(failure->data(), failure->size())));
+  } else {
+    back.call(source_, [sync] { reinterpret_cast<Synchronizer*>(sync)->notify(); });
+  }
+}
+
 void Channel::execute(SlotState& slot, const std::byte* record, const wire::RecordHeader& h) {
   const std::byte* p = record + sizeof h;
   const std::byte* const last = record + h.size;
@@ -147,6 +178,12 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
     std::memcpy(&ext, p, sizeof ext);
     p += sizeof ext;
   }
+  wire::RemoteBuffer rb{};
+  if (h.flags & wire::has_remote_buffer) {
+    if (last - p < static_cast<std::ptrdiff_t>(sizeof rb)) corrupted("a record is too short for its buffer reference");
+    std::memcpy(&rb, p, sizeof rb);
+    p += sizeof rb;
+  }
   const std::uint8_t kind = h.flags & wire::kind_mask;
   fabric::Incoming in;
   in.function = h.function;
@@ -155,7 +192,22 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
   in.closure_size = h.closure_size;
   if (static_cast<std::size_t>(last - p) < wire::align_up(h.closure_size)) corrupted("a record's captures overrun it");
   p += wire::align_up(h.closure_size);
-  if (kind == wire::kind_buffer) {
+  std::vector<std::byte> fetched;  // a buffer read from the caller
+  bool notified_early = false;      // the caller's sync counted down when its buffer was read
+  std::string failure;
+  Errc code = Errc::transport;
+  if (kind == wire::kind_buffer && (h.flags & wire::has_remote_buffer)) {
+    try {
+      in.data = remote_buffer(rb, fetched);
+    } catch (const Error& e) {
+      code = e.code();
+      failure = std::string("call_buffer: ") + e.what();
+    }
+    if (rb.how == wire::buffer_read_sent && ext.sync != 0) {
+      notified_early = true;
+      notify_caller(ext.sync, failure.empty() ? nullptr : &failure, code);
+    }
+  } else if (kind == wire::kind_buffer) {
     if (ext.aux > static_cast<std::size_t>(last - p)) corrupted("a record's buffer overruns it");
     in.data = {const_cast<std::byte*>(p), static_cast<std::size_t>(ext.aux)};
   }
@@ -172,9 +224,9 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
     r->size = size;
     r->set = true;
   };
-  Errc code = Errc::transport;
-  std::string failure;
-  if (fabric::Invoker invoker = slot.find_function(h.function)) {
+  if (!failure.empty()) {
+    // The buffer could not be had: the function does not run.
+  } else if (fabric::Invoker invoker = slot.find_function(h.function)) {
     try {
       invoker(in);
     } catch (const Error& e) {
@@ -194,7 +246,7 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
     failure = "process " + std::to_string(self_.process) + " has no function with id " + id +
               " (was the caller built from the same program?)";
   }
-  if (ext.sync == 0) {
+  if (ext.sync == 0 || notified_early) {
     if (!failure.empty())
       std::fprintf(stderr, "rdmx: process %u dropped a one-sided call from %s: %s\n", self_.process, name(source_).c_str(),
                    failure.c_str());
@@ -202,21 +254,15 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
   }
   // The caller waits: answer through this thread's messenger back to it (the
   // symmetric channel), so the answer is ordered after everything else.
-  MessengerGlobal back;
   const std::uint64_t sync = ext.sync;
-  if (!failure.empty()) {
-    const auto c = static_cast<std::uint32_t>(code);
-    back.call_buffer(source_, [sync, c](std::span<std::byte> text) {
-      reinterpret_cast<Synchronizer*>(sync)->fail(static_cast<Errc>(c), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
-    }, std::as_bytes(std::span(failure.data(), failure.size())));
-  } else if (kind == wire::kind_returning) {
+  if (failure.empty() && kind == wire::kind_returning) {
     const std::uint64_t orig = ext.aux;
-    back.call_buffer(source_, [sync, orig](std::span<std::byte> value) {
+    MessengerGlobal().call_buffer(source_, [sync, orig](std::span<std::byte> value) {
       std::memcpy(reinterpret_cast<void*>(orig), value.data(), value.size());
       reinterpret_cast<Synchronizer*>(sync)->notify();
     }, std::span<const std::byte>(result.bytes, result.size));
   } else {
-    back.call(source_, [sync] { reinterpret_cast<Synchronizer*>(sync)->notify(); });
+    notify_caller(sync, failure.empty() ? nullptr : &failure, code);
   }
 }
 

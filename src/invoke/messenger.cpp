@@ -116,13 +116,23 @@ void Messenger::activate(std::size_t index) {
   write_ = put_from_ = published_ = wire::header_bytes;
 }
 
-std::size_t Messenger::record_size(const fabric::Outgoing& call) const {
+std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer) const {
   if (call.closure_size > 0xffff)
     throw Error(Errc::message_too_large, "a one-sided call's captures are limited to 64 KiB (got " +
                                              std::to_string(call.closure_size) + " bytes); pass bulk data as a buffer");
+  if (buffer != nullptr && buffer->how == detail::RemoteBuffer::written && call.data.size() > buffer->where.length)
+    throw Error(Errc::invalid_argument, "call_buffer: " + std::to_string(call.data.size()) +
+                                            " bytes do not fit the destination buffer of " +
+                                            std::to_string(buffer->where.length));
+  if (buffer != nullptr && buffer->where.process != (buffer->how == detail::RemoteBuffer::written ? dest_.process
+                                                                                                 : owner_.self.process))
+    throw Error(Errc::invalid_argument, buffer->how == detail::RemoteBuffer::written
+                                            ? "call_buffer: the destination buffer must be in the destination's process"
+                                            : "call_buffer: the buffer to read must be in the caller's process");
   const bool ext = call.kind != fabric::CallKind::call || (call.sync != nullptr && call.notify == Notify::consumed);
   const std::size_t size = sizeof(wire::RecordHeader) + (ext ? sizeof(wire::Extension) : 0) +
-                           wire::align_up(call.closure_size) + wire::align_up(call.data.size());
+                           (buffer != nullptr ? sizeof(wire::RemoteBuffer) : 0) + wire::align_up(call.closure_size) +
+                           (buffer != nullptr ? 0 : wire::align_up(call.data.size()));
   const std::size_t room = owner_.options.chunk_size - wire::header_bytes;
   if (size > room)
     throw Error(Errc::message_too_large,
@@ -132,44 +142,79 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call) const {
   return size;
 }
 
-void Messenger::serialize(const fabric::Outgoing& call, std::byte* at, std::size_t size) const {
+void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, std::byte* at,
+                          std::size_t size) const {
   wire::RecordHeader h;
   h.function = call.function;
   h.size = static_cast<std::uint32_t>(size);
   h.closure_size = static_cast<std::uint16_t>(call.closure_size);
   const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
+  // A buffer the destination reads tells the caller when it has read it.
+  const bool read = buffer != nullptr && buffer->how == detail::RemoteBuffer::read;
   std::uint8_t flags = call.kind == fabric::CallKind::buffer      ? wire::kind_buffer
                        : call.kind == fabric::CallKind::returning ? wire::kind_returning
                                                                   : wire::kind_call;
   const bool ext = flags != wire::kind_call || consumed;
   if (ext) flags |= wire::has_extension;
+  if (buffer != nullptr) flags |= wire::has_remote_buffer;
   h.flags = flags;
   h.check = wire::record_check(h);
   std::memcpy(at, &h, sizeof h);
   std::byte* p = at + sizeof h;
   if (ext) {
     wire::Extension e;
-    e.sync = consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0;
-    e.aux = call.kind == fabric::CallKind::returning ? reinterpret_cast<std::uint64_t>(call.result) : call.data.size();
+    e.sync = consumed || (read && call.sync != nullptr) ? reinterpret_cast<std::uint64_t>(call.sync) : 0;
+    e.aux = call.kind == fabric::CallKind::returning ? reinterpret_cast<std::uint64_t>(call.result)
+            : read                                   ? buffer->where.length
+                                                     : call.data.size();
     std::memcpy(p, &e, sizeof e);
     p += sizeof e;
   }
+  if (buffer != nullptr) {
+    wire::RemoteBuffer b;
+    b.region = buffer->where.region;
+    b.how = read ? (consumed ? wire::buffer_read : wire::buffer_read_sent) : wire::buffer_written;
+    b.offset = buffer->where.offset;
+    b.length = read ? buffer->where.length : call.data.size();
+    std::memcpy(p, &b, sizeof b);
+    p += sizeof b;
+  }
   std::memcpy(p, call.closure, call.closure_size);
   p += wire::align_up(call.closure_size);
-  if (!call.data.empty()) std::memcpy(p, call.data.data(), call.data.size());
+  if (buffer == nullptr && !call.data.empty()) std::memcpy(p, call.data.data(), call.data.size());
 }
 
-bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode) {
-  const std::size_t size = record_size(call);
-  if (ring_.empty()) setup();
-  const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
+// call_buffer by RDMA write: the buffer goes first, so the Producer word that
+// publishes the call (after a fence) also publishes the buffer.
+void Messenger::write_buffer(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer) {
+  if (buffer == nullptr || buffer->how != detail::RemoteBuffer::written || call.data.empty()) return;
+  const transfer::EpochTag tag =
+      tx_->post_put(call.data.data(), call.data.size(), rdmx::resolve(buffer->where.slice(0, call.data.size())));
+  if (call.sync != nullptr && call.notify == Notify::sent) {
+    call.sync->add();
+    owner_.notify_when_free(*tx_, tag, call.sync);
+  }
+}
+
+bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer) {
+  const std::size_t size = record_size(call, buffer);
+  if (ring_.empty() && !busy_) {
+    // Setting up waits for d's service thread, and waiting runs calls; one
+    // that calls d again meanwhile finds busy_ set and queues (below).
+    Scoped guard(busy_, true);
+    setup();
+  }
+  // The caller hears back through the record: when consumed, or when a
+  // buffer the destination reads has been read.
+  const bool consumed = call.sync != nullptr &&
+                        (call.notify == Notify::consumed || (buffer != nullptr && buffer->how == detail::RemoteBuffer::read));
   // Calls queued earlier go first (FIFO per sender).
   if (!overflow_.empty() && !busy_) drain_overflow();
   if (!overflow_.empty() || busy_) {
     // Blocking here while an outer call of this thread is blocked (busy_)
     // could deadlock; queueing keeps the order and the thread moving.
     if (busy_ || mode.overflow) {
-      if (!enqueue_overflow(call, size, mode)) return false;
+      if (!enqueue_overflow(call, buffer, size, mode)) return false;
       if (consumed) call.sync->add();
       return true;
     }
@@ -182,7 +227,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode) {
   }
   if (!reserve(size)) {
     if (mode.overflow) {
-      if (!enqueue_overflow(call, size, mode)) return false;
+      if (!enqueue_overflow(call, buffer, size, mode)) return false;
       if (consumed) call.sync->add();
       return true;
     }
@@ -192,7 +237,8 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode) {
   }
   // Zero copy: the call is serialized once, into registered memory the
   // RDMA write goes from.
-  serialize(call, ring_[cur_].mirror.data + write_, size);
+  write_buffer(call, buffer);
+  serialize(call, buffer, ring_[cur_].mirror.data + write_, size);
   write_ += size;
   if (consumed) call.sync->add();
   if (write_ - put_from_ >= mode.put_bytes) put_pending();
@@ -276,7 +322,8 @@ void Messenger::mark_unpublished() {
 
 void Messenger::progress() { rdmx::progress(); }
 
-bool Messenger::enqueue_overflow(const fabric::Outgoing& call, std::size_t size, const detail::Mode& mode) {
+bool Messenger::enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, std::size_t size,
+                                 const detail::Mode& mode) {
   if (mode.overflow && mode.overflow_limit != 0 && overflow_bytes_ + size > mode.overflow_limit) return false;
   if (overflow_.empty() || overflow_.back().block.size - overflow_.back().used < size) {
     Segment s;
@@ -293,7 +340,8 @@ bool Messenger::enqueue_overflow(const fabric::Outgoing& call, std::size_t size,
     overflow_.push_back(s);
   }
   Segment& s = overflow_.back();
-  serialize(call, s.block.data + s.used, size);
+  write_buffer(call, buffer);
+  serialize(call, buffer, s.block.data + s.used, size);
   s.used += size;
   overflow_bytes_ += size;
   mark_unpublished();

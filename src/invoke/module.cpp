@@ -99,6 +99,16 @@ std::size_t SlotState::poll() {
   }
   for (std::size_t i = 0; i < channels_.size(); ++i) ran += channels_[i]->poll(*this, 1024);
   publish_all();
+  // Buffers RDMA-written by call_buffer: tell their callers once they are reusable.
+  while (!written_.empty()) {
+    Written& w = written_.front();
+    if (!w.tag.is_free()) {
+      if (w.tag.value >= w.tag.epoch->current()) w.tx->start_flush();  // its epoch is still open
+      break;
+    }
+    w.sync->notify();
+    written_.pop_front();
+  }
   return ran;
 }
 
@@ -135,9 +145,9 @@ SlotState& Module::current() {
 
 namespace detail {
 
-bool send(const fabric::Outgoing& call, const Mode& mode) {
+bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer) {
   SlotState& slot = Module::current();
-  return slot.messenger(call.destination).append(call, mode);
+  return slot.messenger(call.destination).append(call, mode, buffer);
 }
 
 std::size_t process_calls() {

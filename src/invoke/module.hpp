@@ -51,7 +51,7 @@ class Messenger {
   Messenger(const Messenger&) = delete;
   Messenger& operator=(const Messenger&) = delete;
 
-  bool append(const fabric::Outgoing& call, const detail::Mode& mode);
+  bool append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer = nullptr);
   // Make every appended call visible to d (drains the overflow queue as far
   // as the ring allows).
   void publish();
@@ -77,10 +77,12 @@ class Messenger {
   bool rotate();
   void activate(std::size_t index);
   void put_pending();
+  void write_buffer(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer);
   void write_word(bool closed, std::uint8_t grow);
-  std::size_t record_size(const fabric::Outgoing& call) const;
-  void serialize(const fabric::Outgoing& call, std::byte* at, std::size_t size) const;
-  bool enqueue_overflow(const fabric::Outgoing& call, std::size_t size, const detail::Mode& mode);
+  std::size_t record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer) const;
+  void serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, std::byte* at, std::size_t size) const;
+  bool enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, std::size_t size,
+                        const detail::Mode& mode);
   void drain_overflow();      // unless an outer frame of this thread already is
   void drain_overflow_now();
   void progress();
@@ -131,6 +133,9 @@ class Channel {
   void finish_chunk(SlotState& slot);
   void push_consumed();
   void execute(SlotState& slot, const std::byte* record, const wire::RecordHeader& h);
+  std::span<std::byte> remote_buffer(const wire::RemoteBuffer& rb, std::vector<std::byte>& fetched);
+  // Count the caller's Synchronizer down (or fail it) through the symmetric messenger.
+  void notify_caller(std::uint64_t sync, const std::string* failure, Errc code);
 
   ThreadId source_;
   ThreadId self_;
@@ -170,6 +175,10 @@ class SlotState {
   void announce(Announcement a);  // any thread (the service thread)
   void take_announcements();      // this slot's thread
   void unpublished(Messenger& m) { pending_publish_.push_back(&m); }
+  // A call_buffer's RDMA write from the caller's buffer: notify `sync` once `tag` is free.
+  void notify_when_free(transfer::Transmitter& tx, transfer::EpochTag tag, Synchronizer* sync) {
+    written_.push_back({&tx, tag, sync});
+  }
   // The registry's lookup takes a lock; calls mostly repeat a few functions.
   fabric::Invoker find_function(std::uint64_t id) {
     auto& e = functions_[id % functions_.size()];
@@ -186,6 +195,12 @@ class SlotState {
   std::array<std::pair<std::uint64_t, fabric::Invoker>, 64> functions_{};
   std::vector<std::unique_ptr<Messenger>> messengers_;  // by destination process * threads + thread
   std::vector<Messenger*> pending_publish_;
+  struct Written {
+    transfer::Transmitter* tx;
+    transfer::EpochTag tag;
+    Synchronizer* sync;
+  };
+  std::deque<Written> written_;
   std::vector<std::unique_ptr<Channel>> channels_;
   std::mutex announce_mutex_;
   std::deque<Announcement> announcements_;

@@ -72,6 +72,7 @@ enum : std::uint8_t {
   kind_returning = 2,
   kind_mask = 3,
   has_extension = 4,
+  has_remote_buffer = 8,  // a RemoteBuffer follows the Extension (call_buffer by RDMA write or read)
 };
 
 struct RecordHeader {
@@ -89,6 +90,20 @@ struct Extension {
   std::uint64_t aux;     // buffer: its length; returning: where the result goes
 };
 static_assert(sizeof(Extension) == 16);
+
+// call_buffer whose buffer does not travel in the record: it was
+// RDMA-written into the destination's memory first (`written`), or the
+// destination RDMA-reads it from the caller's memory (`read`).
+struct RemoteBuffer {
+  std::uint32_t region;
+  std::uint32_t how;  // buffer_written, buffer_read, buffer_read_sent
+  std::uint64_t offset;
+  std::uint64_t length;
+};
+static_assert(sizeof(RemoteBuffer) == 24);
+// buffer_read_sent: the caller's Notify::sent counts down once the buffer is
+// read (the Extension's sync), not after the call ran.
+enum : std::uint32_t { buffer_written = 0, buffer_read = 1, buffer_read_sent = 2 };
 
 inline std::uint8_t record_check(const RecordHeader& h) noexcept {
   std::uint64_t x = h.function ^ (std::uint64_t{h.size} << 24) ^ (std::uint64_t{h.closure_size} << 8) ^ h.flags;

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
 #include "rdmx/invoke/aggregator.hpp"
 #include "rdmx/invoke/messenger.hpp"
+#include "rdmx/memory/arena.hpp"
 
 using namespace rdmx;
 
@@ -308,4 +310,52 @@ TEST(Aggregator, OvflQueuesThenFailsAtItsLimit) {
   job().barrier();
   if (job().rank() == 1) EXPECT_EQ(disorder.load(), 0u);
   job().barrier();
+}
+
+// Seriema's second call_buffer: the buffer is RDMA-written into memory the
+// caller allocated in the destination's process, then the call runs on it.
+TEST(Messenger, CallBufferWrittenIntoTheDestinationsBuffer) {
+  const ThreadId dest{(job().rank() + 1) % job().size(), 0};
+  const RemoteLocator landing = allocate_remote(dest.process, 4096);
+  std::vector<std::byte> data(3000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i * 7 + job().rank());
+  MessengerGlobal messenger;
+  Synchronizer sent, consumed;
+  const std::uint32_t from = job().rank();
+  messenger.call_buffer<Policy::retry, Notify::sent>(dest, [](std::span<std::byte>) {}, data, landing, &sent);
+  sent.wait();  // the write has left `data`
+  messenger.call_buffer<Policy::retry, Notify::consumed>(dest, [from](std::span<std::byte> got) {
+    bool ok = got.size() == 3000;
+    for (std::size_t i = 0; ok && i < got.size(); ++i) ok = got[i] == static_cast<std::byte>(i * 7 + from);
+    if (!ok) throw std::runtime_error("the written buffer does not hold the caller's bytes");
+  }, data, landing, &consumed);
+  consumed.wait();  // throws if the check failed remotely
+  // The buffer must be in the destination's process, and big enough.
+  EXPECT_THROW(messenger.call_buffer(dest, [](std::span<std::byte>) {}, std::span(data), landing.slice(0, 100)), Error);
+  job().barrier();
+  free_remote(landing);
+  job().barrier();
+}
+
+// Seriema's third call_buffer: the destination RDMA-reads the caller's
+// registered buffer, then runs the call on its own copy.
+TEST(Messenger, CallBufferReadByTheDestination) {
+  const ThreadId dest{(job().rank() + 1) % job().size(), 0};
+  memory::Block block = job().arena().allocate_chunk(8192);
+  for (std::size_t i = 0; i < 8192; ++i) block.data[i] = static_cast<std::byte>(i * 13 + job().rank());
+  const RemoteLocator orig = local_locator(block.data, 8192);
+  MessengerGlobal messenger;
+  Synchronizer read, ran;
+  const std::uint32_t from = job().rank();
+  auto check = [from](std::span<std::byte> got) {
+    bool ok = got.size() == 8192;
+    for (std::size_t i = 0; ok && i < got.size(); ++i) ok = got[i] == static_cast<std::byte>(i * 13 + from);
+    if (!ok) throw std::runtime_error("the read buffer does not hold the caller's bytes");
+  };
+  messenger.call_buffer<Policy::retry, Notify::sent>(dest, check, orig, &read);
+  read.wait();  // the destination has read `orig`
+  messenger.call_buffer<Policy::retry, Notify::consumed>(dest, check, orig, &ran);
+  ran.wait();
+  job().barrier();
+  job().arena().release_chunk(block);
 }

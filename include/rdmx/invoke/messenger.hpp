@@ -25,6 +25,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
+#include "rdmx/transfer/remote_locator.hpp"
 
 namespace rdmx {
 
@@ -52,7 +53,12 @@ struct Mode {
   bool overflow = false;              // full messenger: queue locally instead (Aggregation::ovfl)
   std::size_t overflow_limit = 0;     // bytes of queued calls before a call fails
 };
-bool send(const fabric::Outgoing& call, const Mode& mode);
+// A call_buffer whose buffer is moved by RDMA instead of inside the call.
+struct RemoteBuffer {
+  enum How { written, read } how;
+  RemoteLocator where;  // written: the destination's buffer; read: the caller's
+};
+bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer = nullptr);
 std::size_t process_calls();
 void flush();
 }  // namespace invoke::detail
@@ -75,6 +81,29 @@ class MessengerGlobal {
     o.data = buffer;
     return invoke::detail::send(o, {0, P});
   }
+  // Seriema's second call_buffer: `orig` is RDMA-written into `dest_buffer`
+  // (registered memory in dest's process, e.g. from allocate_remote), then
+  // dest runs func(span over dest_buffer). `orig` must stay untouched until
+  // the call counts `sync` down with Notify::sent (the write has left it).
+  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
+  bool call_buffer(ThreadId dest, const F& func, std::span<const std::byte> orig, const RemoteLocator& dest_buffer,
+                   Synchronizer* sync = nullptr) const {
+    auto o = fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync, N);
+    o.data = orig;
+    const invoke::detail::RemoteBuffer b{invoke::detail::RemoteBuffer::written, dest_buffer};
+    return invoke::detail::send(o, {0, P}, &b);
+  }
+  // Seriema's third call_buffer: dest RDMA-reads `orig` (registered memory of
+  // this process: rdmx::local_locator or the arena) into memory of its own,
+  // then runs func(span) on it. Notify::sent counts down once dest has read
+  // `orig`; Notify::consumed once func ran.
+  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
+  bool call_buffer(ThreadId dest, const F& func, const RemoteLocator& orig, Synchronizer* sync = nullptr) const {
+    auto o = fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync, N);
+    const invoke::detail::RemoteBuffer b{invoke::detail::RemoteBuffer::read, orig};
+    return invoke::detail::send(o, {0, P}, &b);
+  }
+
   // Thread dest runs func(); its trivially copyable result lands in *orig
   // (written by the destination through its messenger back to this thread),
   // then sync counts down.
