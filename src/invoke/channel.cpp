@@ -85,7 +85,9 @@ std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
       int& n;
       ~Done() { --n; }
     } done{executing_};
-    if constexpr (copy_records) {
+    if (h.flags == wire::kind_call && !copy_records) [[likely]] {
+      execute_plain(slot, record, h);
+    } else if constexpr (copy_records) {
       std::vector<std::byte> copy(h.size);
       {
         IgnoreReads ignore;
@@ -137,6 +139,30 @@ void Channel::push_consumed() {
   *word = finished_;
   words_.used(tx.post_put(word, sizeof *word, feedback_address_));
   pushed_ = finished_;
+}
+
+// The common case, a call with nothing to answer: no reply state, no
+// buffer; anything unusual goes through execute().
+void Channel::execute_plain(SlotState& slot, const std::byte* record, const wire::RecordHeader& h) {
+  const fabric::Invoker invoker = slot.find_function(h.function);
+  if (invoker == nullptr || wire::align_up(h.closure_size) > h.size - sizeof h) [[unlikely]] {
+    execute(slot, record, h);
+    return;
+  }
+  fabric::Incoming in;
+  in.function = h.function;
+  in.source = source_;
+  in.closure = record + sizeof h;
+  in.closure_size = h.closure_size;
+  try {
+    invoker(in);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rdmx: process %u: a one-sided call from %s threw (nobody waits for it): %s\n", self_.process,
+                 name(source_).c_str(), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "rdmx: process %u: a one-sided call from %s threw a non-standard exception (nobody waits for it)\n",
+                 self_.process, name(source_).c_str());
+  }
 }
 
 std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::vector<std::byte>& fetched) {

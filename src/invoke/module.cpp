@@ -52,11 +52,15 @@ SlotState::SlotState(fabric::Runtime& rt, std::uint32_t slot, const MessengerOpt
 SlotState::~SlotState() = default;
 
 Messenger& SlotState::messenger(ThreadId dest) {
+  // Known destinations are checked once, when their messenger is made.
+  const std::size_t index = std::size_t{dest.process} * runtime.threads() + dest.thread;
+  if (dest.thread < runtime.threads() && index < messengers_.size() && messengers_[index]) [[likely]]
+    return *messengers_[index];
   runtime.validate(dest);
   if (dest.is_service())
     throw Error(Errc::invalid_argument, "one-sided calls go to worker threads; call the service thread with rdmx::call");
-  auto& m = messengers_[std::size_t{dest.process} * runtime.threads() + dest.thread];
-  if (!m) m = std::make_unique<Messenger>(*this, dest);
+  auto& m = messengers_[index];
+  m = std::make_unique<Messenger>(*this, dest);
   return *m;
 }
 

@@ -133,6 +133,7 @@ class Channel {
   void finish_chunk(SlotState& slot);
   void push_consumed();
   void execute(SlotState& slot, const std::byte* record, const wire::RecordHeader& h);
+  void execute_plain(SlotState& slot, const std::byte* record, const wire::RecordHeader& h);
   std::span<std::byte> remote_buffer(const wire::RemoteBuffer& rb, std::vector<std::byte>& fetched);
   // Count the caller's Synchronizer down (or fail it) through the symmetric messenger.
   void notify_caller(std::uint64_t sync, const std::string* failure, Errc code);
