@@ -173,7 +173,15 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::v
       throw Error(Errc::invalid_argument, "the destination buffer (region " + std::to_string(rb.region) + ", offset " +
                                               std::to_string(rb.offset) + ", " + std::to_string(rb.length) +
                                               " bytes) is not registered memory of this process");
-    return {static_cast<std::byte*>(region->data()) + rb.offset, static_cast<std::size_t>(rb.length)};
+    std::byte* data = static_cast<std::byte*>(region->data()) + rb.offset;
+    if constexpr (copy_records) {
+      // TSan builds: the RDMA write that filled it is invisible to TSan (see tsan.hpp).
+      fetched.resize(rb.length);
+      IgnoreReads ignore;
+      std::memcpy(fetched.data(), data, rb.length);
+      return {fetched.data(), fetched.size()};
+    }
+    return {data, static_cast<std::size_t>(rb.length)};
   }
   // Read from the caller's memory (synchronously: this thread progresses meanwhile).
   if (rb.length > Job::current().impl().runtime.max_message())
@@ -183,15 +191,38 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::v
   return {fetched.data(), fetched.size()};
 }
 
-void Channel::notify_caller(std::uint64_t sync, const std::string* failure, Errc code) {
+void Channel::forward_broadcast(SlotState& slot, const wire::RecordHeader& h, const Forward& forward,
+                                const fabric::Incoming& in) {
+  // Binomial tree over the job's threads, numbered from the root: thread r
+  // forwards to r + step for every power of two step > r.
+  const std::uint32_t threads = slot.runtime.threads();
+  const std::uint64_t n = std::uint64_t{slot.runtime.size()} * threads;
+  const std::uint64_t root = std::uint64_t{forward.root.process} * threads + forward.root.thread;
+  const std::uint64_t me = std::uint64_t{self_.process} * threads + self_.thread;
+  const std::uint64_t r = (me + n - root) % n;
+  for (std::uint64_t step = 1; step < n; step <<= 1) {
+    if (r >= step || r + step >= n) continue;
+    const std::uint64_t child = (root + r + step) % n;
+    fabric::Outgoing o;
+    o.destination = ThreadId{static_cast<std::uint32_t>(child / threads), static_cast<std::uint32_t>(child % threads)};
+    o.kind = fabric::CallKind::broadcast;
+    o.function = h.function;
+    o.closure = in.closure;
+    o.closure_size = in.closure_size;
+    o.data = in.data;
+    slot.messenger(o.destination).append(o, {0, Policy::retry}, nullptr, &forward);
+  }
+}
+
+void Channel::notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code) {
   MessengerGlobal back;
   if (failure != nullptr) {
     const auto c = static_cast<std::uint32_t>(code);
-    back.call_buffer(source_, [sync, c](std::span<std::byte> text) {
+    back.call_buffer(owner, [sync, c](std::span<std::byte> text) {
       reinterpret_cast<Synchronizer*>(sync)->fail(static_cast<Errc>(c), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
     }, std::as_bytes(std::span(failure->data(), failure->size())));
   } else {
-    back.call(source_, [sync] { reinterpret_cast<Synchronizer*>(sync)->notify(); });
+    back.call(owner, [sync] { reinterpret_cast<Synchronizer*>(sync)->notify(); });
   }
 }
 
@@ -204,13 +235,22 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
     std::memcpy(&ext, p, sizeof ext);
     p += sizeof ext;
   }
+  const std::uint8_t kind = h.flags & wire::kind_mask;
+  Forward forward{source_, ext.sync};  // a broadcast's root (the sync belongs to it)
+  if (kind == wire::kind_broadcast) {
+    wire::BroadcastRoot root;
+    if (!(h.flags & wire::has_extension) || last - p < static_cast<std::ptrdiff_t>(sizeof root))
+      corrupted("a broadcast record is too short for its root");
+    std::memcpy(&root, p, sizeof root);
+    p += sizeof root;
+    forward.root = ThreadId{root.process, root.thread};
+  }
   wire::RemoteBuffer rb{};
   if (h.flags & wire::has_remote_buffer) {
     if (last - p < static_cast<std::ptrdiff_t>(sizeof rb)) corrupted("a record is too short for its buffer reference");
     std::memcpy(&rb, p, sizeof rb);
     p += sizeof rb;
   }
-  const std::uint8_t kind = h.flags & wire::kind_mask;
   fabric::Incoming in;
   in.function = h.function;
   in.source = source_;
@@ -231,9 +271,9 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
     }
     if (rb.how == wire::buffer_read_sent && ext.sync != 0) {
       notified_early = true;
-      notify_caller(ext.sync, failure.empty() ? nullptr : &failure, code);
+      notify_caller(source_, ext.sync, failure.empty() ? nullptr : &failure, code);
     }
-  } else if (kind == wire::kind_buffer) {
+  } else if (kind == wire::kind_buffer || kind == wire::kind_broadcast) {
     if (ext.aux > static_cast<std::size_t>(last - p)) corrupted("a record's buffer overruns it");
     in.data = {const_cast<std::byte*>(p), static_cast<std::size_t>(ext.aux)};
   }
@@ -250,6 +290,7 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
     r->size = size;
     r->set = true;
   };
+  if (kind == wire::kind_broadcast) forward_broadcast(slot, h, forward, in);  // fan out first, then run
   if (!failure.empty()) {
     // The buffer could not be had: the function does not run.
   } else if (fabric::Invoker invoker = slot.find_function(h.function)) {
@@ -288,7 +329,7 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
       reinterpret_cast<Synchronizer*>(sync)->notify();
     }, std::span<const std::byte>(result.bytes, result.size));
   } else {
-    notify_caller(sync, failure.empty() ? nullptr : &failure, code);
+    notify_caller(forward.root, sync, failure.empty() ? nullptr : &failure, code);
   }
 }
 

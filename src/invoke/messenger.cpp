@@ -131,7 +131,9 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::R
                                             : "call_buffer: the buffer to read must be in the caller's process");
   const bool ext = call.kind != fabric::CallKind::call || (call.sync != nullptr && call.notify == Notify::consumed);
   const std::size_t size = sizeof(wire::RecordHeader) + (ext ? sizeof(wire::Extension) : 0) +
-                           (buffer != nullptr ? sizeof(wire::RemoteBuffer) : 0) + wire::align_up(call.closure_size) +
+                           (buffer != nullptr ? sizeof(wire::RemoteBuffer) : 0) +
+                           (call.kind == fabric::CallKind::broadcast ? sizeof(wire::BroadcastRoot) : 0) +
+                           wire::align_up(call.closure_size) +
                            (buffer != nullptr ? 0 : wire::align_up(call.data.size()));
   const std::size_t room = owner_.options.chunk_size - wire::header_bytes;
   if (size > room)
@@ -142,8 +144,8 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::R
   return size;
 }
 
-void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, std::byte* at,
-                          std::size_t size) const {
+void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward,
+                          std::byte* at, std::size_t size) const {
   wire::RecordHeader h;
   h.function = call.function;
   h.size = static_cast<std::uint32_t>(size);
@@ -153,6 +155,7 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
   const bool read = buffer != nullptr && buffer->how == detail::RemoteBuffer::read;
   std::uint8_t flags = call.kind == fabric::CallKind::buffer      ? wire::kind_buffer
                        : call.kind == fabric::CallKind::returning ? wire::kind_returning
+                       : call.kind == fabric::CallKind::broadcast ? wire::kind_broadcast
                                                                   : wire::kind_call;
   const bool ext = flags != wire::kind_call || consumed;
   if (ext) flags |= wire::has_extension;
@@ -163,12 +166,19 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
   std::byte* p = at + sizeof h;
   if (ext) {
     wire::Extension e;
-    e.sync = consumed || (read && call.sync != nullptr) ? reinterpret_cast<std::uint64_t>(call.sync) : 0;
+    e.sync = forward != nullptr                               ? forward->sync
+             : consumed || (read && call.sync != nullptr) ? reinterpret_cast<std::uint64_t>(call.sync)
+                                                          : 0;
     e.aux = call.kind == fabric::CallKind::returning ? reinterpret_cast<std::uint64_t>(call.result)
             : read                                   ? buffer->where.length
                                                      : call.data.size();
     std::memcpy(p, &e, sizeof e);
     p += sizeof e;
+  }
+  if (flags == (wire::kind_broadcast | wire::has_extension)) {
+    const wire::BroadcastRoot root{forward->root.process, forward->root.thread};
+    std::memcpy(p, &root, sizeof root);
+    p += sizeof root;
   }
   if (buffer != nullptr) {
     wire::RemoteBuffer b;
@@ -196,7 +206,8 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::RemoteB
   }
 }
 
-bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer) {
+bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer,
+                       const Forward* forward) {
   const std::size_t size = record_size(call, buffer);
   if (ring_.empty() && !busy_) {
     // Setting up waits for d's service thread, and waiting runs calls; one
@@ -213,8 +224,8 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   if (!overflow_.empty() || busy_) {
     // Blocking here while an outer call of this thread is blocked (busy_)
     // could deadlock; queueing keeps the order and the thread moving.
-    if (busy_ || mode.overflow) {
-      if (!enqueue_overflow(call, buffer, size, mode)) return false;
+    if (busy_ || mode.overflow || mode.policy == Policy::retry_async) {
+      if (!enqueue_overflow(call, buffer, forward, size, mode)) return false;
       if (consumed) call.sync->add();
       return true;
     }
@@ -226,8 +237,8 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
     }
   }
   if (!reserve(size)) {
-    if (mode.overflow) {
-      if (!enqueue_overflow(call, buffer, size, mode)) return false;
+    if (mode.overflow || mode.policy == Policy::retry_async) {
+      if (!enqueue_overflow(call, buffer, forward, size, mode)) return false;
       if (consumed) call.sync->add();
       return true;
     }
@@ -238,7 +249,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   // Zero copy: the call is serialized once, into registered memory the
   // RDMA write goes from.
   write_buffer(call, buffer);
-  serialize(call, buffer, ring_[cur_].mirror.data + write_, size);
+  serialize(call, buffer, forward, ring_[cur_].mirror.data + write_, size);
   write_ += size;
   if (consumed) call.sync->add();
   if (write_ - put_from_ >= mode.put_bytes) put_pending();
@@ -322,8 +333,8 @@ void Messenger::mark_unpublished() {
 
 void Messenger::progress() { rdmx::progress(); }
 
-bool Messenger::enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, std::size_t size,
-                                 const detail::Mode& mode) {
+bool Messenger::enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer,
+                                 const Forward* forward, std::size_t size, const detail::Mode& mode) {
   if (mode.overflow && mode.overflow_limit != 0 && overflow_bytes_ + size > mode.overflow_limit) return false;
   if (overflow_.empty() || overflow_.back().block.size - overflow_.back().used < size) {
     Segment s;
@@ -341,7 +352,7 @@ bool Messenger::enqueue_overflow(const fabric::Outgoing& call, const detail::Rem
   }
   Segment& s = overflow_.back();
   write_buffer(call, buffer);
-  serialize(call, buffer, s.block.data + s.used, size);
+  serialize(call, buffer, forward, s.block.data + s.used, size);
   s.used += size;
   overflow_bytes_ += size;
   mark_unpublished();

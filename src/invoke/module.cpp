@@ -154,6 +154,19 @@ bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* bu
   return slot.messenger(call.destination).append(call, mode, buffer);
 }
 
+bool broadcast(const fabric::Outgoing& call, const Mode& mode) {
+  SlotState& slot = Module::current();
+  const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
+  const Forward forward{slot.self, consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0};
+  // The root sends the call to itself: running it there fans it out.
+  fabric::Outgoing o = call;
+  o.destination = slot.self;
+  o.sync = nullptr;
+  if (!slot.messenger(slot.self).append(o, mode, nullptr, &forward)) return false;
+  if (consumed) call.sync->add(static_cast<std::int64_t>(slot.runtime.size()) * slot.runtime.threads());
+  return true;
+}
+
 std::size_t process_calls() {
   // The fabric's progress polls the module too (and runs send-based calls).
   return rdmx::progress();

@@ -24,6 +24,13 @@ namespace rdmx::invoke {
 
 class SlotState;
 
+// A broadcast record on its way down the tree: its root, and the root's
+// Synchronizer (an address in the root's process; 0: none).
+struct Forward {
+  ThreadId root;
+  std::uint64_t sync = 0;
+};
+
 // Wait until the operation `tag` covers has completed (flushing its epoch if
 // it is still open), progressing only the UCX worker.
 void wait_until_free(transfer::Transmitter& tx, const transfer::EpochTag& tag);
@@ -51,7 +58,8 @@ class Messenger {
   Messenger(const Messenger&) = delete;
   Messenger& operator=(const Messenger&) = delete;
 
-  bool append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer = nullptr);
+  bool append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer = nullptr,
+              const Forward* forward = nullptr);
   // Make every appended call visible to d (drains the overflow queue as far
   // as the ring allows).
   void publish();
@@ -80,9 +88,10 @@ class Messenger {
   void write_buffer(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer);
   void write_word(bool closed, std::uint8_t grow);
   std::size_t record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer) const;
-  void serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, std::byte* at, std::size_t size) const;
-  bool enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, std::size_t size,
-                        const detail::Mode& mode);
+  void serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward, std::byte* at,
+                 std::size_t size) const;
+  bool enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward,
+                        std::size_t size, const detail::Mode& mode);
   void drain_overflow();      // unless an outer frame of this thread already is
   void drain_overflow_now();
   void progress();
@@ -135,8 +144,10 @@ class Channel {
   void execute(SlotState& slot, const std::byte* record, const wire::RecordHeader& h);
   void execute_plain(SlotState& slot, const std::byte* record, const wire::RecordHeader& h);
   std::span<std::byte> remote_buffer(const wire::RemoteBuffer& rb, std::vector<std::byte>& fetched);
-  // Count the caller's Synchronizer down (or fail it) through the symmetric messenger.
-  void notify_caller(std::uint64_t sync, const std::string* failure, Errc code);
+  // Count a Synchronizer of thread `owner` down (or fail it) through this thread's messenger to it.
+  void notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code);
+  void forward_broadcast(SlotState& slot, const wire::RecordHeader& h, const Forward& forward,
+                         const fabric::Incoming& in);
 
   ThreadId source_;
   ThreadId self_;

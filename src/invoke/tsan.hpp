@@ -51,9 +51,9 @@ struct IgnoreReads {
   IgnoreReads& operator=(const IgnoreReads&) = delete;
 };
 
-// TSan builds run each call from a private copy of its record, taken under
-// IgnoreReads (the user's function must stay fully checked); other builds
-// run it in place.
+// TSan builds run each call from a private copy of its record (and of a
+// call_buffer's RDMA-written buffer), taken under IgnoreReads: the user's
+// function must stay fully checked. Other builds run in place.
 inline constexpr bool copy_records = []{
 #if defined(__SANITIZE_THREAD__)
   return true;

@@ -70,6 +70,7 @@ enum : std::uint8_t {
   kind_call = 0,
   kind_buffer = 1,
   kind_returning = 2,
+  kind_broadcast = 3,     // a BroadcastRoot follows the Extension
   kind_mask = 3,
   has_extension = 4,
   has_remote_buffer = 8,  // a RemoteBuffer follows the Extension (call_buffer by RDMA write or read)
@@ -90,6 +91,14 @@ struct Extension {
   std::uint64_t aux;     // buffer: its length; returning: where the result goes
 };
 static_assert(sizeof(Extension) == 16);
+
+// A broadcast names its root: the thread whose tree it travels down, which
+// the Extension's sync (if any) belongs to.
+struct BroadcastRoot {
+  std::uint32_t process;
+  std::uint32_t thread;
+};
+static_assert(sizeof(BroadcastRoot) == 8);
 
 // call_buffer whose buffer does not travel in the record: it was
 // RDMA-written into the destination's memory first (`written`), or the

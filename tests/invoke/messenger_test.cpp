@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -45,6 +46,50 @@ void park_until(std::atomic<bool>& go) {
 void wait_until_parked() {
   while (!parked.load()) progress();
   parked = false;
+}
+
+// Calls that check they run in order: in_order(1), in_order(2), ...
+std::atomic<std::uint64_t> in_order_got{0}, in_order_disorder{0};
+auto in_order(std::uint64_t seq) {
+  return [seq] {
+    if (in_order_got.load() + 1 != seq) in_order_disorder.fetch_add(1);
+    in_order_got.store(seq);
+  };
+}
+
+// Rank 0 runs fill(release) against rank 1's thread 0, parked (not polling)
+// until release() or fill's end. fill makes in_order calls to {1, 0} and
+// returns how many it made; all of them must then run once, in order.
+// Returns (on rank 1) how many ran.
+std::uint64_t against_parked_receiver(const std::function<std::uint64_t(const std::function<void()>&)>& fill) {
+  static std::atomic<bool> go{false};
+  go = false;
+  in_order_got = 0;
+  in_order_disorder = 0;
+  job().barrier();
+  if (job().rank() == 0) {
+    wait_until_parked();
+    bool released = false;
+    auto release = [&] {
+      if (!released) call(ThreadId{1, service_thread}, [] { go = true; });
+      released = true;
+    };
+    const std::uint64_t total = fill(release);
+    release();
+    // A consumed notification through the same messenger runs after them all.
+    Synchronizer sync;
+    MessengerGlobal().call<Policy::retry, Notify::consumed>({1, 0}, [total] {
+      if (in_order_got.load() != total) in_order_disorder.fetch_add(1);
+    }, &sync);
+    sync.wait();
+  } else if (job().rank() == 1) {
+    park_until(go);
+  }
+  job().barrier();  // serves calls while it waits
+  if (job().rank() == 1) EXPECT_EQ(in_order_disorder.load(), 0u);
+  const std::uint64_t ran = in_order_got.load();
+  job().barrier();
+  return ran;
 }
 
 void reset_tables() {
@@ -182,53 +227,17 @@ TEST(Messenger, CallLargerThanAChunkIsRejected) {
 // calls get through. Every accepted call runs exactly once, in order.
 TEST(Messenger, BackPressureFailsThenRecovers) {
   if (job().size() < 2) GTEST_SKIP() << "needs two processes";
-  static std::atomic<bool> go{false};
-  static std::atomic<std::uint64_t> got{0}, disorder{0};
-  go = false;
-  got = 0;
-  disorder = 0;
-  job().barrier();
-  MessengerGlobal messenger;
-  if (job().rank() == 0) {
-    wait_until_parked();
+  const std::uint64_t ran = against_parked_receiver([](const std::function<void()>& release) {
+    MessengerGlobal messenger;
     std::uint64_t accepted = 0;
-    bool refused = false;
-    for (std::uint64_t i = 1; i <= 50'000'000 && !refused; ++i) {
-      const std::uint64_t seq = accepted + 1;
-      if (messenger.call<Policy::fail>(ThreadId{1, 0}, [seq] {
-            if (got.load() + 1 != seq) disorder.fetch_add(1);
-            got.store(seq);
-          }))
-        ++accepted;
-      else
-        refused = true;
-    }
-    ASSERT_TRUE(refused) << "the sender never ran out of chunks";
+    while (accepted < 50'000'000 && messenger.call<Policy::fail>({1, 0}, in_order(accepted + 1))) ++accepted;
+    EXPECT_LT(accepted, 50'000'000u) << "the sender never ran out of chunks";
     std::printf("[messenger] refused after %llu calls\n", static_cast<unsigned long long>(accepted));
-    // Let the receiver go (a service call: its worker thread is not polling).
-    call(ThreadId{1, service_thread}, [] { go = true; });
-    Synchronizer sync;
-    for (int k = 0; k < 100000; ++k) {
-      const std::uint64_t seq = ++accepted;
-      messenger.call<Policy::retry>(ThreadId{1, 0}, [seq] {
-        if (got.load() + 1 != seq) disorder.fetch_add(1);
-        got.store(seq);
-      });
-    }
-    const std::uint64_t total = accepted;
-    messenger.call<Policy::retry, Notify::consumed>(ThreadId{1, 0}, [total] {
-      if (got.load() != total) disorder.fetch_add(1);
-    }, &sync);
-    sync.wait();
-  } else if (job().rank() == 1) {
-    park_until(go);
-  }
-  job().barrier();  // serves calls while it waits
-  if (job().rank() == 1) {
-    EXPECT_GT(got.load(), 100000u);
-    EXPECT_EQ(disorder.load(), 0u);
-  }
-  job().barrier();
+    release();
+    for (int k = 0; k < 100000; ++k) messenger.call<Policy::retry>({1, 0}, in_order(++accepted));
+    return accepted;
+  });
+  if (job().rank() == 1) EXPECT_GT(ran, 100000u);
 }
 
 // Both aggregation modes: everything arrives once, in order per sender, and
@@ -273,43 +282,17 @@ TEST(Aggregator, TradAndOvflDeliverEverythingInOrder) {
 // all accepted ones run in order once the receiver polls again.
 TEST(Aggregator, OvflQueuesThenFailsAtItsLimit) {
   if (job().size() < 2) GTEST_SKIP() << "needs two processes";
-  static std::atomic<bool> go{false};
-  static std::atomic<std::uint64_t> got{0}, disorder{0};
-  go = false;
-  got = 0;
-  disorder = 0;
-  job().barrier();
-  if (job().rank() == 0) {
-    wait_until_parked();
+  against_parked_receiver([](const std::function<void()>& release) {
     const auto options = MessengerOptions::from_env();
     const std::uint64_t ring_calls = options.max_chunks * ((options.chunk_size - 64) / 24);
     Aggregator agg(Aggregation::ovfl, {4096, 1 << 20});
     std::uint64_t accepted = 0;
-    for (std::uint64_t i = 1; i <= 100'000'000; ++i) {
-      const std::uint64_t seq = accepted + 1;
-      if (!agg.call({1, 0}, [seq] {
-            if (got.load() + 1 != seq) disorder.fetch_add(1);
-            got.store(seq);
-          }))
-        break;
-      ++accepted;
-    }
+    while (accepted < 100'000'000 && agg.call({1, 0}, in_order(accepted + 1))) ++accepted;
     EXPECT_GT(accepted, ring_calls) << "nothing was queued beyond the ring";
     EXPECT_LT(accepted, ring_calls + (1 << 20) / 24 + 1) << "the overflow limit was not enforced";
-    call(ThreadId{1, service_thread}, [] { go = true; });
-    Synchronizer sync;
-    const std::uint64_t total = accepted;
-    // A consumed notification through the same messenger runs after them all.
-    MessengerGlobal().call<Policy::retry, Notify::consumed>({1, 0}, [total] {
-      if (got.load() != total) disorder.fetch_add(1);
-    }, &sync);
-    sync.wait();
-  } else if (job().rank() == 1) {
-    park_until(go);
-  }
-  job().barrier();
-  if (job().rank() == 1) EXPECT_EQ(disorder.load(), 0u);
-  job().barrier();
+    release();  // before agg's shutdown, which waits until everything queued has gone out
+    return accepted;
+  });
 }
 
 // Seriema's second call_buffer: the buffer is RDMA-written into memory the
@@ -358,4 +341,56 @@ TEST(Messenger, CallBufferReadByTheDestination) {
   ran.wait();
   job().barrier();
   job().arena().release_chunk(block);
+}
+
+// One-sided broadcast: from every thread, every thread of the job runs the
+// call exactly once; Notify::consumed counts down after all of them did.
+TEST(Messenger, BroadcastReachesEveryThreadOnce) {
+  static std::vector<std::atomic<std::uint64_t>> hits;  // [receiving thread][root]
+  const std::uint32_t total = job().total_threads();
+  hits = std::vector<std::atomic<std::uint64_t>>(std::size_t{job().threads_per_process()} * total);
+  job().barrier();
+  constexpr int rounds = 20;
+  job().run([&](ThreadId me) {
+    MessengerGlobal messenger;
+    const std::uint32_t root = global(me);
+    std::vector<std::byte> payload(100, static_cast<std::byte>(root));
+    for (int k = 0; k < rounds; ++k) {
+      Synchronizer sync;
+      if (k % 2 == 0) {
+        messenger.broadcast<Policy::retry, Notify::consumed>([root] {
+          hits[std::size_t{this_thread().thread} * Job::current().total_threads() + root].fetch_add(1);
+        }, &sync);
+      } else {
+        messenger.broadcast_buffer<Policy::retry, Notify::consumed>([root](std::span<std::byte> data) {
+          if (data.size() != 100 || data[99] != static_cast<std::byte>(root)) throw std::runtime_error("bad broadcast buffer");
+          hits[std::size_t{this_thread().thread} * Job::current().total_threads() + root].fetch_add(1);
+        }, payload, &sync);
+      }
+      sync.wait();
+    }
+    // Every other root's broadcasts reach this thread too.
+    for (;;) {
+      bool all = true;
+      for (std::uint32_t g = 0; g < total; ++g) all = all && hits[std::size_t{me.thread} * total + g].load() >= rounds;
+      if (all) break;
+      messenger.process_calls();
+    }
+    for (std::uint32_t g = 0; g < total; ++g) EXPECT_EQ(hits[std::size_t{me.thread} * total + g].load(), std::uint64_t{rounds});
+  });
+  job().barrier();
+}
+
+// Policy::retry_async towards a receiver that does not poll: no call blocks
+// or fails; the excess waits in registered memory and runs, in order, once
+// the receiver polls again.
+TEST(Messenger, RetryAsyncNeverBlocksAndKeepsOrder) {
+  if (job().size() < 2) GTEST_SKIP() << "needs two processes";
+  against_parked_receiver([](const std::function<void()>&) {
+    const auto options = MessengerOptions::from_env();
+    const std::uint64_t n = options.max_chunks * (options.chunk_size / 24) + 50000;  // more than the ring holds
+    MessengerGlobal messenger;
+    for (std::uint64_t seq = 1; seq <= n; ++seq) EXPECT_TRUE(messenger.call<Policy::retry_async>({1, 0}, in_order(seq)));
+    return n;
+  });
 }

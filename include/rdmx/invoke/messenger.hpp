@@ -32,8 +32,10 @@ namespace rdmx {
 // What a call does when its messenger can neither rotate nor grow (the
 // destination has not consumed enough yet).
 enum class Policy {
-  retry,  // progress (serving incoming calls) until there is room
-  fail,   // return false at once; nothing was sent
+  retry,        // progress (serving incoming calls) until there is room
+  retry_async,  // never wait: queue the call in registered memory; it goes out, in order,
+                // as the destination frees room (drained whenever this thread calls or progresses)
+  fail,         // return false at once; nothing was sent
 };
 
 // Per process, from the environment when the job first uses a messenger.
@@ -59,6 +61,7 @@ struct RemoteBuffer {
   RemoteLocator where;  // written: the destination's buffer; read: the caller's
 };
 bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer = nullptr);
+bool broadcast(const fabric::Outgoing& call, const Mode& mode);
 std::size_t process_calls();
 void flush();
 }  // namespace invoke::detail
@@ -114,6 +117,23 @@ class MessengerGlobal {
     o.result = orig;
     o.result_size = sizeof(R);
     return invoke::detail::send(o, {0, P});
+  }
+
+  // Every worker thread of the job, this one included, runs func(). The call
+  // travels down a binomial tree of threads rooted here; each thread forwards
+  // it with its own messengers, then runs it. With Notify::consumed, sync
+  // counts down when every thread has run it.
+  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
+  bool broadcast(const F& func, Synchronizer* sync = nullptr) const {
+    return invoke::detail::broadcast(
+        fabric::outgoing<fabric::CallWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, sync, N), {0, P});
+  }
+  // broadcast with a buffer that travels with the call (func(std::span<std::byte>)).
+  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
+  bool broadcast_buffer(const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) const {
+    auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, sync, N);
+    o.data = buffer;
+    return invoke::detail::broadcast(o, {0, P});
   }
 
   // Run the calls that arrived for this thread (and publish what it sent);
