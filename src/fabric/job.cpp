@@ -313,6 +313,18 @@ void Runtime::start() {
   service_thread_ = std::thread([this] { service_loop(); });
 }
 
+namespace {
+// A process that exited, or is a zombie waiting to be reaped, is gone.
+bool process_alive(std::uint32_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return false;
+  char state = '?';
+  int matched = std::fscanf(f, "%*d (%*[^)]) %c", &state);
+  std::fclose(f);
+  return matched == 1 && state != 'Z' && state != 'X';
+}
+}  // namespace
+
 bool Runtime::quiesce() {
   // Deliver what is still in flight. Each round: flush every slot's sends and
   // its modules' pending calls, wait for every process (then all of them
@@ -336,12 +348,20 @@ bool Runtime::quiesce() {
           for (std::size_t m = 0; m < modules; ++m) module_list_[m].load()->flush(s);
           c.flush();
         });
-      if (!bootstrap_->barrier(any_failed)) return false;
+      // A launcher that tolerates failures may complete the fence without a
+      // dead member, so failures are checked after it too, and while draining
+      // (a worker towards a dead peer can stay busy for ever).
+      if (!bootstrap_->barrier(any_failed) || any_failed()) return false;
       std::uint64_t ran = 0;
-      for (std::uint32_t s = 0; s < threads_; ++s)
+      bool gave_up = false;
+      for (std::uint32_t s = 0; s < threads_ && !gave_up; ++s)
         drive(s, [&](ThreadContext& c) {
           std::size_t n = 0;
           for (int idle = 0; idle < 100;) {
+            if (any_failed()) {
+              gave_up = true;
+              return;
+            }
             bool active = true;
             n = 0;
             try {
@@ -353,6 +373,7 @@ bool Runtime::quiesce() {
             idle = active ? 0 : idle + 1;
           }
         });
+      if (gave_up) return false;
       const std::byte mine[1] = {static_cast<std::byte>(ran != 0)};
       bool any = false;
       for (const auto& v : bootstrap_->allgather(mine, any_failed)) any = any || v.at(0) != std::byte{0};
@@ -393,7 +414,18 @@ Runtime::~Runtime() {
   // is not a failure; and none closes before all have got here, else one
   // still waiting in the last collective would take the closing for a death.
   shutting_down_.store(true, std::memory_order_release);
-  if (clean) bootstrap_->barrier();
+  if (clean) {
+    // Failures are no longer reported now, but a peer that left without this
+    // barrier (it saw a failure we did not) must not hold us: look for it.
+    auto next_look = std::chrono::steady_clock::now();
+    bootstrap_->barrier([&] {
+      if (std::chrono::steady_clock::now() < next_look) return false;
+      next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      for (std::uint32_t p = 0; p < size_; ++p)
+        if (p != rank_ && infos[p].hostname == infos[rank_].hostname && !process_alive(pids_[p])) return true;
+      return false;
+    });
+  }
   if (main_affinity_saved_) pthread_setaffinity_np(pthread_self(), sizeof main_affinity_, &main_affinity_);
   stop_.store(true, std::memory_order_release);
   service().worker().signal();
@@ -499,17 +531,6 @@ bool Runtime::stand_in_for_idle_threads() {
   return active;
 }
 
-namespace {
-// A process that exited, or is a zombie waiting to be reaped, is gone.
-bool process_alive(std::uint32_t pid) {
-  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
-  if (f == nullptr) return false;
-  char state = '?';
-  int matched = std::fscanf(f, "%*d (%*[^)]) %c", &state);
-  std::fclose(f);
-  return matched == 1 && state != 'Z' && state != 'X';
-}
-}  // namespace
 
 void Runtime::watch_local_peers() {
   // Shared-memory transports cannot tell us a peer died (UCX 1.13); peers on
