@@ -160,13 +160,28 @@ transfer::Transmitter& ThreadContext::transmitter(std::uint32_t process) {
 
 void ThreadContext::flush() {
   // Flush what is still outgoing so nothing sent before teardown is lost.
+  // Endpoint by endpoint: a worker-wide flush can end as soon as one
+  // endpoint has failed (a dead peer), leaving what is queued towards live
+  // peers behind (a reply, say, which its caller then never gets).
   ucp_request_param_t param{};
-  void* request = ucp_worker_flush_nbx(worker_.get(), &param);
-  if (UCS_PTR_IS_PTR(request)) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (ucp_request_check_status(request) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline) poll(nullptr);
-    if (ucp_request_check_status(request) != UCS_INPROGRESS) ucp_request_free(request);
+  std::vector<void*> requests;
+  {
+    std::lock_guard lock(endpoints_mutex_);
+    for (auto& ep : endpoints_) {
+      if (!ep || ep->failed()) continue;
+      void* request = ucp_ep_flush_nbx(ep->get(), &param);
+      if (UCS_PTR_IS_PTR(request)) requests.push_back(request);
+    }
   }
+  auto busy = [&] {
+    for (void* r : requests)
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) return true;
+    return false;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (busy() && std::chrono::steady_clock::now() < deadline) poll(nullptr);
+  for (void* r : requests)
+    if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
 }
 
 // ---- Runtime ----
