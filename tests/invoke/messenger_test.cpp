@@ -139,6 +139,11 @@ TEST(Messenger, AllToAllExactlyOnceInOrder) {
 }
 
 TEST(Messenger, ConsumedNotificationAndCallReturn) {
+  // Calls to a thread run only while it progresses: every thread keeps
+  // serving until it has run the 2 calls each thread sends it.
+  static std::vector<std::atomic<int>> served;
+  served = std::vector<std::atomic<int>>(job().threads_per_process());
+  job().barrier();
   job().run([&](ThreadId me) {
     MessengerGlobal messenger;
     Synchronizer sync;
@@ -147,9 +152,13 @@ TEST(Messenger, ConsumedNotificationAndCallReturn) {
     std::atomic<int> ran{0};
     for (std::uint32_t g = 0; g < total; ++g) {
       const std::uint64_t x = 1000 + global(me) * 7 + g;
-      messenger.call_return(thread_at(g), [x] { return x * x + this_thread().thread; }, &answers[g], sync);
+      messenger.call_return(thread_at(g), [x] {
+        served[this_thread().thread].fetch_add(1);
+        return x * x + this_thread().thread;
+      }, &answers[g], sync);
       std::atomic<int>* counter = me.process == thread_at(g).process ? &ran : nullptr;
       messenger.call<Policy::retry, Notify::consumed>(thread_at(g), [counter] {
+        served[this_thread().thread].fetch_add(1);
         if (counter != nullptr) counter->fetch_add(1);
       }, &sync);
     }
@@ -160,6 +169,7 @@ TEST(Messenger, ConsumedNotificationAndCallReturn) {
       const std::uint64_t x = 1000 + global(me) * 7 + g;
       EXPECT_EQ(answers[g], x * x + thread_at(g).thread) << "from thread " << g;
     }
+    while (served[me.thread].load() < static_cast<int>(2 * total)) messenger.process_calls();
   });
   job().barrier();
 }
