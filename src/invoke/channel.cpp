@@ -15,15 +15,11 @@ namespace {
 
 std::string name(ThreadId t) { return std::to_string(t.process) + "/" + std::to_string(t.thread); }
 
-std::uint64_t salt_of(ThreadId source, ThreadId dest) {
-  return wire::mix((std::uint64_t{source.process} << 32 | source.thread) ^
-                   wire::mix(std::uint64_t{dest.process} << 32 | dest.thread));
-}
 
 }  // namespace
 
 Channel::Channel(ThreadId source, ThreadId self, RemoteLocator feedback, std::vector<Chunk> chunks)
-    : source_(source), self_(self), feedback_(feedback), salt_(salt_of(source, self)), ring_(std::move(chunks)) {}
+    : source_(source), self_(self), feedback_(feedback), salt_(wire::channel_salt(source.process, source.thread, self.process, self.thread)), ring_(std::move(chunks)) {}
 
 void Channel::corrupted(const std::string& what) {
   broken_ = true;

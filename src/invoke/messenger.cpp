@@ -34,15 +34,10 @@ memory::Arena& arena_of(SlotState& slot) { return slot.runtime.arena_for(slot.ru
 
 }  // namespace
 
-Messenger::Messenger(SlotState& owner, ThreadId dest) : owner_(owner), dest_(dest) {
-  salt_ = wire::mix((std::uint64_t{owner.self.process} << 32 | owner.self.thread) ^
-                    wire::mix(std::uint64_t{dest.process} << 32 | dest.thread));
-}
-
-Messenger::~Messenger() {
-  // The memory lives in the arenas, which outlive the module; nothing to
-  // give back one by one at teardown.
-}
+Messenger::Messenger(SlotState& owner, ThreadId dest)
+    : owner_(owner),
+      dest_(dest),
+      salt_(wire::channel_salt(owner.self.process, owner.self.thread, dest.process, dest.thread)) {}
 
 void Messenger::setup() {
   tx_ = &rdmx::transmitter(dest_.process);

@@ -53,8 +53,8 @@ class WordSlots {
 // Sender side of one channel, s -> d (Seriema's sending RDMAMessenger).
 class Messenger {
  public:
+  // Its memory lives in the arenas, which outlive the module.
   Messenger(SlotState& owner, ThreadId dest);
-  ~Messenger();
   Messenger(const Messenger&) = delete;
   Messenger& operator=(const Messenger&) = delete;
 

@@ -47,6 +47,12 @@ inline std::uint64_t mix(std::uint64_t x) noexcept {
   return x;
 }
 
+// The salt of the channel from thread (sp, st) to thread (dp, dt): both ends
+// compute it, so a word written into another channel's chunk fails its check.
+inline std::uint64_t channel_salt(std::uint32_t sp, std::uint32_t st, std::uint32_t dp, std::uint32_t dt) noexcept {
+  return mix((std::uint64_t{sp} << 32 | st) ^ mix(std::uint64_t{dp} << 32 | dt));
+}
+
 inline std::uint64_t encode(const Published& p, std::uint64_t salt) noexcept {
   const std::uint64_t fields = (p.end / record_align) | (std::uint64_t{p.seq} << 28) |
                                (std::uint64_t{p.closed} << 44) | (std::uint64_t{p.grow} << 45);
