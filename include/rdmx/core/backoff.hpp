@@ -12,17 +12,22 @@ namespace rdmx {
 
 class Backoff {
  public:
+  static constexpr unsigned default_spins = 65536;  // some milliseconds of idle polls
+  // A thread that shares its core with others that have work (more threads
+  // than cores) should yield after a few idle polls instead.
+  explicit Backoff(unsigned spins = default_spins) noexcept : spins_(spins) {}
+
   // Call once per poll with whether the poll did anything.
   void operator()(bool active) noexcept {
     if (active) {
       idle_ = 0;
-    } else if (++idle_ > spins) {
+    } else if (++idle_ > spins_) {
       std::this_thread::yield();
     }
   }
 
  private:
-  static constexpr unsigned spins = 65536;  // some milliseconds of idle polls
+  unsigned spins_;
   unsigned idle_ = 0;
 };
 

@@ -1,0 +1,640 @@
+// rdmx's distributed Monte-Carlo Tree Search (Seriema 5.3.2), for any
+// problem specification satisfying Game (game.hpp).
+//
+// Tree parallelism across threads and processes: every node is owned by one
+// worker thread of the job; a new child's owner is drawn uniformly at random
+// (or from the child's Zobrist hash). A rollout is a chain of calls:
+//  - selection runs at each node's owner and continues with a call to the
+//    chosen child's owner, counting a virtual loss on the way down;
+//  - expansion sends the child's state in a call_buffer to its owner, which
+//    creates the node and hands it to a random thread of its process through
+//    a wait-free SimulationQueue;
+//  - that thread runs the playouts and backpropagates with calls up the
+//    parent chain; the first backpropagation into a parent also tells it where
+//    the new child lives, and resumes the selections deferred while the child
+//    was being created.
+// Because the parent learns the child's location inside the rollout that
+// created it, a search that has completed every rollout it started has no
+// call in flight: nothing is lost and the tree can be freed.
+//
+// Threads of the root's process start rollouts at the root, in phases of
+// `phase` x n rollouts (n threads in the job); every thread of the job serves
+// calls and simulations. All calls go through one Aggregator per thread.
+// Inside a process, nodes of other threads are visited directly (shared
+// memory) unless SearchOptions::local_calls asks for calls there too.
+//
+// Baselines in the same framework: sequential (one thread, one tree), root
+// parallelism (a tree per thread, root statistics summed) and leaf
+// parallelism (one tree, each leaf's playouts spread over every thread).
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mcts/tree.hpp"
+#include "rdmx/core/backoff.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/invoke/aggregator.hpp"
+
+namespace rdmx::mcts {
+
+enum class Parallelism { tree, root, leaf, sequential };
+Parallelism parse_parallelism(const std::string& text);  // throws std::invalid_argument
+const char* to_string(Parallelism p);
+
+struct SearchOptions {
+  Parallelism parallelism = Parallelism::tree;
+  double c = 0.8;                      // UCB exploration constant
+  std::uint32_t playouts = 16;         // random playouts per leaf
+  std::uint32_t phase = 4096;          // rollouts per phase, per thread of the job
+  std::uint32_t inflight = 4;          // tree: rollouts in flight per thread of the job
+  bool hash_owner = false;             // tree: child owner from the Zobrist hash, not at random
+  bool local_calls = false;            // tree: calls to other threads of the same process too
+  Aggregation aggregation = Aggregation::trad;
+  std::uint64_t seed = 1;
+};
+
+// Stop after this many rollouts or this much time, whichever comes first
+// (0: no limit; at least one must be set).
+struct Budget {
+  std::uint64_t rollouts = 0;
+  double seconds = 0;
+};
+
+// What a search did. Counters are summed over every thread of the job.
+template <Game G>
+struct SearchResult {
+  struct Move {
+    typename G::Move move;
+    std::uint32_t visits;  // playouts through this move
+    std::uint32_t wins;    // of them, won by the player to move at the root
+  };
+  typename G::Move best{};  // most visited root move
+  double win_rate = 0;      // of best, for the player to move
+  std::uint64_t rollouts = 0;
+  double seconds = 0;
+  std::uint64_t visits = 0;       // selection steps (node visits)
+  std::uint64_t nodes = 0;        // nodes created
+  std::uint64_t terminals = 0;    // rollouts that ended on a finished game already in the tree
+  std::uint64_t deferred = 0;     // selections that waited for a child being created
+  std::uint64_t remote_calls = 0; // calls that crossed threads
+  std::vector<Move> moves;        // root moves, most visited first
+  double rollouts_per_second() const { return seconds > 0 ? rollouts / seconds : 0; }
+  double steps_per_second() const { return seconds > 0 ? (rollouts + visits) / seconds : 0; }
+};
+
+template <Game G>
+class Engine {
+ public:
+  using Result = SearchResult<G>;
+  using Progress = std::function<void(const Result&)>;  // after each phase, on the driver thread
+
+  // Construct one per process, after the Job and before Job::run.
+  explicit Engine(SearchOptions options)
+      : options_(options), queues_(Job::current().threads_per_process()) {
+    if (options_.playouts == 0 || options_.phase == 0 || options_.inflight == 0)
+      throw std::invalid_argument("rdmx mcts: playouts, phase and inflight must be positive");
+    if (options_.playouts > (1u << 20)) throw std::invalid_argument("rdmx mcts: at most 2^20 playouts per leaf");
+    if (instance_ != nullptr) throw std::logic_error("rdmx mcts: one Engine per process");
+    instance_ = this;
+  }
+  ~Engine() { instance_ = nullptr; }
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Call on every worker thread, inside Job::run (one Engine per process).
+  // Thread 0 of process 0 runs driver(), which calls search(); every other
+  // thread serves rollouts until driver() returns.
+  void run(ThreadId me, const std::function<void()>& driver);
+
+  // Driver thread only.
+  Result search(const G& position, Budget budget, const Progress& progress = {});
+  const SearchOptions& options() const noexcept { return options_; }
+  SearchOptions& options() noexcept { return options_; }  // between searches
+
+  static Engine& current() {
+    if (instance_ == nullptr) throw std::logic_error("rdmx mcts: no Engine is running in this process");
+    return *instance_;
+  }
+
+ private:
+  // Per-thread counters, summed into the Result (trivially copyable: they
+  // come back to the driver with call_return).
+  struct Stats {
+    std::uint64_t visits = 0, nodes = 0, terminals = 0, deferred = 0, remote_calls = 0;
+    void add_to(Result& r) const {
+      r.visits += visits;
+      r.nodes += nodes;
+      r.terminals += terminals;
+      r.deferred += deferred;
+      r.remote_calls += remote_calls;
+    }
+  };
+  struct Worker {
+    ThreadId me;
+    Rng rng;
+    std::unique_ptr<Aggregator> aggregator;
+    std::vector<std::unique_ptr<Node<G>>> owned;
+    Stats stats;
+    bool quit = false;
+    unsigned since_flush = 0;
+  };
+  // Root-process state of the search under way.
+  struct Rollouts {
+    std::atomic<Node<G>*> root{nullptr};
+    std::atomic<std::uint64_t> started{0}, completed{0}, limit{0};
+    std::uint64_t inflight = 0;
+  };
+  struct RootStats {  // root parallelism: one thread's root moves
+    std::uint32_t count = 0;
+    std::uint64_t rollouts = 0;
+    Stats stats;
+    typename Result::Move moves[G::max_moves];
+  };
+  Worker& worker() const { return *worker_; }
+  std::uint32_t total_threads() const { return Job::current().total_threads(); }
+  ThreadId thread_at(std::uint32_t index) const {
+    const std::uint32_t t = Job::current().threads_per_process();
+    return {index / t, index % t};
+  }
+  bool here(ThreadId owner) const {
+    return owner == worker().me || (!options_.local_calls && owner.process == worker().me.process);
+  }
+
+  bool step();  // serve one round: calls, a new rollout, a simulation
+  // With more threads than cores on this host, an idle thread yields at
+  // once: the thread it waits for may be the one it keeps off the core.
+  static Backoff idle_backoff() {
+    const Job& job = Job::current();
+    const unsigned here = job.threads_per_process() * job.process_info(job.rank()).local_processes;
+    return Backoff(here > std::thread::hardware_concurrency() ? 1 : Backoff::default_spins);
+  }
+  bool try_start();
+  void select_from(NodeRef<G> at);
+  void expand(Node<G>& parent, std::uint16_t slot, const G& child);
+  void create(NodeRef<G> parent, std::uint16_t slot, const G& state, ThreadId owner);
+  void simulate_leaf(Node<G>& leaf);
+  void backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0, NodeRef<G> new_child);
+  void continue_at(NodeRef<G> child);
+  Stats finish();
+
+  // The driver's side of each parallelism.
+  Result search_tree(const G& position, Budget budget, const Progress& progress);
+  Result search_local(const G& position, Budget budget, const Progress& progress);
+  Result search_root(const G& position, Budget budget);
+  // A single-threaded tree on the calling thread; evaluate(state) returns wins of player 0.
+  template <class Evaluate>
+  void local_rollout(Node<G>& root, Evaluate&& evaluate);
+  RootStats root_search(const G& position, Budget budget);
+  void collect(Node<G>& root, Result& r) const;
+  static void rank(Result& r);  // sorts the root moves and picks the best
+
+  SearchOptions options_;
+  Rollouts rollouts_;
+  std::vector<SimulationQueue<G>> queues_;  // one per worker thread of this process
+  inline static Engine* instance_ = nullptr;
+  inline static thread_local Worker* worker_ = nullptr;
+};
+
+// ---- implementation ---------------------------------------------------------
+
+template <Game G>
+void Engine<G>::run(ThreadId me, const std::function<void()>& driver) {
+  Worker w;
+  w.me = me;
+  w.rng = Rng(options_.seed * 0x9E3779B97F4A7C15ull + me.process * 1000003ull + me.thread);
+  w.aggregator = std::make_unique<Aggregator>(options_.aggregation);
+  worker_ = &w;
+  // No search starts before every process has its Engine. (A process still
+  // in the barrier runs the first calls of the search: worker_ is set.)
+  if (me.thread == 0) Job::current().barrier();
+  if (me == ThreadId{0, 0}) {
+    // However the driver ends, the serving threads must be let go.
+    auto release = [this] {
+      Synchronizer sync;
+      for (std::uint32_t i = 1; i < total_threads(); ++i)
+        rdmx::call<Notify::consumed>(thread_at(i), [] { Engine::current().worker().quit = true; }, sync);
+      sync.wait();
+    };
+    try {
+      driver();
+    } catch (...) {
+      release();
+      throw;
+    }
+    release();
+  } else {
+    Backoff backoff = idle_backoff();
+    while (!w.quit) backoff(step());
+  }
+  w.aggregator->shutdown();
+  worker_ = nullptr;
+}
+
+template <Game G>
+bool Engine<G>::step() {
+  Worker& w = worker();
+  bool did = rdmx::progress() > 0;
+  if (try_start()) did = true;
+  if (Node<G>* leaf = queues_[w.me.thread].pop()) {
+    simulate_leaf(*leaf);
+    did = true;
+  }
+  // trad batches calls up to 4 KiB: push them out when idle, and now and
+  // then when busy, so the rollouts waiting on them keep moving.
+  if (!did || ++w.since_flush >= 16) {
+    w.aggregator->flush();
+    w.since_flush = 0;
+  }
+  return did;
+}
+
+template <Game G>
+bool Engine<G>::try_start() {
+  Node<G>* root = rollouts_.root.load(std::memory_order_acquire);
+  if (root == nullptr || worker().me.process != 0) return false;
+  std::uint64_t s = rollouts_.started.load(std::memory_order_relaxed);
+  do {
+    if (s >= rollouts_.limit.load(std::memory_order_acquire) ||
+        s - rollouts_.completed.load(std::memory_order_acquire) >= rollouts_.inflight)
+      return false;
+  } while (!rollouts_.started.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel));
+  select_from(root->ref());
+  return true;
+}
+
+template <Game G>
+void Engine<G>::select_from(NodeRef<G> at) {
+  Worker& w = worker();
+  Node<G>* node = at.node;
+  const std::uint32_t p = options_.playouts;
+  for (;;) {
+    ++w.stats.visits;
+    if (node->state.terminal()) {  // an exact result: no playouts needed
+      ++w.stats.terminals;
+      backprop(node->parent, node->parent_slot, node->state.winner() == 0 ? p : 0, {});
+      return;
+    }
+    auto& slots = node->slots(w.rng);
+    if (Slot<G>* s = node->claim_untried(slots)) {
+      s->status.store(Slot<G>::creating, std::memory_order_relaxed);
+      add_visits(*node, *s, p);
+      G child = node->state;
+      child.play(s->move);
+      expand(*node, static_cast<std::uint16_t>(s - slots.data()), child);
+      return;
+    }
+    Slot<G>* s = select_ucb(*node, slots, options_.c);
+    if (s == nullptr) continue;  // the only claimed slot is not counted yet
+    add_visits(*node, *s, p);
+    if (!s->ready_or_defer()) {
+      ++w.stats.deferred;
+      return;
+    }
+    if (!here(s->child.owner)) {
+      continue_at(s->child);
+      return;
+    }
+    node = s->child.node;
+  }
+}
+
+template <Game G>
+void Engine<G>::continue_at(NodeRef<G> child) {
+  if (here(child.owner)) return select_from(child);
+  ++worker().stats.remote_calls;
+  if (!worker().aggregator->call(child.owner, [child] { Engine::current().select_from(child); }))
+    throw Error(Errc::out_of_memory, "rdmx mcts: aggregator full (select)");
+}
+
+template <Game G>
+void Engine<G>::expand(Node<G>& parent, std::uint16_t slot, const G& child) {
+  Worker& w = worker();
+  const std::uint32_t n = total_threads();
+  const ThreadId owner = thread_at(options_.hash_owner ? static_cast<std::uint32_t>(child.hash() % n) : w.rng.below(n));
+  const NodeRef<G> up = parent.ref();
+  if (here(owner)) return create(up, slot, child, owner);
+  ++w.stats.remote_calls;
+  const bool sent = w.aggregator->call_buffer(
+      owner,
+      [up, slot](std::span<std::byte> bytes) {
+        if (bytes.size() != sizeof(G)) throw Error(Errc::protocol, "rdmx mcts: a child state of the wrong size arrived");
+        G state;
+        std::memcpy(static_cast<void*>(&state), bytes.data(), sizeof(G));
+        Engine::current().create(up, slot, state, this_thread());
+      },
+      std::as_bytes(std::span(&child, 1)));
+  if (!sent) throw Error(Errc::out_of_memory, "rdmx mcts: aggregator full (expand)");
+}
+
+template <Game G>
+void Engine<G>::create(NodeRef<G> parent, std::uint16_t slot, const G& state, ThreadId owner) {
+  Worker& w = worker();
+  auto* node = w.owned.emplace_back(std::make_unique<Node<G>>(state, owner, parent, slot)).get();
+  ++w.stats.nodes;
+  if (state.terminal())
+    return backprop(parent, slot, state.winner() == 0 ? options_.playouts : 0, node->ref());
+  // Leaf evaluation by any thread of this process (Seriema: wait-free queues).
+  queues_[w.rng.below(static_cast<std::uint32_t>(queues_.size()))].push(node);
+}
+
+template <Game G>
+void Engine<G>::simulate_leaf(Node<G>& leaf) {
+  const std::uint32_t wins0 = simulate(leaf.state, options_.playouts, worker().rng);
+  backprop(leaf.parent, leaf.parent_slot, wins0, leaf.ref());
+}
+
+template <Game G>
+void Engine<G>::backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0, NodeRef<G> new_child) {
+  Worker& w = worker();
+  const std::uint32_t p = options_.playouts;
+  while (at) {
+    if (!here(at.owner)) {
+      ++w.stats.remote_calls;
+      if (!w.aggregator->call(at.owner, [at, slot, wins0, new_child] {
+            Engine::current().backprop(at, slot, wins0, new_child);
+          }))
+        throw Error(Errc::out_of_memory, "rdmx mcts: aggregator full (backprop)");
+      return;
+    }
+    Node<G>& node = *at.node;
+    Slot<G>& s = (*node.children.load(std::memory_order_acquire))[slot];
+    s.wins.fetch_add(node.state.to_move() == 0 ? wins0 : p - wins0, std::memory_order_relaxed);
+    if (new_child) {
+      for (std::uint32_t k = s.attach(new_child); k > 0; --k) continue_at(new_child);
+      new_child = {};
+    }
+    slot = node.parent_slot;
+    at = node.parent;
+  }
+  rollouts_.completed.fetch_add(1, std::memory_order_acq_rel);  // reached the root
+}
+
+template <Game G>
+typename Engine<G>::Stats Engine<G>::finish() {
+  Worker& w = worker();
+  w.aggregator->flush();
+  w.owned.clear();
+  return std::exchange(w.stats, Stats{});
+}
+
+template <Game G>
+typename Engine<G>::Result Engine<G>::search(const G& position, Budget budget, const Progress& progress) {
+  if (worker_ == nullptr || worker().me != ThreadId{0, 0})
+    throw std::logic_error("rdmx mcts: search() runs on the driver thread (thread 0 of process 0) inside Engine::run");
+  if (budget.rollouts == 0 && budget.seconds <= 0) throw std::invalid_argument("rdmx mcts: the search needs a budget");
+  if (position.terminal()) throw std::invalid_argument("rdmx mcts: the game is already over");
+  switch (options_.parallelism) {
+    case Parallelism::tree: return search_tree(position, budget, progress);
+    case Parallelism::root: return search_root(position, budget);
+    case Parallelism::leaf:
+    case Parallelism::sequential: return search_local(position, budget, progress);
+  }
+  throw std::logic_error("rdmx mcts: unknown parallelism");
+}
+
+template <Game G>
+typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budget, const Progress& progress) {
+  using clock = std::chrono::steady_clock;
+  Worker& w = worker();
+  const auto t0 = clock::now();
+  const std::uint64_t n = total_threads(), phase = std::uint64_t{options_.phase} * n;
+  auto& root = *w.owned.emplace_back(std::make_unique<Node<G>>(position, w.me));
+  const std::uint64_t total = budget.rollouts ? budget.rollouts : UINT64_MAX;
+  rollouts_.started = rollouts_.completed = 0;
+  rollouts_.inflight = std::uint64_t{options_.inflight} * n;
+  rollouts_.limit.store(std::min(phase, total), std::memory_order_release);
+  rollouts_.root.store(&root, std::memory_order_release);
+
+  Result r;
+  bool stopping = false;
+  Backoff backoff = idle_backoff();
+  for (;;) {
+    backoff(step());
+    const std::uint64_t done = rollouts_.completed.load(std::memory_order_acquire);
+    const std::uint64_t limit = rollouts_.limit.load(std::memory_order_relaxed);
+    const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+    if (!stopping && budget.seconds > 0 && elapsed >= budget.seconds) {
+      // Out of time: start nothing more, finish what is in flight.
+      rollouts_.limit.store(rollouts_.started.load(), std::memory_order_release);
+      stopping = true;
+      continue;
+    }
+    if (done < limit) continue;
+    if (progress) {
+      collect(root, r);
+      r.rollouts = done;
+      r.seconds = elapsed;
+      progress(r);
+    }
+    if (stopping || done >= total) break;
+    rollouts_.limit.store(std::min(done + phase, total), std::memory_order_release);
+  }
+  rollouts_.root.store(nullptr, std::memory_order_release);
+  collect(root, r);
+  r.rollouts = rollouts_.completed.load();
+  r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+
+  // Every rollout came home, so no call of this search is in flight: each
+  // thread may free the nodes it owns. Their counters come back with it.
+  std::vector<Stats> stats(n);
+  Synchronizer sync;
+  for (std::uint32_t i = 1; i < n; ++i)
+    rdmx::call_return(thread_at(i), [] { return Engine::current().finish(); }, &stats[i], sync);
+  stats[0] = finish();
+  sync.wait();
+  for (const Stats& s : stats) s.add_to(r);
+  return r;
+}
+
+template <Game G>
+template <class Evaluate>
+void Engine<G>::local_rollout(Node<G>& root, Evaluate&& evaluate) {
+  Worker& w = worker();
+  const std::uint32_t p = options_.playouts;
+  Node<G>* node = &root;
+  std::uint32_t wins0;
+  for (;;) {  // selection and expansion
+    ++w.stats.visits;
+    if (node->state.terminal()) {
+      ++w.stats.terminals;
+      wins0 = node->state.winner() == 0 ? p : 0;
+      break;
+    }
+    auto& slots = node->slots(w.rng);
+    Slot<G>* s = node->claim_untried(slots);
+    if (s != nullptr) {
+      G child = node->state;
+      child.play(s->move);
+      auto* leaf = w.owned.emplace_back(
+          std::make_unique<Node<G>>(child, w.me, node->ref(), static_cast<std::uint16_t>(s - slots.data()))).get();
+      ++w.stats.nodes;
+      s->attach(leaf->ref());
+      add_visits(*node, *s, p);
+      node = leaf;
+      wins0 = child.terminal() ? (child.winner() == 0 ? p : 0) : evaluate(child);
+      break;
+    }
+    s = select_ucb(*node, slots, options_.c);
+    add_visits(*node, *s, p);
+    node = s->child.node;
+  }
+  for (NodeRef<G> at = node->parent, child = node->ref(); at; child = at, at = at.node->parent) {
+    Slot<G>& s = (*at.node->children.load(std::memory_order_relaxed))[child.node->parent_slot];
+    s.wins.fetch_add(at.node->state.to_move() == 0 ? wins0 : p - wins0, std::memory_order_relaxed);
+  }
+}
+
+template <Game G>
+typename Engine<G>::Result Engine<G>::search_local(const G& position, Budget budget, const Progress& progress) {
+  using clock = std::chrono::steady_clock;
+  Worker& w = worker();
+  const auto t0 = clock::now();
+  const std::uint32_t n = options_.parallelism == Parallelism::leaf ? total_threads() : 1;
+  const std::uint32_t p = options_.playouts;
+  auto& root = *w.owned.emplace_back(std::make_unique<Node<G>>(position, w.me));
+  std::vector<std::uint32_t> shares(n);
+  // Leaf parallelism: the leaf's playouts are split over every thread of the
+  // job; this thread runs its share while the others run theirs.
+  auto evaluate = [&](const G& leaf) -> std::uint32_t {
+    if (n == 1) return simulate(leaf, p, w.rng);
+    Synchronizer sync;
+    for (std::uint32_t i = 1; i < n; ++i) {
+      const std::uint32_t share = p / n + (i < p % n);
+      if (share == 0) continue;
+      const std::uint64_t seed = w.rng();
+      rdmx::call_return(thread_at(i), [leaf, share, seed] {
+        Rng rng(seed);
+        return simulate(leaf, share, rng);
+      }, &shares[i], sync);
+    }
+    std::uint32_t won = simulate(leaf, p / n + (0 < p % n), w.rng);
+    sync.wait();
+    for (std::uint32_t i = 1; i < n; ++i) won += std::exchange(shares[i], 0);
+    return won;
+  };
+  Result r;
+  const std::uint64_t total = budget.rollouts ? budget.rollouts : UINT64_MAX;
+  const std::uint64_t phase = std::uint64_t{options_.phase} * n;
+  std::uint64_t done = 0;
+  double elapsed = 0;
+  while (done < total && (budget.seconds <= 0 || elapsed < budget.seconds)) {
+    local_rollout(root, evaluate);
+    ++done;
+    if (done % 64 == 0 || done == total) elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+    if (progress && done % phase == 0) {
+      collect(root, r);
+      r.rollouts = done;
+      r.seconds = elapsed;
+      progress(r);
+    }
+  }
+  collect(root, r);
+  r.rollouts = done;
+  r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  finish().add_to(r);
+  return r;
+}
+
+template <Game G>
+typename Engine<G>::RootStats Engine<G>::root_search(const G& position, Budget budget) {
+  const SearchOptions saved = options_;
+  Worker& w = worker();
+  auto& root = *w.owned.emplace_back(std::make_unique<Node<G>>(position, w.me));
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  RootStats out;
+  const std::uint64_t total = budget.rollouts ? budget.rollouts : UINT64_MAX;
+  for (; out.rollouts < total; ++out.rollouts) {
+    if (budget.seconds > 0 && out.rollouts % 64 == 0 &&
+        std::chrono::duration<double>(clock::now() - t0).count() >= budget.seconds)
+      break;
+    local_rollout(root, [&](const G& leaf) { return simulate(leaf, saved.playouts, w.rng); });
+  }
+  Result r;
+  collect(root, r);
+  out.count = static_cast<std::uint32_t>(r.moves.size());
+  std::copy(r.moves.begin(), r.moves.end(), out.moves);
+  out.stats = finish();
+  return out;
+}
+
+template <Game G>
+typename Engine<G>::Result Engine<G>::search_root(const G& position, Budget budget) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  const std::uint32_t n = total_threads();
+  // Every thread searches its own tree with an equal share of the rollouts.
+  Budget share = budget;
+  if (budget.rollouts) share.rollouts = (budget.rollouts + n - 1) / n;
+  std::vector<RootStats> stats(n);
+  Synchronizer sync;
+  for (std::uint32_t i = 1; i < n; ++i)
+    rdmx::call_return(thread_at(i), [position, share] { return Engine::current().root_search(position, share); },
+                      &stats[i], sync);
+  stats[0] = root_search(position, share);
+  sync.wait();
+  Result r;
+  std::vector<typename Result::Move> merged;
+  for (const RootStats& s : stats) {
+    r.rollouts += s.rollouts;
+    s.stats.add_to(r);
+    for (std::uint32_t i = 0; i < s.count; ++i) {
+      auto it = std::find_if(merged.begin(), merged.end(), [&](auto& m) { return m.move == s.moves[i].move; });
+      if (it == merged.end()) merged.push_back(s.moves[i]);
+      else it->visits += s.moves[i].visits, it->wins += s.moves[i].wins;
+    }
+  }
+  r.moves = std::move(merged);
+  rank(r);
+  r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  return r;
+}
+
+template <Game G>
+void Engine<G>::collect(Node<G>& root, Result& r) const {
+  r.moves.clear();
+  if (auto* slots = root.children.load(std::memory_order_acquire)) {
+    for (auto& s : *slots) {
+      const std::uint32_t v = s.visits.load(std::memory_order_relaxed);
+      if (v > 0) r.moves.push_back({s.move, v, s.wins.load(std::memory_order_relaxed)});
+    }
+  }
+  rank(r);
+}
+
+template <Game G>
+void Engine<G>::rank(Result& r) {
+  std::sort(r.moves.begin(), r.moves.end(), [](auto& a, auto& b) { return a.visits > b.visits; });
+  if (!r.moves.empty()) {
+    r.best = r.moves[0].move;
+    r.win_rate = r.moves[0].wins / double(r.moves[0].visits);
+  }
+}
+
+inline Parallelism parse_parallelism(const std::string& text) {
+  if (text == "tree") return Parallelism::tree;
+  if (text == "root") return Parallelism::root;
+  if (text == "leaf") return Parallelism::leaf;
+  if (text == "sequential") return Parallelism::sequential;
+  throw std::invalid_argument("unknown parallelism '" + text + "' (tree, root, leaf, sequential)");
+}
+inline const char* to_string(Parallelism p) {
+  switch (p) {
+    case Parallelism::tree: return "tree";
+    case Parallelism::root: return "root";
+    case Parallelism::leaf: return "leaf";
+    case Parallelism::sequential: return "sequential";
+  }
+  return "?";
+}
+
+}  // namespace rdmx::mcts
