@@ -18,6 +18,7 @@ struct SendBuffer {
   Synchronizer* sync = nullptr;       // counted down when sent, if set
   std::atomic<bool>* done = nullptr;  // set when sent, if set
   std::size_t* in_flight = nullptr;   // the sending thread's count of queued sends
+  std::vector<std::byte> large;       // a reply too large for bytes (a big call_return result)
   alignas(8) std::byte bytes[capacity];
 };
 
@@ -30,6 +31,7 @@ struct SendPool {
     return b;
   }
   void give(std::unique_ptr<SendBuffer> b) {
+    std::vector<std::byte>().swap(b->large);  // pooled buffers stay small
     if (free.size() < 256) free.push_back(std::move(b));
   }
 };
@@ -234,14 +236,21 @@ void ThreadContext::send_reply(ThreadId destination, std::uint64_t token, const 
   }
   auto record = take_send_buffer();
   std::memcpy(record->bytes, &header, sizeof header);
-  std::size_t length = std::min(result.size(), SendBuffer::capacity - sizeof header);
-  if (length != 0) std::memcpy(record->bytes + sizeof header, result.data(), length);  // replies are small: copy them
+  // Replies are usually small: copy them next to the header; a large one
+  // (a big call_return result) gets a buffer of its own.
+  const std::size_t length = result.size();
+  std::byte* data = record->bytes + sizeof header;
+  if (length > SendBuffer::capacity - sizeof header) {
+    record->large.assign(result.begin(), result.end());
+    data = record->large.data();
+  } else if (length != 0) {
+    std::memcpy(data, result.data(), length);
+  }
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = &send_completed;
   param.user_data = record.get();
-  void* request = ucp_am_send_nbx(ep->get(), am_reply, record->bytes, sizeof header, record->bytes + sizeof header,
-                                  length, &param);
+  void* request = ucp_am_send_nbx(ep->get(), am_reply, record->bytes, sizeof header, data, length, &param);
   if (UCS_PTR_IS_PTR(request)) {
     record.release();
   } else {
@@ -362,20 +371,50 @@ ucs_status_t ThreadContext::on_reply(void* arg, const void* header, std::size_t 
                                      std::size_t length, const ucp_am_recv_param_t* param) {
   auto* self = static_cast<ThreadContext*>(arg);
   ReplyHeader h{};
-  if (header_length != sizeof h || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+  if (header_length != sizeof h) {
     std::fprintf(stderr, "rdmx: %s: dropping a malformed reply\n", to_string(self->id_).c_str());
     return UCS_OK;
   }
   std::memcpy(&h, header, sizeof h);
-  std::span<const std::byte> bytes(static_cast<const std::byte*>(data), length);
+  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    // A large result comes by rendezvous: fetch it, then complete.
+    struct Fetch {
+      ThreadContext* self;
+      ReplyHeader h;
+      std::vector<std::byte> bytes;
+    };
+    auto* fetch = new Fetch{self, h, std::vector<std::byte>(length)};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = [](void* request, ucs_status_t status, std::size_t, void* user) {
+      std::unique_ptr<Fetch> f(static_cast<Fetch*>(user));
+      f->self->complete_reply(f->h, status, f->bytes);
+      ucp_request_free(request);
+    };
+    p.user_data = fetch;
+    void* request = ucp_am_recv_data_nbx(self->worker_.get(), data, fetch->bytes.data(), length, &p);
+    if (!UCS_PTR_IS_PTR(request)) {
+      std::unique_ptr<Fetch> f(fetch);
+      self->complete_reply(h, UCS_PTR_STATUS(request), f->bytes);
+    }
+    return UCS_OK;
+  }
+  self->complete_reply(h, UCS_OK, std::span(static_cast<const std::byte*>(data), length));
+  return UCS_OK;
+}
+
+void ThreadContext::complete_reply(ReplyHeader h, ucs_status_t status, std::span<const std::byte> bytes) {
+  if (status != UCS_OK) {
+    Error failure(transfer::errc_of(status), std::string("receiving a reply failed: ") + ucs_status_string(status));
+    return runtime_.pending().complete(h.token, &failure, {});
+  }
   if (h.error != 0) {
     if (h.error - 1 > static_cast<std::uint32_t>(Errc::remote_exception)) h.error = 1 + static_cast<std::uint32_t>(Errc::protocol);
     Error failure = make_error(h.error, bytes);
-    self->runtime_.pending().complete(h.token, &failure, {});
+    runtime_.pending().complete(h.token, &failure, {});
   } else {
-    self->runtime_.pending().complete(h.token, nullptr, bytes);
+    runtime_.pending().complete(h.token, nullptr, bytes);
   }
-  return UCS_OK;
 }
 
 void ThreadContext::deliver(Received call) {

@@ -173,6 +173,7 @@ class ThreadContext {
                               std::size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t on_reply(void* arg, const void* header, std::size_t header_length, void* data,
                                std::size_t length, const ucp_am_recv_param_t* param);
+  void complete_reply(ReplyHeader h, ucs_status_t status, std::span<const std::byte> bytes);
   void execute(Received& call);
   void transmit(CallHeader header, const Outgoing& call, ThreadId destination);
   bool shared() const noexcept { return shared_; }

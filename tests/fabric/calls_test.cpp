@@ -87,6 +87,25 @@ TEST(Calls, CallReturnWritesResultBack) {
   job().barrier();
 }
 
+// A result larger than the 4 KiB a reply shares with its header (it used to
+// arrive cut to 4 KiB and fail as a protocol error).
+TEST(Calls, CallReturnCarriesLargeResults) {
+  struct Big {
+    std::uint32_t words[16384];
+  };
+  Synchronizer sync;
+  auto big = std::make_unique<Big>();
+  const std::uint32_t from = job().rank();
+  call_return(ThreadId{next_process(), 0}, [from] {
+    Big b;
+    for (std::uint32_t i = 0; i < 16384; ++i) b.words[i] = i * 7 + from;
+    return b;
+  }, big.get(), sync);
+  sync.wait();
+  for (std::uint32_t i = 0; i < 16384; ++i) ASSERT_EQ(big->words[i], i * 7 + from) << i;
+  job().barrier();
+}
+
 TEST(Calls, CallBufferSmallAndRendezvous) {
   for (std::size_t size : {std::size_t{0}, std::size_t{100}, std::size_t{64 << 10}, std::size_t{4 << 20}}) {
     std::vector<std::uint32_t> data(size / 4);
