@@ -434,6 +434,18 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       calls_made += n;
       return std::chrono::duration<double>(Clock::now() - t0).count();
     };
+    // The same, answered by one RDMA atomic into a registered Synchronizer.
+    rdmx::RemoteObject<rdmx::Synchronizer> remote_sync;
+    auto rdma_rt = [&] {
+      rdmx::MessengerGlobal m;
+      const auto t0 = Clock::now();
+      for (std::size_t i = 0; i < n; ++i) {
+        m.call(rdmx::ThreadId{1, 0}, [] { ++g_received; }, remote_sync);
+        remote_sync->wait();
+      }
+      calls_made += n;
+      return std::chrono::duration<double>(Clock::now() - t0).count();
+    };
     auto send_rt = [&] {
       const auto t0 = Clock::now();
       for (std::size_t i = 0; i < n; ++i) {
@@ -444,17 +456,20 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       calls_made += n;
       return std::chrono::duration<double>(Clock::now() - t0).count();
     };
-    std::vector<double> t_write, t_send, t_am, t_mpi, ratio;
+    std::vector<double> t_write, t_rdma, t_send, t_am, t_mpi, ratio, ratio_rdma;
     write_rt();
+    rdma_rt();
     for (unsigned rep = 0; rep < o.reps; ++rep) {
       set_phase(phase_raw);
       const double am = am_round_trips(own, ep, peer, n);
       set_phase(phase_rdmx);
-      const double w = write_rt(), s = send_rt();
+      const double w = write_rt(), rd = rdma_rt(), s = send_rt();
       set_phase(phase_mpi_pingpong, 8, n);
       const double mp = mpi_pingpong(0, n);
       t_am.push_back(am / n * 1e6);
       t_write.push_back(w / n * 1e6);
+      t_rdma.push_back(rd / n * 1e6);
+      ratio_rdma.push_back(rd / am);
       t_send.push_back(s / n * 1e6);
       t_mpi.push_back(mp / n * 1e6);
       ratio.push_back(w / am);
@@ -464,8 +479,11 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
     emit(cfg, "latency-send", 8, "us_round_trip", median(t_send), n);
     emit(cfg, "latency-mpi", 8, "us_round_trip", median(t_mpi), n);
     emit(cfg, "latency-write/am", 8, "ratio", median(ratio), n);
-    std::fprintf(stderr, "round trip (us): raw AM %.2f, write %.2f (%.2fx AM), send %.2f, MPI ping-pong %.2f\n",
-                 median(t_am), median(t_write), median(ratio), median(t_send), median(t_mpi));
+    emit(cfg, "latency-write-rdma", 8, "us_round_trip", median(t_rdma), n);
+    emit(cfg, "latency-write-rdma/am", 8, "ratio", median(ratio_rdma), n);
+    std::fprintf(stderr, "round trip (us): raw AM %.2f, write %.2f (%.2fx AM), write answered by RDMA %.2f (%.2fx AM), "
+                 "send %.2f, MPI ping-pong %.2f\n", median(t_am), median(t_write), median(ratio), median(t_rdma),
+                 median(ratio_rdma), median(t_send), median(t_mpi));
   }
 
   // Every call ran exactly once.

@@ -9,6 +9,7 @@
 #include "rdmx/fabric/function_registry.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/memory/region_table.hpp"
+#include "rdmx/transfer/transmitter.hpp"
 
 namespace rdmx::invoke {
 namespace {
@@ -210,6 +211,21 @@ void Channel::forward_broadcast(SlotState& slot, const wire::RecordHeader& h, co
   }
 }
 
+// The result goes first, then (fenced) one atomic decrement of the caller's
+// Synchronizer count: when the caller sees its count drop, the result is there.
+void Channel::answer_by_rdma(const wire::RemoteReply& reply, bool returning, std::span<const std::byte> result) {
+  transfer::Transmitter& tx = rdmx::transmitter(source_.process);
+  if (returning) {
+    tx.put(result.data(), result.size(),
+           rdmx::resolve(RemoteLocator{source_.process, reply.result_region, reply.result_offset, result.size()}))
+        .get();  // local completion: `result` is on this stack
+    tx.fence();
+  }
+  // Nobody waits for the old value; the operation completes as this thread progresses.
+  (void)tx.fetch_add(rdmx::resolve(RemoteLocator{source_.process, reply.counter_region, reply.counter_offset, 8}),
+                     ~std::uint64_t{0});
+}
+
 void Channel::notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code) {
   MessengerGlobal back;
   if (failure != nullptr) {
@@ -246,6 +262,14 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
     if (last - p < static_cast<std::ptrdiff_t>(sizeof rb)) corrupted("a record is too short for its buffer reference");
     std::memcpy(&rb, p, sizeof rb);
     p += sizeof rb;
+  }
+  wire::RemoteReply reply{};
+  const bool remote_reply = (h.flags & wire::has_remote_reply) != 0;
+  if (remote_reply) {
+    if (!(h.flags & wire::has_extension) || last - p < static_cast<std::ptrdiff_t>(sizeof reply))
+      corrupted("a record is too short for its remote reply");
+    std::memcpy(&reply, p, sizeof reply);
+    p += sizeof reply;
   }
   fabric::Incoming in;
   in.function = h.function;
@@ -315,9 +339,17 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
                    failure.c_str());
     return;
   }
+  const std::uint64_t sync = ext.sync;
+  if (remote_reply && failure.empty()) {
+    try {
+      return answer_by_rdma(reply, kind == wire::kind_returning, {result.bytes, result.size});
+    } catch (const Error& e) {  // the caller's memory could not be written: tell it with a message
+      code = e.code();
+      failure = std::string("answering by RDMA: ") + e.what();
+    }
+  }
   // The caller waits: answer through this thread's messenger back to it (the
   // symmetric channel), so the answer is ordered after everything else.
-  const std::uint64_t sync = ext.sync;
   if (failure.empty() && kind == wire::kind_returning) {
     const std::uint64_t orig = ext.aux;
     MessengerGlobal().call_buffer(source_, [sync, orig](std::span<std::byte> value) {

@@ -115,6 +115,8 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::R
   if (call.closure_size > 0xffff)
     throw Error(Errc::message_too_large, "a one-sided call's captures are limited to 64 KiB (got " +
                                              std::to_string(call.closure_size) + " bytes); pass bulk data as a buffer");
+  if (call.remote_counter != nullptr && call.remote_counter->process != owner_.self.process)
+    throw Error(Errc::invalid_argument, "a one-sided call's RemoteObject<Synchronizer> must live in the calling process");
   if (buffer != nullptr && buffer->how == detail::RemoteBuffer::written && call.data.size() > buffer->where.length)
     throw Error(Errc::invalid_argument, "call_buffer: " + std::to_string(call.data.size()) +
                                             " bytes do not fit the destination buffer of " +
@@ -128,6 +130,7 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::R
   const std::size_t size = sizeof(wire::RecordHeader) + (ext ? sizeof(wire::Extension) : 0) +
                            (buffer != nullptr ? sizeof(wire::RemoteBuffer) : 0) +
                            (call.kind == fabric::CallKind::broadcast ? sizeof(wire::BroadcastRoot) : 0) +
+                           (call.remote_counter != nullptr ? sizeof(wire::RemoteReply) : 0) +
                            wire::align_up(call.closure_size) +
                            (buffer != nullptr ? 0 : wire::align_up(call.data.size()));
   const std::size_t room = owner_.options.chunk_size - wire::header_bytes;
@@ -155,6 +158,7 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
   const bool ext = flags != wire::kind_call || consumed;
   if (ext) flags |= wire::has_extension;
   if (buffer != nullptr) flags |= wire::has_remote_buffer;
+  if (call.remote_counter != nullptr) flags |= wire::has_remote_reply;
   h.flags = flags;
   h.check = wire::record_check(h);
   std::memcpy(at, &h, sizeof h);
@@ -183,6 +187,17 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
     b.length = read ? buffer->where.length : call.data.size();
     std::memcpy(p, &b, sizeof b);
     p += sizeof b;
+  }
+  if (call.remote_counter != nullptr) {
+    wire::RemoteReply r{};
+    r.counter_region = call.remote_counter->region;
+    r.counter_offset = call.remote_counter->offset;
+    if (call.remote_result != nullptr) {
+      r.result_region = call.remote_result->region;
+      r.result_offset = call.remote_result->offset;
+    }
+    std::memcpy(p, &r, sizeof r);
+    p += sizeof r;
   }
   std::memcpy(p, call.closure, call.closure_size);
   p += wire::align_up(call.closure_size);

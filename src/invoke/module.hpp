@@ -146,6 +146,7 @@ class Channel {
   std::span<std::byte> remote_buffer(const wire::RemoteBuffer& rb, std::vector<std::byte>& fetched);
   // Count a Synchronizer of thread `owner` down (or fail it) through this thread's messenger to it.
   void notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code);
+  void answer_by_rdma(const wire::RemoteReply& reply, bool returning, std::span<const std::byte> result);
   void forward_broadcast(SlotState& slot, const wire::RecordHeader& h, const Forward& forward,
                          const fabric::Incoming& in);
 

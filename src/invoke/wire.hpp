@@ -80,6 +80,7 @@ enum : std::uint8_t {
   kind_mask = 3,
   has_extension = 4,
   has_remote_buffer = 8,  // a RemoteBuffer follows the Extension (call_buffer by RDMA write or read)
+  has_remote_reply = 16,  // a RemoteReply follows (after the RemoteBuffer, if any)
 };
 
 struct RecordHeader {
@@ -116,6 +117,16 @@ struct RemoteBuffer {
   std::uint64_t length;
 };
 static_assert(sizeof(RemoteBuffer) == 24);
+// The caller's Synchronizer count (and call_return's result) in its
+// registered memory: the destination answers with RDMA, not a message.
+struct RemoteReply {
+  std::uint32_t counter_region;
+  std::uint32_t result_region;  // returning calls only
+  std::uint64_t counter_offset;
+  std::uint64_t result_offset;
+};
+static_assert(sizeof(RemoteReply) == 24);
+
 // buffer_read_sent: the caller's Notify::sent counts down once the buffer is
 // read (the Extension's sync), not after the call ran.
 enum : std::uint32_t { buffer_written = 0, buffer_read = 1, buffer_read_sent = 2 };

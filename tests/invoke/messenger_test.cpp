@@ -174,6 +174,71 @@ TEST(Messenger, ConsumedNotificationAndCallReturn) {
   job().barrier();
 }
 
+// The same exchange answered by RDMA: results land in registered
+// RemoteObjects and each consumed call is one atomic decrement of the
+// caller's registered Synchronizer (no message back).
+TEST(Messenger, AnswersByRdmaIntoRemoteObjects) {
+  static std::vector<std::atomic<int>> served;
+  served = std::vector<std::atomic<int>>(job().threads_per_process());
+  job().barrier();
+  job().run([&](ThreadId me) {
+    struct Answer {
+      std::uint64_t square;
+      std::uint32_t process, thread;
+      char text[40];
+    };
+    MessengerGlobal messenger;
+    RemoteObject<Synchronizer> sync;
+    const std::uint32_t total = job().total_threads();
+    std::vector<std::unique_ptr<RemoteObject<Answer>>> answers;
+    std::atomic<int> ran{0};
+    for (int round = 0; round < 3; ++round) {
+      for (std::uint32_t g = 0; g < total; ++g) {
+        answers.push_back(std::make_unique<RemoteObject<Answer>>());
+        const std::uint64_t x = 1000 + global(me) * 7 + g + round;
+        messenger.call_return(thread_at(g), [x] {
+          served[this_thread().thread].fetch_add(1);
+          Answer a{x * x, this_thread().process, this_thread().thread, {}};
+          std::snprintf(a.text, sizeof a.text, "answer %llu", static_cast<unsigned long long>(x));
+          return a;
+        }, *answers.back(), sync);
+        std::atomic<int>* counter = me.process == thread_at(g).process ? &ran : nullptr;
+        messenger.call(thread_at(g), [counter] {
+          served[this_thread().thread].fetch_add(1);
+          if (counter != nullptr) counter->fetch_add(1);
+        }, sync);
+      }
+    }
+    sync->wait();
+    EXPECT_EQ(sync->operations_left(), 0);
+    EXPECT_EQ(ran.load(), static_cast<int>(3 * job().threads_per_process()));
+    for (int round = 0; round < 3; ++round) {
+      for (std::uint32_t g = 0; g < total; ++g) {
+        const Answer& a = **answers[round * total + g];
+        const std::uint64_t x = 1000 + global(me) * 7 + g + round;
+        EXPECT_EQ(a.square, x * x);
+        EXPECT_EQ(ThreadId(a.process, a.thread), thread_at(g));
+        EXPECT_EQ(std::string(a.text), "answer " + std::to_string(x));
+      }
+    }
+    // A failure still arrives, as a message, in the registered Synchronizer.
+    RemoteObject<Synchronizer> failing;
+    messenger.call(thread_at((global(me) + 1) % total), [] {
+      served[this_thread().thread].fetch_add(1);
+      throw std::runtime_error("no answer by RDMA");
+    }, failing);
+    try {
+      failing->wait();
+      ADD_FAILURE() << "no exception";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::remote_exception);
+      EXPECT_NE(std::string(e.what()).find("no answer by RDMA"), std::string::npos) << e.what();
+    }
+    while (served[me.thread].load() < static_cast<int>(6 * total + 1)) messenger.process_calls();
+  });
+  job().barrier();
+}
+
 TEST(Messenger, CallBufferCarriesItsBytes) {
   std::atomic<std::uint64_t> bad{0}, good{0};
   job().barrier();

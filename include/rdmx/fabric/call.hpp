@@ -20,6 +20,7 @@
 #include "rdmx/fabric/function_registry.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
+#include "rdmx/transfer/remote_locator.hpp"
 
 namespace rdmx {
 namespace fabric {
@@ -50,6 +51,11 @@ struct Outgoing {
   Notify notify = Notify::sent;
   void* result = nullptr;  // call_return: where the reply lands
   std::size_t result_size = 0;
+  // One-sided calls only (invoke/remote_object.hpp): the caller's
+  // Synchronizer count and call_return result in registered memory, which
+  // the destination writes by RDMA instead of answering with a message.
+  const RemoteLocator* remote_counter = nullptr;
+  const RemoteLocator* remote_result = nullptr;
 };
 
 void send_call(const Outgoing& call);

@@ -28,6 +28,9 @@ class Synchronizer {
   // Counts the operation down and records why it failed (first failure wins).
   void fail(Errc code, std::string message);
   bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  // The 8-byte count a remote process decrements with one RDMA atomic when
+  // this Synchronizer lives in registered memory (invoke/remote_object.hpp).
+  const void* counter() const noexcept { return &left_; }
 
   // Progress this thread until operations_left() == 0; throws the first failure.
   void wait();

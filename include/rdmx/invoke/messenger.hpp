@@ -25,6 +25,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
+#include "rdmx/invoke/remote_object.hpp"
 #include "rdmx/transfer/remote_locator.hpp"
 
 namespace rdmx {
@@ -116,6 +117,29 @@ class MessengerGlobal {
     auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, &sync, Notify::consumed);
     o.result = orig;
     o.result_size = sizeof(R);
+    return invoke::detail::send(o, {0, P});
+  }
+
+  // With the Synchronizer in registered memory, the destination reports the
+  // call consumed with one RDMA atomic instead of a message back.
+  template <Policy P = Policy::retry, class F>
+  bool call(ThreadId dest, const F& func, RemoteObject<Synchronizer>& sync) const {
+    auto o = fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync.get(), Notify::consumed);
+    const RemoteLocator counter = sync.locator_of(sync->counter(), 8);
+    o.remote_counter = &counter;
+    return invoke::detail::send(o, {0, P});
+  }
+  // call_return answered by RDMA: the destination writes the result into
+  // `result` (registered memory), then counts `sync` down with one atomic.
+  template <Policy P = Policy::retry, class F, class R = std::invoke_result_t<const F&>>
+  bool call_return(ThreadId dest, const F& func, RemoteObject<R>& result, RemoteObject<Synchronizer>& sync) const {
+    static_assert(std::is_trivially_copyable_v<R>, "rdmx: call_return needs a trivially copyable result type");
+    auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, sync.get(), Notify::consumed);
+    o.result = result.get();
+    o.result_size = sizeof(R);
+    const RemoteLocator counter = sync.locator_of(sync->counter(), 8), where = result.locator();
+    o.remote_counter = &counter;
+    o.remote_result = &where;
     return invoke::detail::send(o, {0, P});
   }
 

@@ -1,0 +1,68 @@
+// RemoteObject<T>: a T that lives in this process's registered memory, so
+// another process can write it with one-sided RDMA (Seriema's RemoteObject).
+// The one-sided call family uses it to answer without a message:
+//  - a Synchronizer in a RemoteObject is counted down by one RDMA atomic when
+//    the destination has run the call (Notify::consumed);
+//  - call_return writes its result straight into a RemoteObject<R>, then
+//    counts the Synchronizer down (fenced after the result).
+//
+//   rdmx::RemoteObject<rdmx::Synchronizer> sync;
+//   rdmx::RemoteObject<Answer> answer;
+//   rdmx::MessengerGlobal().call_return(dest, [] { return Answer{...}; }, answer, sync);
+//   sync->wait();  // then *answer holds the result
+#pragma once
+#include <cstddef>
+#include <new>
+#include <utility>
+
+#include "rdmx/memory/block.hpp"
+#include "rdmx/transfer/remote_locator.hpp"
+
+namespace rdmx {
+
+namespace invoke::detail {
+// Zeroed, 64-byte aligned memory from this process's registered arena.
+memory::Block allocate_registered(std::size_t bytes);
+void release_registered(const memory::Block& block) noexcept;
+std::uint32_t this_process();
+}  // namespace invoke::detail
+
+template <class T>
+class RemoteObject {
+ public:
+  template <class... Args>
+  explicit RemoteObject(Args&&... args) : block_(invoke::detail::allocate_registered(sizeof(T))) {
+    try {
+      new (block_.data) T(std::forward<Args>(args)...);
+    } catch (...) {
+      invoke::detail::release_registered(block_);
+      throw;
+    }
+  }
+  ~RemoteObject() {
+    get()->~T();
+    invoke::detail::release_registered(block_);
+  }
+  RemoteObject(const RemoteObject&) = delete;
+  RemoteObject& operator=(const RemoteObject&) = delete;
+
+  T* get() noexcept { return std::launder(reinterpret_cast<T*>(block_.data)); }
+  const T* get() const noexcept { return std::launder(reinterpret_cast<const T*>(block_.data)); }
+  T& operator*() noexcept { return *get(); }
+  const T& operator*() const noexcept { return *get(); }
+  T* operator->() noexcept { return get(); }
+  const T* operator->() const noexcept { return get(); }
+
+  // The object's network-wide name, for peers that write it.
+  RemoteLocator locator() const { return {invoke::detail::this_process(), block_.region, block_.offset, sizeof(T)}; }
+  // The name of bytes [from, from + length) of the object (a member, e.g. a counter).
+  RemoteLocator locator_of(const void* member, std::size_t length) const {
+    const auto from = static_cast<std::size_t>(static_cast<const std::byte*>(member) - block_.data);
+    return {invoke::detail::this_process(), block_.region, block_.offset + from, length};
+  }
+
+ private:
+  memory::Block block_;
+};
+
+}  // namespace rdmx
