@@ -73,6 +73,7 @@ std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
     if (h.size < sizeof h || h.size % wire::record_align != 0 || h.size > end_ - offset_)
       corrupted("a record of " + std::to_string(h.size) + " bytes does not fit the " + std::to_string(end_ - offset_) +
                 " published bytes left");
+    if (!read_ready(record, h)) break;  // its buffer is still being read: later calls of this sender wait
     offset_ += h.size;
     ++ran;
     // Calls run in place: the chunk is reported consumed (and may be
@@ -97,6 +98,34 @@ std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
   }
   if (executing_ == 0 && finished_ != pushed_) push_consumed();
   return ran;
+}
+
+// A call_buffer whose buffer the destination reads: start the RDMA read and
+// let this thread go on with other senders' calls; the call runs once the
+// read is complete (Seriema's asynchronous read, done by the destination
+// thread itself rather than a helper thread).
+bool Channel::read_ready(const std::byte* record, const wire::RecordHeader& h) {
+  if ((h.flags & wire::kind_mask) != wire::kind_buffer || !(h.flags & wire::has_remote_buffer)) return true;
+  if (read_.active) return read_.length == 0 || read_.done.ready();
+  const std::size_t at = sizeof h + ((h.flags & wire::has_extension) ? sizeof(wire::Extension) : 0);
+  if (h.size < at + sizeof(wire::RemoteBuffer)) return true;  // execute reports it
+  wire::RemoteBuffer rb;
+  {
+    IgnoreReads ignore;
+    std::memcpy(&rb, record + at, sizeof rb);
+  }
+  if (rb.how == wire::buffer_written || rb.length > Job::current().impl().runtime.max_message()) return true;
+  read_.active = true;
+  read_.length = rb.length;
+  read_.data.resize(rb.length);
+  if (rb.length == 0) return true;
+  try {
+    read_.done = rdmx::get(read_.data.data(), RemoteLocator{source_.process, rb.region, rb.offset, rb.length});
+  } catch (const Error&) {
+    read_.active = false;  // execute reads synchronously and reports the error
+    return true;
+  }
+  return read_.done.ready();
 }
 
 void Channel::finish_chunk(SlotState& slot) {
@@ -179,6 +208,12 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::v
       return {fetched.data(), fetched.size()};
     }
     return {data, static_cast<std::size_t>(rb.length)};
+  }
+  if (read_.active) {  // read_ready started it and saw it complete
+    read_.active = false;
+    if (read_.length != 0) read_.done.get();  // throws what the read failed with
+    fetched = std::move(read_.data);
+    return {fetched.data(), fetched.size()};
   }
   // Read from the caller's memory (synchronously: this thread progresses meanwhile).
   if (rb.length > Job::current().impl().runtime.max_message())

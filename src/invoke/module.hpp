@@ -18,6 +18,7 @@
 #include "rdmx/memory/block.hpp"
 #include "rdmx/transfer/flush_epoch.hpp"
 #include "rdmx/transfer/transmitter.hpp"
+#include "rdmx/core/future.hpp"
 #include "wire.hpp"
 
 namespace rdmx::invoke {
@@ -144,6 +145,7 @@ class Channel {
   void execute(SlotState& slot, const std::byte* record, const wire::RecordHeader& h);
   void execute_plain(SlotState& slot, const std::byte* record, const wire::RecordHeader& h);
   std::span<std::byte> remote_buffer(const wire::RemoteBuffer& rb, std::vector<std::byte>& fetched);
+  bool read_ready(const std::byte* record, const wire::RecordHeader& h);
   // Count a Synchronizer of thread `owner` down (or fail it) through this thread's messenger to it.
   void notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code);
   void answer_by_rdma(const wire::RemoteReply& reply, bool returning, std::span<const std::byte> result);
@@ -166,6 +168,12 @@ class Channel {
   int executing_ = 0;              // calls of this channel running (nested progress may re-enter)
   bool broken_ = false;
   bool pushing_ = false;
+  struct Read {  // the buffer of the call at offset_, being read from its caller
+    bool active = false;
+    std::size_t length = 0;
+    std::vector<std::byte> data;
+    Future<void> done;
+  } read_;
   WordSlots words_;
 };
 

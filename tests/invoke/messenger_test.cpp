@@ -418,6 +418,37 @@ TEST(Messenger, CallBufferReadByTheDestination) {
   job().arena().release_chunk(block);
 }
 
+// The destination reads a buffer without blocking: calls from the same
+// sender still run in order behind the read (and see its effect).
+TEST(Messenger, ReadCallBufferKeepsSenderOrder) {
+  const ThreadId dest{(job().rank() + 1) % job().size(), 0};
+  constexpr std::size_t size = 4 << 20;
+  memory::Block block = job().arena().allocate_chunk(size);
+  for (std::size_t i = 0; i < size; i += 4096) block.data[i] = static_cast<std::byte>(i / 4096 + job().rank());
+  const RemoteLocator orig = local_locator(block.data, size);
+  static std::atomic<std::uint64_t> step{0};
+  step = 0;
+  job().barrier();
+  MessengerGlobal messenger;
+  Synchronizer ran;
+  const std::uint32_t from = job().rank();
+  for (std::uint64_t round = 0; round < 4; ++round) {
+    messenger.call_buffer<Policy::retry, Notify::consumed>(dest, [from, round](std::span<std::byte> got) {
+      for (std::size_t i = 0; i < got.size(); i += 4096)
+        if (got[i] != static_cast<std::byte>(i / 4096 + from)) throw std::runtime_error("wrong bytes read");
+      if (got.size() != size || step.load() != 2 * round) throw std::runtime_error("read call out of order");
+      step.fetch_add(1);
+    }, orig, &ran);
+    messenger.call<Policy::retry, Notify::consumed>(dest, [round] {
+      if (step.load() != 2 * round + 1) throw std::runtime_error("a call overtook the read before it");
+      step.fetch_add(1);
+    }, &ran);
+  }
+  ran.wait();
+  job().barrier();
+  job().arena().release_chunk(block);
+}
+
 // One-sided broadcast: from every thread, every thread of the job runs the
 // call exactly once; Notify::consumed counts down after all of them did.
 TEST(Messenger, BroadcastReachesEveryThreadOnce) {
