@@ -92,7 +92,18 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
     for (std::uint32_t i = 0; i < reply.count; ++i) {
       Chunk c;
       c.remote = rdmx::resolve(reply.chunks[i]);
-      c.mirror = arena_of(owner_).allocate_chunk(chunk_size, 64);
+      // Over shared memory UCX can map d's chunk into this process: then a
+      // call is serialized straight into d's memory, the one copy a raw put
+      // would make, and publishing is a store (Seriema: "serialized by s
+      // straight into the remote chunk"). Elsewhere: a mirror and RDMA writes.
+      // (Not inside one process under ThreadSanitizer: it would see our stores
+      // but not the service thread's hand-over of the chunk, see tsan.hpp.)
+      void* mapped = nullptr;
+      const bool may_map = owner_.options.mapped_chunks && !(copy_records && dest_.process == owner_.self.process);
+      if (may_map && ucp_rkey_ptr(c.remote.rkey, c.remote.address, &mapped) == UCS_OK)
+        c.mapped = static_cast<std::byte*>(mapped);
+      else
+        c.mirror = arena_of(owner_).allocate_chunk(chunk_size, 64);
       added.push_back(c);
     }
     done += n;
@@ -210,6 +221,7 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::RemoteB
   if (buffer == nullptr || buffer->how != detail::RemoteBuffer::written || call.data.empty()) return;
   const transfer::EpochTag tag =
       tx_->post_put(call.data.data(), call.data.size(), rdmx::resolve(buffer->where.slice(0, call.data.size())));
+  puts_since_publish_ = true;
   if (call.sync != nullptr && call.notify == Notify::sent) {
     call.sync->add();
     owner_.notify_when_free(*tx_, tag, call.sync);
@@ -259,7 +271,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   // Zero copy: the call is serialized once, into registered memory the
   // RDMA write goes from.
   write_buffer(call, buffer);
-  serialize(call, buffer, forward, ring_[cur_].mirror.data + write_, size);
+  serialize(call, buffer, forward, ring_[cur_].base() + write_, size);
   write_ += size;
   if (consumed) call.sync->add();
   if (write_ - put_from_ >= mode.put_bytes) put_pending();
@@ -307,6 +319,11 @@ bool Messenger::rotate() {
 void Messenger::put_pending() {
   if (write_ == put_from_) return;
   Chunk& c = ring_[cur_];
+  if (c.mapped != nullptr) {  // already in place
+    put_from_ = write_;
+    return;
+  }
+  puts_since_publish_ = true;
   c.tag = tx_->post_put(c.mirror.data + put_from_, write_ - put_from_,
                         transfer::RemoteAddress{c.remote.address + put_from_, c.remote.rkey});
   put_from_ = write_;
@@ -314,16 +331,29 @@ void Messenger::put_pending() {
 
 void Messenger::write_word(bool closed, std::uint8_t grow) {
   put_pending();
+  const Chunk& c = ring_[cur_];
+  const std::uint64_t encoded = wire::encode({write_, static_cast<std::uint16_t>(c.seq), closed, grow}, salt_);
+  if (c.mapped != nullptr) {
+    // Records were stored straight into d's memory: a release store orders
+    // them before the word. RDMA writes of this channel (queued calls of
+    // an earlier chunk, call_buffer's destination buffer) must have landed
+    // first, and a fence does not order them against stores: flush them.
+    if (puts_since_publish_) tx_->flush();
+    puts_since_publish_ = false;
+    if (dest_.process == owner_.self.process) tsan_release(c.mapped);
+    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(c.mapped)).store(encoded, std::memory_order_release);
+    published_ = write_;
+    return;
+  }
   // The word must land after the records it publishes: UCX orders the
   // transfers (fence), and a full fence orders our own stores in case the
   // transport copied the records with non-temporal stores.
   tx_->fence();
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  const Chunk& c = ring_[cur_];
   // Same process: the chunk's address is the receiver's too (see tsan.hpp).
   if (dest_.process == owner_.self.process) tsan_release(reinterpret_cast<const void*>(c.remote.address));
   std::uint64_t* word = words_.next(*tx_);
-  *word = wire::encode({write_, static_cast<std::uint16_t>(c.seq), closed, grow}, salt_);
+  *word = encoded;
   words_.used(tx_->post_put(word, sizeof *word, c.remote));
   published_ = write_;
 }
@@ -394,7 +424,12 @@ void Messenger::drain_overflow_now() {
       }
       put_pending();
       Chunk& c = ring_[cur_];
-      s.tag = tx_->post_put(s.block.data + s.sent, run, transfer::RemoteAddress{c.remote.address + write_, c.remote.rkey});
+      if (c.mapped != nullptr) {
+        std::memcpy(c.mapped + write_, s.block.data + s.sent, run);
+      } else {
+        s.tag = tx_->post_put(s.block.data + s.sent, run, transfer::RemoteAddress{c.remote.address + write_, c.remote.rkey});
+        puts_since_publish_ = true;
+      }
       write_ += run;
       put_from_ = write_;
       s.sent += run;

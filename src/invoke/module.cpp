@@ -13,6 +13,7 @@ MessengerOptions MessengerOptions::from_env() {
   o.chunks = static_cast<std::uint32_t>(env::get_size("RDMX_CHUNKS", o.chunks));
   o.max_chunks = static_cast<std::uint32_t>(env::get_size("RDMX_MAX_CHUNKS", o.max_chunks));
   o.publish_bytes = env::get_size("RDMX_PUBLISH_BYTES", o.publish_bytes);
+  o.mapped_chunks = env::get_bool("RDMX_MAPPED_CHUNKS", o.mapped_chunks);
   if (o.chunk_size < 4096 || o.chunk_size % invoke::wire::record_align != 0 || o.chunk_size > invoke::wire::max_end)
     throw Error(Errc::invalid_argument, "RDMX_CHUNK_SIZE must be a multiple of 8 between 4 KiB and 2 GiB, got " +
                                             std::to_string(o.chunk_size));

@@ -72,8 +72,10 @@ class Messenger {
   struct Chunk {
     transfer::RemoteAddress remote;  // the chunk in d's process
     memory::Block mirror;            // where calls are serialized before the write
+    std::byte* mapped = nullptr;     // d's chunk mapped here (shared memory): calls are serialized straight into it
     std::uint64_t seq = 0;           // activation number; 0: never used
     transfer::EpochTag tag;          // the last write from `mirror`
+    std::byte* base() const noexcept { return mapped != nullptr ? mapped : mirror.data; }
   };
   struct Segment {  // overflow memory: registered, so queued calls are written from it directly
     memory::Block block;
@@ -109,6 +111,7 @@ class Messenger {
   memory::Block feedback_;  // d writes its count of fully consumed chunks here
   WordSlots words_;
   bool busy_ = false;  // rotating or growing: calls made meanwhile (from nested progress) queue
+  bool puts_since_publish_ = false;  // RDMA writes a store into a mapped chunk must not overtake
   std::deque<Segment> overflow_;
   std::vector<Segment> spare_;
   std::size_t overflow_bytes_ = 0;

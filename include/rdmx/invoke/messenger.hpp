@@ -45,6 +45,7 @@ struct MessengerOptions {
   std::uint32_t chunks = 2;             // RDMX_CHUNKS: chunks set up per destination (c)
   std::uint32_t max_chunks = 16;        // RDMX_MAX_CHUNKS: most chunks per destination (c_max, <= 127)
   std::size_t publish_bytes = 4096;     // RDMX_PUBLISH_BYTES: publish after this many unpublished bytes
+  bool mapped_chunks = true;            // RDMX_MAPPED_CHUNKS: write calls straight into chunks UCX maps here (shared memory)
   static MessengerOptions from_env();   // throws Errc::invalid_argument for inconsistent values
 };
 
