@@ -543,6 +543,17 @@ bool ThreadContext::poll(std::size_t* executed) {
   }
   if (!id_.is_service()) n += runtime_.poll_modules(id_.thread);
   if (executed != nullptr) *executed = n;
+  if (standing_in_for_service != nullptr && standing_in_for_service != this) [[unlikely]] {
+    // The service thread, standing in for this worker, waits inside one of
+    // its calls: its own duties (service calls, and over TCP the RMA that
+    // targets its worker) must go on meanwhile, or two processes doing the
+    // same wait for each other.
+    ThreadContext* const service = std::exchange(standing_in_for_service, nullptr);
+    ThreadContext* const acting = std::exchange(current_context, service);
+    active = service->poll(nullptr) || active;
+    current_context = acting;
+    standing_in_for_service = service;
+  }
   return active || n > 0;
 }
 

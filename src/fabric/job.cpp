@@ -18,6 +18,7 @@
 namespace rdmx {
 namespace fabric {
 thread_local ThreadContext* current_context = nullptr;
+thread_local ThreadContext* standing_in_for_service = nullptr;
 }
 using fabric::current_context;
 namespace {
@@ -317,6 +318,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   if (!FunctionRegistry::instance().conflict().empty())
     throw Error(Errc::invalid_argument, FunctionRegistry::instance().conflict());
 
+  serve_idle_ = env::get_bool("RDMX_SERVE_IDLE", false);
   if (options.eager_endpoints.value_or(env::get_bool("RDMX_EAGER_ENDPOINTS", false)))
     for (auto& c : contexts_)
       for (std::uint32_t p = 0; p < size_; ++p)
@@ -540,7 +542,24 @@ bool Runtime::stand_in_for_idle_threads() {
   for (std::uint32_t s = 0; s < threads_; ++s) {
     ThreadContext& ctx = context(s);
     if (!ctx.driver.try_lock()) continue;
-    while (ctx.receive_only()) active = true;
+    if (serve_idle_) {
+      // A process-level helper: the service thread acts as the idle worker
+      // (its calls, one-sided ones included, run here and answer as it; its
+      // retry_async queues drain), as quiesce() does at teardown.
+      ThreadContext* const saved = current_context;
+      current_context = &ctx;
+      standing_in_for_service = saved;
+      try {
+        std::size_t ran = 0;
+        active = ctx.poll(&ran) || active;
+      } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, the service thread goes on
+        std::fprintf(stderr, "rdmx: process %u, serving idle thread %u: %s\n", rank_, s, e.what());
+      }
+      standing_in_for_service = nullptr;
+      current_context = saved;
+    } else {
+      while (ctx.receive_only()) active = true;
+    }
     ctx.driver.unlock();
   }
   return active;

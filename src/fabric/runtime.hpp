@@ -197,6 +197,8 @@ class ThreadContext {
 // The context bound to the calling thread (its own worker's, or the one the
 // teardown drives on its behalf); nullptr for threads outside the job.
 extern thread_local ThreadContext* current_context;
+// Set on the service thread while it stands in for an idle worker (RDMX_SERVE_IDLE).
+extern thread_local ThreadContext* standing_in_for_service;
 
 // Process-wide state behind rdmx::Job.
 class Runtime {
@@ -293,6 +295,7 @@ class Runtime {
   std::thread service_thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> shutting_down_{false};
+  bool serve_idle_ = false;  // RDMX_SERVE_IDLE: the service thread runs idle threads' calls
 };
 
 }  // namespace rdmx::fabric
