@@ -14,15 +14,19 @@ namespace {
 class FailurePrinter : public ::testing::EmptyTestEventListener {
  public:
   explicit FailurePrinter(unsigned rank) : rank_(rank) {}
+  // GoogleTest reports a part result while holding the UnitTest's mutex, so
+  // asking it for the current test here would deadlock: remember it instead.
+  void OnTestStart(const ::testing::TestInfo& test) override { test_ = &test; }
+  void OnTestEnd(const ::testing::TestInfo&) override { test_ = nullptr; }
   void OnTestPartResult(const ::testing::TestPartResult& r) override {
     if (!r.failed()) return;
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::fprintf(stderr, "[rank %u] FAILED %s.%s at %s:%d\n%s\n", rank_, test ? test->test_suite_name() : "?",
-                 test ? test->name() : "?", r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
+    std::fprintf(stderr, "[rank %u] FAILED %s.%s at %s:%d\n%s\n", rank_, test_ ? test_->test_suite_name() : "?",
+                 test_ ? test_->name() : "?", r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
   }
 
  private:
   unsigned rank_;
+  const ::testing::TestInfo* test_ = nullptr;
 };
 }  // namespace
 

@@ -1,0 +1,340 @@
+// Typed remote actions (HPX's async over parcels, section 3.3): call any
+// function with any serializable arguments on another worker thread, get a
+// future of its result. Large arguments are not copied on the way: they
+// travel as pointer or RMA chunks that the destination pulls with RDMA gets
+// straight into the argument objects (serialize_buffer, rma_vector).
+//
+//   int add(int a, int b) { return a + b; }
+//   double norm(const std::vector<double>& v);
+//
+//   job.run([&](rdmx::ThreadId me) {
+//     rdmx::Future<int> f = rdmx::async(rdmx::action<&add>, {1, 0}, 2, 3);
+//     f.then([](int& sum) { use(sum); });
+//     rdmx::post(rdmx::action<&add>, {1, 0}, 4, 5);           // nobody waits
+//     auto g = rdmx::async([](std::string s) { return s.size(); }, {1, 0}, std::string("hi"));
+//     std::vector<double> v(1 << 20);
+//     rdmx::async_cb(rdmx::action<&norm>, {1, 0}, [] { /* v may be changed now */ }, std::move(v));
+//     std::size_t n = g.get();                                  // progresses this thread
+//   });
+//
+// Actions: rdmx::action<&function> for a function, or a lambda without
+// captures (pass it directly, or as rdmx::action<lambda_constant>). Their id
+// is a hash of their type's mangled name, the same in every process of a
+// program, registered during static initialization. remote_action<R(A...)>
+// calls an action known only by its id (rdmx::action_id), as another
+// program would; a caller whose argument types differ from the action's
+// gets Errc::bad_archive and the action does not run.
+//
+// Arguments are taken as std::async takes them: rvalues are moved into the
+// parcel, lvalues copied, except serialize_buffer, rma_vector and
+// rma_object, whose copies share memory (the way to send data you keep
+// without copying it) and lvalues small enough to travel inline. The
+// destination runs the action on its worker thread when that thread
+// progresses; results and exceptions come back in a reply that completes
+// the future when the calling thread progresses (waiting on any rdmx future
+// or Synchronizer, rdmx::progress()). An exception thrown by the action
+// fails the future with Errc::remote_exception (its type and what()); a
+// destination process that dies fails it with Errc::peer_failed.
+//
+// Called from worker threads only (like MessengerGlobal). Parcels from one
+// thread to another are not ordered (an eager one may overtake a large one).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "rdmx/core/future.hpp"
+#include "rdmx/fabric/identity.hpp"
+#include "rdmx/invoke/parcel.hpp"
+#include "rdmx/serial/rma_object.hpp"
+#include "rdmx/serial/rma_vector.hpp"
+#include "rdmx/serial/serial.hpp"
+
+namespace rdmx {
+
+// The action that calls F: a function pointer or a captureless lambda constant.
+template <auto F>
+struct action_t {};
+template <auto F>
+inline constexpr action_t<F> action{};
+
+// An action known by its id only, believed to take A... and return R.
+template <class Signature>
+class remote_action;
+template <class R, class... A>
+class remote_action<R(A...)> {
+ public:
+  constexpr explicit remote_action(std::uint64_t id) noexcept : id_(id) {}
+  constexpr std::uint64_t id() const noexcept { return id_; }
+
+ private:
+  std::uint64_t id_;
+};
+
+namespace invoke::detail {
+
+template <class... T>
+struct types {};
+
+// R(P...) of a function pointer or of a class's operator().
+template <class T>
+struct signature : signature<decltype(&T::operator())> {};
+template <class R, class... P>
+struct signature<R (*)(P...)> {
+  using result = R;
+  using params = types<P...>;
+};
+template <class R, class... P>
+struct signature<R (*)(P...) noexcept> : signature<R (*)(P...)> {};
+template <class C, class R, class... P>
+struct signature<R (C::*)(P...) const> : signature<R (*)(P...)> {};
+template <class C, class R, class... P>
+struct signature<R (C::*)(P...) const noexcept> : signature<R (*)(P...)> {};
+template <class C, class R, class... P>
+struct signature<R (C::*)(P...)> : signature<R (*)(P...)> {};
+template <class C, class R, class... P>
+struct signature<R (C::*)(P...) noexcept> : signature<R (*)(P...)> {};
+
+template <class T>
+concept captureless = std::is_class_v<T> && std::is_empty_v<T> && std::is_default_constructible_v<T> &&
+                      requires { &T::operator(); };
+
+template <class R, class Params>
+struct traits_base;
+template <class R, class... P>
+struct traits_base<R, types<P...>> {
+  using result = std::remove_cvref_t<R>;
+  using params = types<P...>;
+  using stored = std::tuple<std::remove_cvref_t<P>...>;  // what the destination decodes into
+  static constexpr std::size_t arity = sizeof...(P);
+  static std::uint64_t argument_signature() { return serial::signature_of<std::remove_cvref_t<P>...>(); }
+  static std::string argument_types() { return serial::detail::type_list<std::remove_cvref_t<P>...>(); }
+};
+
+template <class A>
+struct action_traits;
+template <auto F>
+struct action_traits<action_t<F>>
+    : traits_base<typename signature<std::remove_cv_t<decltype(F)>>::result, typename signature<std::remove_cv_t<decltype(F)>>::params> {
+  template <class... V>
+  static decltype(auto) call(V&&... v) {
+    return std::invoke(F, std::forward<V>(v)...);
+  }
+};
+template <captureless C>
+struct action_traits<C> : traits_base<typename signature<C>::result, typename signature<C>::params> {
+  template <class... V>
+  static decltype(auto) call(V&&... v) {
+    return std::invoke(C{}, std::forward<V>(v)...);
+  }
+};
+template <class R, class... A>
+struct action_traits<remote_action<R(A...)>> : traits_base<R, types<A...>> {};
+
+// The receiving half of action A: decode, run, answer.
+template <class A>
+struct ActionWrapper {
+  using T = action_traits<A>;
+  using R = typename T::result;
+
+  static void handle(const invoke::parcel::Received& in, invoke::parcel::Responder& out) {
+    typename T::stored args;
+    try {
+      serial::InputArchive ar(in.message, in.chunks, in.options);
+      if (!ar.signature_matches(T::argument_signature()))
+        ar.fail("type signature mismatch: the caller sent other argument types than " + invoke::parcel::action_name(id) +
+                " takes (mangled: " + T::argument_types() + ")");
+      std::apply([&ar](auto&... v) { ar(v...); }, args);
+      ar.finish();
+    } catch (const Error& e) {
+      out.fail(e.code(), "the arguments for " + invoke::parcel::action_name(id) + " were rejected, nothing ran: " + e.what());
+      return;
+    }
+    try {
+      if constexpr (std::is_void_v<R>) {
+        run(args, typename T::params{});
+        if (out.wants_result()) {
+          out.archive().set_signature(serial::signature_of<>());
+          out.reply();
+        }
+      } else {
+        R result = run(args, typename T::params{});
+        if (out.wants_result()) {
+          serial::OutputArchive& ar = out.archive();
+          ar.set_signature(serial::signature_of<R>());
+          ar(std::move(result));
+          out.reply();
+        }
+      }
+    } catch (...) {
+      out.fail_with_current_exception(id);
+    }
+  }
+
+  // Each argument as the parameter wants it: by value and && take the
+  // decoded object over, & and const& refer to it.
+  template <class... P>
+  static decltype(auto) run(typename T::stored& args, types<P...>) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
+      return T::call(static_cast<P&&>(std::get<I>(args))...);
+    }(std::index_sequence_for<P...>{});
+  }
+
+  static inline const std::uint64_t id = invoke::parcel::register_action(typeid(ActionWrapper).name(), &handle);
+};
+
+template <class A>
+std::uint64_t id_of(const A& a) {
+  if constexpr (requires { a.id(); })
+    return a.id();
+  else
+    return ActionWrapper<A>::id;
+}
+
+// Types whose copies share memory with the original: serialized as an
+// lvalue, the archive holds a reference instead of a copy.
+template <class T>
+inline constexpr bool shares_memory = false;
+template <class T>
+inline constexpr bool shares_memory<serial::serialize_buffer<T>> = true;
+template <class T>
+inline constexpr bool shares_memory<serial::rma_vector<T>> = true;
+template <class T>
+inline constexpr bool shares_memory<serial::rma_object<T>> = true;
+
+// Whether `value` becomes inline bytes only (so serializing the caller's
+// lvalue leaves nothing pointing at it). Conservative: unknown types say no.
+template <class D>
+bool travels_inline(const D& value, std::size_t threshold) {
+  if (threshold == 0) return true;  // zero copy off: no chunks at all
+  if constexpr (serial::bitwise_serializable<D>) {
+    return sizeof(D) < threshold;
+  } else if constexpr (requires { typename D::value_type; value.size(); value.data(); }) {
+    if constexpr (serial::bitwise_serializable<typename D::value_type> &&
+                  (std::is_same_v<D, std::vector<typename D::value_type>> ||
+                   std::is_same_v<D, std::basic_string<typename D::value_type>>))
+      return value.size() * sizeof(typename D::value_type) < threshold;
+    else
+      return false;
+  } else {
+    return std::is_arithmetic_v<D> || std::is_enum_v<D>;
+  }
+}
+
+template <class D, class V>
+void save_argument(serial::OutputArchive& ar, V&& value) {
+  using U = std::remove_cvref_t<V>;
+  if constexpr (!std::is_same_v<U, D>) {
+    ar(D(std::forward<V>(value)));  // converted: a temporary the archive keeps if it made chunks
+  } else if constexpr (std::is_lvalue_reference_v<V> && !shares_memory<D>) {
+    if (travels_inline(value, ar.zero_copy_threshold()))
+      ar(value);
+    else
+      ar(D(value));  // the caller may change its variable at once: send a copy
+  } else {
+    ar(std::forward<V>(value));
+  }
+}
+
+template <class A, class... V>
+void save_arguments(serial::OutputArchive& ar, V&&... values) {
+  using T = action_traits<A>;
+  static_assert(sizeof...(V) == T::arity, "rdmx: wrong number of arguments for this action");
+  ar.set_signature(T::argument_signature());
+  [&]<class... P>(types<P...>) { (save_argument<std::remove_cvref_t<P>>(ar, std::forward<V>(values)), ...); }(
+      typename T::params{});
+}
+
+template <class R>
+void deliver(rdmx::detail::FutureStateBase& base, const invoke::parcel::Received& in) {
+  auto& state = static_cast<rdmx::detail::FutureState<R>&>(base);
+  std::conditional_t<std::is_void_v<R>, char, R> result{};
+  try {
+    serial::InputArchive ar(in.message, in.chunks, in.options);
+    if constexpr (std::is_void_v<R>) {
+      if (!ar.signature_matches(serial::signature_of<>())) ar.fail("type signature mismatch: the reply carries a result, none was expected");
+    } else {
+      if (!ar.signature_matches(serial::signature_of<R>()))
+        ar.fail("type signature mismatch: the reply is not of the expected (mangled) " + serial::detail::type_list<R>());
+      ar(result);
+    }
+    ar.finish();
+  } catch (const Error& e) {
+    state.set_error(e.code(), std::string("the result of a remote action was rejected: ") + e.what());
+    return;
+  }
+  if constexpr (std::is_void_v<R>)
+    state.set_value();
+  else
+    state.set_value(std::move(result));
+}
+
+template <class A, class Callback, class... V>
+Future<typename action_traits<std::remove_cvref_t<A>>::result> send(const A& a, ThreadId dest, Callback* callback,
+                                                                     V&&... values) {
+  using T = action_traits<std::remove_cvref_t<A>>;
+  using R = typename T::result;
+  Promise<R> promise(invoke::parcel::progress_hook());
+  Future<R> future = promise.get_future();
+  invoke::parcel::SentCallback sent;
+  try {
+    if constexpr (!std::is_same_v<Callback, std::nullptr_t>) {
+      if constexpr (std::is_invocable_v<Callback&, const Error*>)
+        sent = std::move(*callback);
+      else
+        sent = [cb = std::move(*callback)](const Error*) mutable { cb(); };
+    }
+    invoke::parcel::ArchiveLease lease;
+    save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(values)...);
+    invoke::parcel::Completion completion{future.shared_state(), &deliver<R>};
+    invoke::parcel::send_request(dest, id_of(a), lease, &completion, sent ? &sent : nullptr);
+  } catch (const Error& e) {
+    // Nothing was sent: the buffers may be reused, and the future says why.
+    if (sent) sent(&e);
+    promise.set_exception(std::current_exception());
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+  }
+  return future;
+}
+
+}  // namespace invoke::detail
+
+// The id under which an action travels (for remote_action in another program).
+template <class A>
+std::uint64_t action_id(const A& a) {
+  return invoke::detail::id_of(a);
+}
+
+// dest runs the action with `args`; the future completes with its result.
+template <class A, class... V>
+auto async(const A& a, ThreadId dest, V&&... args) {
+  return invoke::detail::send(a, dest, static_cast<std::nullptr_t*>(nullptr), std::forward<V>(args)...);
+}
+
+// As async, and `callback()` (or callback(const rdmx::Error*), nullptr on
+// success) runs on this thread once the arguments' buffers may be reused:
+// at once for an eager parcel, when the destination has pulled the chunks
+// for a rendezvous one (before the action finishes), or with the error if
+// the parcel failed first.
+template <class A, class Callback, class... V>
+auto async_cb(const A& a, ThreadId dest, Callback callback, V&&... args) {
+  static_assert(std::is_invocable_v<Callback&> || std::is_invocable_v<Callback&, const Error*>,
+                "rdmx::async_cb: the callback takes () or (const rdmx::Error*)");
+  return invoke::detail::send(a, dest, &callback, std::forward<V>(args)...);
+}
+
+// Fire and forget: dest runs the action; nothing comes back (an exception
+// it throws is printed there). Throws what prevented sending.
+template <class A, class... V>
+void post(const A& a, ThreadId dest, V&&... args) {
+  invoke::parcel::ArchiveLease lease;
+  invoke::detail::save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(args)...);
+  invoke::parcel::send_request(dest, invoke::detail::id_of(a), lease, nullptr, nullptr);
+}
+
+}  // namespace rdmx

@@ -1,0 +1,622 @@
+// The parcel layer: eager and rendezvous parcels over one-sided calls and
+// RDMA gets, the caller's table of parcels awaiting an answer, and the
+// destination's table of parcels whose chunks it is pulling. All of it is
+// per worker thread (a Slot): a parcel's entry lives on the thread that sent
+// it, and every answer (reply, release) is addressed to that thread, so
+// nothing here is shared between threads and nothing is locked. The
+// process-wide pieces are the registration cache for pointer chunks (its
+// own lock, taken only for parcels with pointer chunks) and the registry of
+// actions (read once per action and thread).
+#include "rdmx/invoke/parcel.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../fabric/runtime.hpp"
+#include "action_registry.hpp"
+#include "rdmx/core/env.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/rma.hpp"
+#include "rdmx/invoke/messenger.hpp"
+#include "rdmx/serial/registration_cache.hpp"
+#include "rdmx/serial/rma_memory.hpp"
+#include "rdmx/serial/wire.hpp"
+#include "rdmx/transfer/transmitter.hpp"
+
+namespace rdmx::invoke::parcel {
+namespace {
+
+enum Kind : std::uint8_t { kind_request = 1, kind_reply = 2 };
+enum Flag : std::uint8_t {
+  wants_reply = 1,  // request: the caller waits for a reply
+  rendezvous = 2,   // the archive has chunks to pull; release the sender afterwards
+  is_failure = 4,   // reply: the message is the error text, errc the code
+};
+
+// Travels as the one-sided call's captures; the archive is the call's buffer.
+struct Header {
+  std::uint64_t action = 0;  // request: the action's id; rendezvous reply: the replier's token to release
+  std::uint64_t token = 0;   // the caller's entry (0: none): a request's answers go to it, a reply completes it
+  std::uint32_t source_process = 0;
+  std::uint32_t source_thread = 0;
+  std::uint16_t errc = 0;  // failed reply
+  std::uint8_t kind = 0;
+  std::uint8_t flags = 0;
+  std::uint32_t reserved = 0;
+};
+static_assert(std::is_trivially_copyable_v<Header> && sizeof(Header) == 32);
+
+std::string name(ThreadId t) { return std::to_string(t.process) + "/" + std::to_string(t.thread); }
+
+// A parcel this thread sent that still waits for something: the peer to
+// pull its chunks (the archive is held until then), a reply, or both.
+struct Entry {
+  std::uint32_t generation = 0;
+  bool used = false;
+  bool awaiting_release = false;
+  bool awaiting_reply = false;
+  std::uint32_t peer = 0;  // the process it waits on
+  std::uint64_t action = 0;
+  std::unique_ptr<serial::OutputArchive> archive;
+  Completion completion;
+  SentCallback callback;
+};
+
+// A rendezvous parcel whose chunks this thread is pulling.
+struct Pull {
+  Header header;
+  std::vector<std::byte> message;
+  std::vector<serial::ReceivedChunk> chunks;
+  std::vector<std::shared_ptr<transfer::RemoteKey>> keys;  // pointer chunks' rkeys, alive until the gets are done
+  transfer::EpochTag rma_done, pointer_done;               // both free: every get has landed
+  bool landed() const noexcept { return rma_done.is_free() && pointer_done.is_free(); }
+};
+
+class ParcelModule;
+
+class Slot {
+ public:
+  Slot(fabric::Runtime& rt, ParcelModule& module, std::uint32_t thread)
+      : runtime(rt), module(module), self{rt.rank(), thread}, landing(rt.arena_for(rt.numa_node_of(thread))) {}
+
+  fabric::Runtime& runtime;
+  ParcelModule& module;
+  ThreadId self;
+  serial::RmaMemory landing;  // where pulled chunks land (registered: rma_vector keeps it)
+
+  std::unique_ptr<serial::OutputArchive> take_archive() {
+    if (archives_.empty()) return std::make_unique<serial::OutputArchive>();
+    auto a = std::move(archives_.back());
+    archives_.pop_back();
+    return a;
+  }
+  void give_archive(std::unique_ptr<serial::OutputArchive> a) {
+    a->clear();
+    if (archives_.size() < 16) archives_.push_back(std::move(a));
+  }
+
+  std::uint64_t add_entry(std::uint32_t peer, std::uint64_t action);
+  Entry* find(std::uint64_t token) {
+    const std::uint64_t index = (token & 0xFFFFFFFFu) - 1;
+    if (token == 0 || index >= entries_.size()) return nullptr;
+    Entry& e = entries_[index];
+    return e.used && e.generation == token >> 32 ? &e : nullptr;
+  }
+  void free_if_done(std::uint64_t token) {
+    Entry* e = find(token);
+    if (e == nullptr || e->awaiting_release || e->awaiting_reply) return;
+    if (e->archive) give_archive(std::move(e->archive));
+    e->completion = {};
+    e->callback = nullptr;
+    e->used = false;
+    free_.push_back(static_cast<std::uint32_t>((token & 0xFFFFFFFFu) - 1));
+    --in_use_;
+  }
+  void forget(std::uint64_t token) {
+    if (Entry* e = find(token)) {
+      e->awaiting_release = e->awaiting_reply = false;
+      free_if_done(token);
+    }
+  }
+
+  // The answers a thread receives.
+  void released(std::uint64_t token);
+  void deliver(std::uint64_t token, const Received& in);
+  void failed(std::uint64_t token, Errc code, const std::string& text);
+
+  // The destination's side.
+  void run_request(const Header& h, const Received& in);
+  void start_pull(const Header& h, std::span<const std::byte> data);
+  void send_reply(ThreadId to, std::uint64_t caller_token, std::unique_ptr<serial::OutputArchive>& archive);
+  void send_failure(ThreadId to, std::uint64_t caller_token, Errc code, const std::string& text);
+  void send_release(ThreadId to, std::uint64_t token);
+
+  std::size_t poll();
+  Handler handler(std::uint64_t id) {
+    auto& e = handlers_[id % handlers_.size()];
+    if (e.first != id || e.second == nullptr) e = {id, find_action(id)};
+    return e.second;
+  }
+  serial::InputOptions input_options() noexcept { return serial::InputOptions{&landing}; }
+  void count_sent(const serial::OutputArchive& ar, std::size_t message_bytes) {
+    const std::size_t chunk_bytes = ar.out_of_line_bytes();
+    ++(chunk_bytes != 0 ? stats.rendezvous : stats.eager);
+    stats.message_bytes += message_bytes;
+    stats.chunk_bytes += chunk_bytes;
+  }
+  Stats stats;
+
+ private:
+  void complete_pull(std::unique_ptr<Pull> p);
+  void fail_pull(const Pull& p, Errc code, const std::string& text);
+  void check_failures();
+  std::shared_ptr<transfer::RemoteKey> rkey(ThreadId owner, transfer::Endpoint& ep, std::span<const std::byte> packed);
+  transfer::Transmitter& thread_transmitter(ThreadId peer);
+
+  std::deque<Entry> entries_;  // index = token's low half - 1
+  std::vector<std::uint32_t> free_;
+  std::size_t in_use_ = 0;
+  std::uint32_t tick_ = 0;
+  std::vector<std::unique_ptr<Pull>> pulls_;
+  std::vector<std::unique_ptr<serial::OutputArchive>> archives_;
+  std::array<std::pair<std::uint64_t, Handler>, 64> handlers_{};
+  std::unordered_map<std::string, std::shared_ptr<transfer::RemoteKey>> rkeys_;  // by thread + packed bytes
+  std::unordered_map<std::uint64_t, std::unique_ptr<transfer::Transmitter>> thread_transmitters_;
+};
+
+class ParcelModule final : public fabric::Module {
+ public:
+  explicit ParcelModule(fabric::Runtime& rt);
+  ~ParcelModule() override;
+  std::size_t poll(std::uint32_t slot) override { return slots_[slot]->poll(); }
+  void flush(std::uint32_t) override {}  // parcels travel as one-sided calls: invoke's flush publishes them
+  Slot& slot(std::uint32_t thread) { return *slots_.at(thread); }
+
+  serial::RegistrationCache registrations;
+  // Parcel messages up to this size go as one-sided calls, larger ones as
+  // send-based calls (no chunk-size limit). RDMX_PARCEL_CALLS=send: all
+  // send-based (where one-sided writes are emulated in software, as over TCP).
+  std::size_t eager_limit;
+  bool one_sided;
+
+ private:
+  std::vector<std::unique_ptr<Slot>> slots_;
+};
+
+std::atomic<ParcelModule*> the_module{nullptr};
+
+ParcelModule::ParcelModule(fabric::Runtime& rt)
+    : registrations(rt.context()), eager_limit(MessengerOptions::from_env().chunk_size / 4), one_sided(true) {
+  if (auto calls = env::get("RDMX_PARCEL_CALLS")) {
+    if (*calls == "send")
+      one_sided = false;
+    else if (*calls != "one-sided")
+      throw Error(Errc::invalid_argument, "RDMX_PARCEL_CALLS must be one-sided or send, got '" + *calls + "'");
+  }
+  if (!one_sided) eager_limit = 0;
+  for (std::uint32_t t = 0; t < rt.threads(); ++t) slots_.push_back(std::make_unique<Slot>(rt, *this, t));
+  the_module.store(this, std::memory_order_release);
+}
+
+ParcelModule::~ParcelModule() { the_module.store(nullptr, std::memory_order_release); }
+
+Slot& current_slot() {
+  fabric::ThreadContext* c = fabric::current_context;
+  if (c == nullptr || c->id().is_service()) [[unlikely]]
+    throw Error(Errc::invalid_argument,
+                "rdmx::async, post and async_cb are called from worker threads (inside Job::run or on the thread that "
+                "made the Job); other threads can use the send-based rdmx::call");
+  ParcelModule* m = the_module.load(std::memory_order_acquire);
+  if (m == nullptr) [[unlikely]]
+    m = &Job::current().impl().runtime.module<ParcelModule>();
+  return m->slot(c->id().thread);
+}
+
+void on_message(const Header& h, std::span<std::byte> data);
+
+// One parcel message to thread `to`: a one-sided call (one RDMA write) when
+// it fits the destination's chunks comfortably, else a send-based call.
+void transmit(ThreadId to, const Header& h, std::span<const std::byte> message, std::size_t eager_limit) {
+  auto call = [h](std::span<std::byte> data) { on_message(h, data); };
+  if (message.size() <= eager_limit)
+    MessengerGlobal().call_buffer(to, call, message);
+  else
+    rdmx::call_buffer(to, call, message);  // returns once `message` may be reused
+}
+
+void on_release(std::uint64_t token) { current_slot().released(token); }
+
+void on_message(const Header& h, std::span<std::byte> data) {
+  Slot& slot = current_slot();
+  const ThreadId source{h.source_process, h.source_thread};
+  const Received in{data, {}, slot.input_options(), source};
+  if (h.kind == kind_request) {
+    if (h.flags & rendezvous)
+      slot.start_pull(h, data);
+    else
+      slot.run_request(h, in);
+  } else if (h.kind == kind_reply) {
+    if (h.flags & is_failure)
+      slot.failed(h.token, static_cast<Errc>(h.errc),
+                  std::string(reinterpret_cast<const char*>(data.data()), data.size()));
+    else if (h.flags & rendezvous)
+      slot.start_pull(h, data);
+    else
+      slot.deliver(h.token, in);
+  } else {
+    std::fprintf(stderr, "rdmx: process %u: a parcel of unknown kind %u from %s was dropped\n", slot.self.process,
+                 unsigned{h.kind}, name(source).c_str());
+  }
+}
+
+// The destination's answer to one request.
+class RequestResponder final : public Responder {
+ public:
+  RequestResponder(Slot& slot, const Header& h) : slot_(slot), h_(h) {}
+  ~RequestResponder() {
+    if (archive_) slot_.give_archive(std::move(archive_));
+  }
+  bool wants_result() const noexcept override { return (h_.flags & wants_reply) != 0; }
+  serial::OutputArchive& archive() override {
+    if (!archive_) archive_ = slot_.take_archive();
+    return *archive_;
+  }
+  void reply() override {
+    if (!wants_result()) return;
+    try {
+      slot_.send_reply(source(), h_.token, archive_);
+    } catch (const Error& e) {
+      // E.g. the result holds more pointer chunks than the registration budget.
+      slot_.send_failure(source(), h_.token, e.code(), "the result of " + action_name(h_.action) + " could not be sent: " + e.what());
+    }
+  }
+  void fail(Errc code, const std::string& text) override {
+    if (wants_result()) {
+      slot_.send_failure(source(), h_.token, code, text);
+    } else {
+      std::fprintf(stderr, "rdmx: process %u: a posted %s from %s failed (nobody waits for it): %s\n", slot_.self.process,
+                   action_name(h_.action).c_str(), name(source()).c_str(), text.c_str());
+    }
+  }
+
+ private:
+  ThreadId source() const noexcept { return {h_.source_process, h_.source_thread}; }
+  Slot& slot_;
+  const Header& h_;
+  std::unique_ptr<serial::OutputArchive> archive_;
+};
+
+}  // namespace
+
+// ---- the sending side ----
+
+std::uint64_t Slot::add_entry(std::uint32_t peer, std::uint64_t action) {
+  // Tokens carry the entry's generation: a late or repeated answer for a
+  // reused entry finds nothing instead of completing someone else's parcel.
+  if (free_.empty()) {
+    free_.push_back(static_cast<std::uint32_t>(entries_.size()));
+    entries_.emplace_back();
+  }
+  const std::uint32_t index = free_.back();
+  free_.pop_back();
+  Entry& e = entries_[index];
+  e = Entry{e.generation + 1, true, false, false, peer, action, nullptr, {}, nullptr};
+  ++in_use_;
+  return (std::uint64_t{e.generation} << 32) | (index + 1);
+}
+
+void Slot::released(std::uint64_t token) {
+  Entry* e = find(token);
+  if (e == nullptr || !e->awaiting_release) return;  // e.g. already failed with its peer
+  e->awaiting_release = false;
+  SentCallback callback = std::move(e->callback);
+  e->callback = nullptr;
+  free_if_done(token);
+  if (callback) callback(nullptr);
+}
+
+void Slot::deliver(std::uint64_t token, const Received& in) {
+  Entry* e = find(token);
+  if (e == nullptr || !e->awaiting_reply) {
+    std::fprintf(stderr, "rdmx: process %u: a reply from %s matches no parcel of thread %u (dropped)\n", self.process,
+                 name(in.source).c_str(), self.thread);
+    return;
+  }
+  Completion c = std::move(e->completion);
+  e->awaiting_reply = false;
+  free_if_done(token);
+  c.deliver(*c.state, in);  // may run continuations, which may send: e is not used after this
+}
+
+void Slot::failed(std::uint64_t token, Errc code, const std::string& text) {
+  Entry* e = find(token);
+  if (e == nullptr || !e->awaiting_reply) return;
+  Completion c = std::move(e->completion);
+  e->awaiting_reply = false;
+  free_if_done(token);
+  c.state->set_error(code, text);
+}
+
+void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Completion* completion,
+                  SentCallback* callback) {
+  Slot& slot = current_slot();
+  slot.runtime.validate(dest);
+  if (dest.is_service())
+    throw Error(Errc::invalid_argument, "remote actions run on worker threads; " + name(dest) + " is a service thread");
+  if (slot.runtime.process_failed(dest.process))
+    throw Error(Errc::peer_failed, "process " + std::to_string(dest.process) + " has failed");
+  serial::OutputArchive& ar = *lease;
+  const bool chunks = !ar.out_of_line_chunks().empty();
+  if (chunks) serial::register_pointer_chunks(ar, slot.module.registrations);
+  const std::span<const std::byte> message = ar.flatten();
+  slot.count_sent(ar, message.size());
+  SentCallback* const caller_callback = callback;
+
+  Header h;
+  h.action = action;
+  h.source_process = slot.self.process;
+  h.source_thread = slot.self.thread;
+  h.kind = kind_request;
+  h.flags = static_cast<std::uint8_t>((completion != nullptr ? wants_reply : 0) | (chunks ? rendezvous : 0));
+  if (completion != nullptr || chunks) {
+    // Registered before sending: the answer can come back while we are still
+    // in transmit (it progresses when the destination's ring is full).
+    h.token = slot.add_entry(dest.process, action);
+    Entry& e = *slot.find(h.token);
+    e.awaiting_reply = completion != nullptr;
+    if (completion != nullptr) e.completion = std::move(*completion);
+    if (chunks) {
+      e.awaiting_release = true;
+      e.archive = std::move(lease.owned());  // the message points into it: held until the destination pulled
+      if (callback != nullptr) e.callback = std::move(*callback);
+      callback = nullptr;
+    }
+  }
+  try {
+    transmit(dest, h, message, slot.module.eager_limit);
+  } catch (...) {
+    // The caller fails its future with what is thrown, and runs the callback.
+    if (Entry* e = slot.find(h.token); e != nullptr && e->callback && caller_callback != nullptr)
+      *caller_callback = std::move(e->callback);
+    slot.forget(h.token);
+    throw;
+  }
+  if (callback != nullptr && *callback) (*callback)(nullptr);  // eager: the message was copied out, the arguments may be reused
+}
+
+// ---- the destination's side ----
+
+void Slot::run_request(const Header& h, const Received& in) {
+  RequestResponder out(*this, h);
+  Handler handle = handler(h.action);
+  if (handle == nullptr) {
+    out.fail(Errc::unknown_function, "process " + std::to_string(self.process) + " has no remote action with id " +
+                                         action_name(h.action) + action_conflict(h.action) +
+                                         " (were caller and destination built from the same program?)");
+    return;
+  }
+  handle(in, out);
+}
+
+void Slot::send_reply(ThreadId to, std::uint64_t caller_token, std::unique_ptr<serial::OutputArchive>& archive) {
+  if (!archive) archive = take_archive();  // a handler that wrote nothing (cannot happen for typed actions)
+  serial::OutputArchive& ar = *archive;
+  const bool chunks = !ar.out_of_line_chunks().empty();
+  if (chunks) serial::register_pointer_chunks(ar, module.registrations);
+  const std::span<const std::byte> message = ar.flatten();
+  count_sent(ar, message.size());
+  Header h;
+  h.token = caller_token;
+  h.source_process = self.process;
+  h.source_thread = self.thread;
+  h.kind = kind_reply;
+  if (chunks) {
+    h.flags = rendezvous;
+    h.action = add_entry(to.process, 0);
+    Entry& e = *find(h.action);
+    e.awaiting_release = true;
+    e.archive = std::move(archive);
+  }
+  try {
+    transmit(to, h, message, module.eager_limit);
+  } catch (const Error& e) {
+    forget(h.action);
+    std::fprintf(stderr, "rdmx: process %u: a reply to %s could not be sent: %s\n", self.process, name(to).c_str(), e.what());
+  }
+}
+
+void Slot::send_failure(ThreadId to, std::uint64_t caller_token, Errc code, const std::string& text) {
+  Header h;
+  h.token = caller_token;
+  h.source_process = self.process;
+  h.source_thread = self.thread;
+  h.kind = kind_reply;
+  h.flags = is_failure;
+  h.errc = static_cast<std::uint16_t>(code);
+  // Long texts are cut: a reply must fit a one-sided call.
+  const std::size_t n = std::min(text.size(), std::size_t{16384});
+  try {
+    transmit(to, h, std::as_bytes(std::span(text.data(), n)), module.eager_limit);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rdmx: process %u: a failure could not be reported to %s (%s): %s\n", self.process,
+                 name(to).c_str(), e.what(), text.c_str());
+  }
+}
+
+void Slot::send_release(ThreadId to, std::uint64_t token) {
+  if (token == 0) return;
+  try {
+    auto release = [token] { on_release(token); };
+    if (module.one_sided)
+      MessengerGlobal().call(to, release);
+    else
+      rdmx::call(to, release);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rdmx: process %u: could not release a parcel of %s: %s\n", self.process, name(to).c_str(), e.what());
+  }
+}
+
+transfer::Transmitter& Slot::thread_transmitter(ThreadId peer) {
+  const std::uint64_t key = (std::uint64_t{peer.process} << 32) | peer.thread;
+  auto& tx = thread_transmitters_[key];
+  if (!tx) tx = std::make_unique<transfer::Transmitter>(fabric::current_context->endpoint(peer.process, runtime.slot_of(peer.thread)));
+  return *tx;
+}
+
+std::shared_ptr<transfer::RemoteKey> Slot::rkey(ThreadId owner, transfer::Endpoint& ep, std::span<const std::byte> packed) {
+  // Sending from the same buffer again brings the same packed rkey (the
+  // sender's registration cache), so unpack each once. Pulls in flight hold
+  // their keys, so the cache may be emptied at any time.
+  std::string key(sizeof owner, '\0');
+  std::memcpy(key.data(), &owner, sizeof owner);
+  key.append(reinterpret_cast<const char*>(packed.data()), packed.size());
+  if (auto it = rkeys_.find(key); it != rkeys_.end()) return it->second;
+  if (rkeys_.size() >= 1024) rkeys_.clear();
+  auto unpacked = std::make_shared<transfer::RemoteKey>(ep, packed);
+  rkeys_.emplace(std::move(key), unpacked);
+  return unpacked;
+}
+
+void Slot::start_pull(const Header& h, std::span<const std::byte> data) {
+  auto p = std::make_unique<Pull>();
+  p->header = h;
+  p->message.assign(data.begin(), data.end());  // the call's buffer is gone once this returns
+  const ThreadId source{h.source_process, h.source_thread};
+  try {
+    const serial::MessageView view(p->message);
+    // RMA chunks lie in registered arena memory, which the fabric reaches
+    // through the owner's service worker (over shared memory: mapped, the
+    // get is a plain copy). Pointer chunks are ordinary memory: no UCX
+    // transport here reads it one-sidedly (UCX 1.13 emulates such gets with
+    // active messages the owner's worker answers), so they are pulled from
+    // the sending thread's own worker, which is progressing while it waits
+    // for the answer, instead of waking a sleeping service thread each time.
+    transfer::Transmitter& tx = rdmx::transmitter(source.process);
+    transfer::Transmitter* pointer_tx = nullptr;
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < view.chunk_count(); ++i) {
+      const serial::ChunkDescriptor d = view.chunk(i);
+      total += d.size;
+      if (d.size > runtime.max_message() || total > runtime.max_message())
+        throw Error(Errc::message_too_large, "a parcel of " + std::to_string(total) + "+ bytes exceeds RDMX_MAX_MESSAGE (" +
+                                                 std::to_string(runtime.max_message()) + ")");
+      serial::RmaBytes landing = this->landing.allocate(d.size, 64);
+      if (d.kind == serial::ChunkKind::rma) {
+        const transfer::RemoteAddress from = rdmx::resolve(d.key.locator(source.process, d.size));  // checks the bounds
+        p->rma_done = tx.post_get(landing.data.get(), d.size, from);
+      } else {
+        if (d.packed_rkey.empty())
+          throw Error(Errc::bad_archive, "pointer chunk " + std::to_string(i) + " carries no memory key (not registered by the sender)");
+        if (pointer_tx == nullptr) pointer_tx = &thread_transmitter(source);
+        p->keys.push_back(rkey(source, pointer_tx->endpoint(), d.packed_rkey));
+        p->pointer_done = pointer_tx->post_get(landing.data.get(), d.size, {d.address, p->keys.back()->get()});
+      }
+      stats.pulled_bytes += d.size;
+      p->chunks.push_back({{landing.data.get(), static_cast<std::size_t>(d.size)}, landing.data, landing.key});
+    }
+    // Complete every get above (and whatever came before on these endpoints).
+    if (p->rma_done.epoch != nullptr) tx.start_flush();
+    if (pointer_tx != nullptr) pointer_tx->start_flush();
+  } catch (const Error& e) {
+    fail_pull(*p, e.code(), std::string("pulling the chunks of a parcel from ") + name(source) + ": " + e.what());
+    return;
+  }
+  pulls_.push_back(std::move(p));
+}
+
+void Slot::fail_pull(const Pull& p, Errc code, const std::string& text) {
+  const Header& h = p.header;
+  const ThreadId source{h.source_process, h.source_thread};
+  if (h.kind == kind_request) {
+    send_release(source, h.token);
+    if (h.flags & wants_reply)
+      send_failure(source, h.token, code, text);
+    else
+      std::fprintf(stderr, "rdmx: process %u: a posted %s was dropped: %s\n", self.process, action_name(h.action).c_str(),
+                   text.c_str());
+  } else {
+    send_release(source, h.action);
+    failed(h.token, code, "the result could not be received: " + text);
+  }
+}
+
+void Slot::complete_pull(std::unique_ptr<Pull> p) {
+  const Header& h = p->header;
+  const ThreadId source{h.source_process, h.source_thread};
+  const Received in{p->message, p->chunks, input_options(), source};
+  if (h.kind == kind_request) {
+    // The sender may reuse its buffers before the action runs (async_cb):
+    // publish the release now, the action may run long without progressing.
+    send_release(source, h.token);
+    if (h.token != 0 && module.one_sided) MessengerGlobal().flush();
+    run_request(h, in);
+  } else {
+    send_release(source, h.action);
+    deliver(h.token, in);
+  }
+}
+
+std::size_t Slot::poll() {
+  std::size_t ran = 0;
+  // Completing a pull runs an action, which may progress and re-enter here:
+  // each pull is taken out of the list before it is completed.
+  for (std::size_t i = 0; i < pulls_.size();) {
+    if (!pulls_[i]->landed()) {
+      ++i;
+      continue;
+    }
+    std::unique_ptr<Pull> p = std::move(pulls_[i]);
+    pulls_.erase(pulls_.begin() + static_cast<std::ptrdiff_t>(i));
+    complete_pull(std::move(p));
+    ++ran;
+  }
+  if ((in_use_ != 0 || !pulls_.empty()) && (++tick_ & 255) == 0) check_failures();
+  // Pulls in flight count as work, so that waiting keeps spinning and the
+  // job's teardown keeps draining until they have landed.
+  return ran + (pulls_.empty() ? 0 : 1);
+}
+
+void Slot::check_failures() {
+  if (!runtime.any_process_failed()) return;
+  for (std::size_t i = 0; i < pulls_.size();) {
+    if (runtime.process_failed(pulls_[i]->header.source_process))
+      pulls_.erase(pulls_.begin() + static_cast<std::ptrdiff_t>(i));
+    else
+      ++i;
+  }
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    if (!e.used || !runtime.process_failed(e.peer)) continue;
+    const std::uint64_t token = (std::uint64_t{e.generation} << 32) | (i + 1);
+    const Error error(Errc::peer_failed, "process " + std::to_string(e.peer) + " failed before it answered " +
+                                             action_name(e.action));
+    Completion c = std::move(e.completion);
+    SentCallback callback = std::move(e.callback);
+    const bool reply = e.awaiting_reply;
+    forget(token);
+    // User code below may send and grow entries_: nothing of e is used after.
+    if (callback) callback(&error);
+    if (reply && c.state) c.state->set_error(error.code(), error.what());
+  }
+}
+
+// ---- public pieces ----
+
+ArchiveLease::ArchiveLease() : slot_(&current_slot()) { archive_ = static_cast<Slot*>(slot_)->take_archive(); }
+ArchiveLease::~ArchiveLease() {
+  if (archive_) static_cast<Slot*>(slot_)->give_archive(std::move(archive_));
+}
+
+Stats stats() { return current_slot().stats; }
+
+ProgressHook progress_hook() noexcept {
+  return {[](void*) { return rdmx::progress() != 0; }, nullptr};
+}
+
+}  // namespace rdmx::invoke::parcel

@@ -1,0 +1,64 @@
+// A destination dies (SIGKILL) while running an action: the caller's future
+// must fail with Errc::peer_failed within seconds, never hang; later calls to
+// it fail at once; the other processes still answer. Its own main: the job
+// cannot end with a collective.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/invoke/action.hpp"
+
+using namespace rdmx;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+std::atomic<bool> released{false};
+
+void die(serial::serialize_buffer<char>) { raise(SIGKILL); }
+int add(int a, int b) { return a + b; }
+void release() { released = true; }
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "action_peer_failure: FAILED: %s\n", what.c_str());
+  return 1;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  Job job(argc, argv);
+  if (job.size() < 2) return fail("needs at least 2 processes");
+  job.barrier();
+  if (job.rank() != 0) {
+    // Rank 1 runs `die`; the others serve until rank 0 releases them.
+    const auto until = Clock::now() + std::chrono::seconds(60);
+    while (!released.load() && Clock::now() < until) progress();
+    return released.load() ? 0 : fail("rank " + std::to_string(job.rank()) + " was never released");
+  }
+  // A rendezvous parcel: rank 1 pulls it (so the callback says it may be
+  // reused), then dies inside the action; the reply never comes.
+  int callbacks = 0;
+  const auto start = Clock::now();
+  Future<void> f = async_cb(action<&die>, {1, 0}, [&](const Error*) { ++callbacks; },
+                            serial::serialize_buffer<char>(std::size_t{1} << 20));
+  while (!f.ready() && Clock::now() - start < std::chrono::seconds(30)) progress();
+  if (!f.ready()) return fail("no answer within 30 s of the destination's death");
+  if (!f.failed() || f.error_code() != Errc::peer_failed)
+    return fail("the future did not fail with peer_failed: " + f.error_message());
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (callbacks != 1) return fail("the callback ran " + std::to_string(callbacks) + " times");
+
+  // Later calls to the dead process fail at once.
+  Future<int> later = async(action<&add>, {1, 0}, 1, 2);
+  if (!later.failed() || later.error_code() != Errc::peer_failed) return fail("a call to a dead process was accepted");
+  // Everyone else still answers.
+  for (std::uint32_t p = 2; p < job.size(); ++p) {
+    if (async(action<&add>, {p, 0}, 40, 2).get() != 42) return fail("a bystander answered wrongly");
+    async(action<&release>, {p, 0}).get();
+  }
+  std::printf("action peer failure detected after %.0f ms: %s\n", ms, f.error_message().c_str());
+  return 0;
+}
