@@ -55,7 +55,7 @@ struct SearchOptions {
   double c = 0.8;                      // UCB exploration constant
   std::uint32_t playouts = 16;         // random playouts per leaf
   std::uint32_t phase = 4096;          // rollouts per phase, per thread of the job
-  std::uint32_t inflight = 4;          // tree: rollouts in flight per thread of the job
+  std::uint32_t inflight = 4;          // tree: rollouts in flight per thread of the job (docs/mcts.md: strength)
   bool hash_owner = false;             // tree: child owner from the Zobrist hash, not at random
   bool local_calls = false;            // tree: calls to other threads of the same process too
   Aggregation aggregation = Aggregation::trad;
@@ -150,8 +150,7 @@ class Engine {
   // Root-process state of the search under way.
   struct Rollouts {
     std::atomic<Node<G>*> root{nullptr};
-    std::atomic<std::uint64_t> started{0}, completed{0}, limit{0};
-    std::uint64_t inflight = 0;
+    std::atomic<std::uint64_t> started{0}, completed{0}, limit{0}, inflight{0};
   };
   struct RootStats {  // root parallelism: one thread's root moves
     std::uint32_t count = 0;
@@ -184,7 +183,9 @@ class Engine {
   void simulate_leaf(Node<G>& leaf);
   void backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0, NodeRef<G> new_child);
   void continue_at(NodeRef<G> child);
-  Stats finish();
+  // Frees this thread's nodes and hands back its counters. together: every
+  // thread of this process is finishing (tree and root parallelism).
+  Stats finish(bool together);
 
   // The driver's side of each parallelism.
   Result search_tree(const G& position, Budget budget, const Progress& progress);
@@ -199,6 +200,7 @@ class Engine {
 
   SearchOptions options_;
   Rollouts rollouts_;
+  std::atomic<std::uint64_t> finishing_{0};  // finish(true) calls in this process, ever
   std::vector<SimulationQueue<G>> queues_;  // one per worker thread of this process
   inline static Engine* instance_ = nullptr;
   inline static thread_local Worker* worker_ = nullptr;
@@ -259,14 +261,20 @@ bool Engine<G>::step() {
 
 template <Game G>
 bool Engine<G>::try_start() {
-  Node<G>* root = rollouts_.root.load(std::memory_order_acquire);
-  if (root == nullptr || worker().me.process != 0) return false;
+  if (rollouts_.root.load(std::memory_order_relaxed) == nullptr || worker().me.process != 0) return false;
   std::uint64_t s = rollouts_.started.load(std::memory_order_relaxed);
   do {
     if (s >= rollouts_.limit.load(std::memory_order_acquire) ||
-        s - rollouts_.completed.load(std::memory_order_acquire) >= rollouts_.inflight)
+        s - rollouts_.completed.load(std::memory_order_acquire) >= rollouts_.inflight.load(std::memory_order_relaxed))
       return false;
   } while (!rollouts_.started.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel));
+  // The rollout belongs to the search that was under way at the exchange,
+  // which cannot end before it does. Its root is the one published now: a
+  // root read before the exchange may be a finished search's (freed), and
+  // the next search publishes its root just after its limit.
+  Node<G>* root;
+  while ((root = rollouts_.root.load(std::memory_order_acquire)) == nullptr) {
+  }
   select_from(root->ref());
   return true;
 }
@@ -379,8 +387,17 @@ void Engine<G>::backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0,
 }
 
 template <Game G>
-typename Engine<G>::Stats Engine<G>::finish() {
+typename Engine<G>::Stats Engine<G>::finish(bool together) {
   Worker& w = worker();
+  if (together) {
+    // The threads of a process touch each other's nodes directly, and what
+    // ordered those writes before this point may have been calls through
+    // other processes, which order nothing here. Meet every thread of this
+    // process before any frees its nodes.
+    const std::uint64_t t = Job::current().threads_per_process();
+    const std::uint64_t target = (finishing_.fetch_add(1, std::memory_order_acq_rel) / t + 1) * t;
+    while (finishing_.load(std::memory_order_acquire) < target) rdmx::progress();
+  }
   w.aggregator->flush();
   w.owned.clear();
   return std::exchange(w.stats, Stats{});
@@ -448,8 +465,8 @@ typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budg
   std::vector<Stats> stats(n);
   Synchronizer sync;
   for (std::uint32_t i = 1; i < n; ++i)
-    rdmx::call_return(thread_at(i), [] { return Engine::current().finish(); }, &stats[i], sync);
-  stats[0] = finish();
+    rdmx::call_return(thread_at(i), [] { return Engine::current().finish(true); }, &stats[i], sync);
+  stats[0] = finish(true);
   sync.wait();
   for (const Stats& s : stats) s.add_to(r);
   return r;
@@ -540,7 +557,7 @@ typename Engine<G>::Result Engine<G>::search_local(const G& position, Budget bud
   collect(root, r);
   r.rollouts = done;
   r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
-  finish().add_to(r);
+  finish(false).add_to(r);
   return r;
 }
 
@@ -554,16 +571,20 @@ typename Engine<G>::RootStats Engine<G>::root_search(const G& position, Budget b
   RootStats out;
   const std::uint64_t total = budget.rollouts ? budget.rollouts : UINT64_MAX;
   for (; out.rollouts < total; ++out.rollouts) {
-    if (budget.seconds > 0 && out.rollouts % 64 == 0 &&
-        std::chrono::duration<double>(clock::now() - t0).count() >= budget.seconds)
-      break;
+    if (out.rollouts % 64 == 0) {
+      // Progress now and then: the driver's calls to the other threads may
+      // still need it to leave (a lazily made endpoint is wired up by
+      // progress on both sides), and they would start only after this loop.
+      rdmx::progress();
+      if (budget.seconds > 0 && std::chrono::duration<double>(clock::now() - t0).count() >= budget.seconds) break;
+    }
     local_rollout(root, [&](const G& leaf) { return simulate(leaf, saved.playouts, w.rng); });
   }
   Result r;
   collect(root, r);
   out.count = static_cast<std::uint32_t>(r.moves.size());
   std::copy(r.moves.begin(), r.moves.end(), out.moves);
-  out.stats = finish();
+  out.stats = finish(true);
   return out;
 }
 

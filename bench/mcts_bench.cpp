@@ -1,0 +1,167 @@
+// rdmx-bench-mcts: the distributed MCTS on Hex (Seriema 5.3.3, Fig. 3).
+// One job = one layout (processes from the launcher, --rdmx-threads=T).
+// Each variant searches the empty board for --seconds; every line reports
+// rollouts/s and (completions + visits)/s, and its speedup over the
+// sequential search measured in the same run. --match G then plays G games
+// between tree parallelism on this layout and the sequential search, both at
+// the same rollouts per move: the distributed search must be as strong.
+// scripts/bench mcts runs it for every layout of the issue.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "json.hpp"
+#include "mcts/hex.hpp"
+#include "mcts/search.hpp"
+
+using namespace rdmx;
+using namespace rdmx::mcts;
+
+namespace {
+
+struct Config {
+  double seconds = 3;
+  int size = 11;
+  int match_games = 0;
+  std::uint64_t match_rollouts = 1000;
+  int match_size = 7;
+  std::uint32_t inflight = SearchOptions{}.inflight;
+};
+
+Config parse(int argc, char** argv) {
+  Config c;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--quick") {
+      c.seconds = 0.3;
+      c.match_games = 4;
+      c.match_rollouts = 200;
+      c.match_size = 5;
+    } else if (a == "--seconds") {
+      c.seconds = std::stod(next());
+    } else if (a == "--size") {
+      c.size = std::stoi(next());
+    } else if (a == "--match") {
+      c.match_games = std::stoi(next());
+    } else if (a == "--match-rollouts") {
+      c.match_rollouts = std::stoull(next());
+    } else if (a == "--match-size") {
+      c.match_size = std::stoi(next());
+    } else if (a == "--inflight") {
+      c.inflight = static_cast<std::uint32_t>(std::stoul(next()));
+    } else {
+      throw std::invalid_argument("unknown option " + a);
+    }
+  }
+  return c;
+}
+
+// Plays one game; `tree_colour` moves with tree parallelism, the other with the sequential search.
+Player play_game(Engine<Hex>& engine, Hex h, Player tree_colour, std::uint64_t rollouts) {
+  while (!h.terminal()) {
+    engine.options().parallelism = h.to_move() == tree_colour ? Parallelism::tree : Parallelism::sequential;
+    h.play(engine.search(h, Budget{rollouts, 0}).best);
+  }
+  return h.winner();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Job job(argc, argv);
+    const Config cfg = parse(argc, argv);
+    const unsigned cores = std::thread::hardware_concurrency();
+    const unsigned here = job.threads_per_process() * job.process_info(job.rank()).local_processes;
+    bench::JsonLine common;
+    common.field("bench", "mcts")
+        .field("layout", job.layout().to_string())
+        .field("processes", job.size())
+        .field("threads", job.total_threads())
+        .field("cores", cores)
+        .field("oversubscribed", here > cores);
+
+    SearchOptions options;
+    options.inflight = cfg.inflight;
+    Engine<Hex> engine(options);
+    job.run([&](ThreadId me) {
+      engine.run(me, [&] {
+        const Hex empty(cfg.size);
+        double sequential = 0;
+        struct Variant {
+          const char* name;
+          Parallelism parallelism;
+          Aggregation aggregation;
+        };
+        const Variant variants[] = {{"sequential", Parallelism::sequential, Aggregation::trad},
+                                    {"tree/trad", Parallelism::tree, Aggregation::trad},
+                                    {"tree/ovfl", Parallelism::tree, Aggregation::ovfl},
+                                    {"root", Parallelism::root, Aggregation::trad},
+                                    {"leaf", Parallelism::leaf, Aggregation::trad}};
+        // Warm up: endpoints and messengers between every pair of threads are
+        // made on first use (service-call round trips), which is not what we measure.
+        engine.options().parallelism = Parallelism::tree;
+        engine.search(empty, Budget{0, std::min(0.5, cfg.seconds)});
+        for (const Variant& v : variants) {
+          engine.options().parallelism = v.parallelism;
+          engine.options().aggregation = v.aggregation;
+          const auto r = engine.search(empty, Budget{0, cfg.seconds});
+          if (v.parallelism == Parallelism::sequential) sequential = r.rollouts_per_second();
+          common.with("variant", v.name)
+              .field("size", cfg.size)
+              .field("metric", "rollouts_per_s")
+              .field("value", r.rollouts_per_second())
+              .field("rollouts_per_s", r.rollouts_per_second())
+              .field("steps_per_s", r.steps_per_second())
+              .field("speedup_vs_sequential", r.rollouts_per_second() / sequential)
+              .field("rollouts", r.rollouts)
+              .field("seconds", r.seconds)
+              .field("deferred", r.deferred)
+              .field("remote_calls", r.remote_calls)
+              .print();
+        }
+        if (cfg.match_games <= 0) return;
+        // Openings: one random stone each, so games differ; each opening is
+        // played twice with colours swapped, which cancels Hex's first-move advantage.
+        engine.options().aggregation = Aggregation::trad;
+        Rng rng(2026);
+        int tree_wins = 0, games = 0, pairs_swept_by_tree = 0, pairs_swept_by_sequential = 0;
+        for (; games < cfg.match_games; games += 2) {
+          Hex opening(cfg.match_size);
+          Hex::Move moves[Hex::max_moves];
+          for (int i = 0; i < 2; ++i) opening.play(moves[rng.below(static_cast<std::uint32_t>(opening.legal_moves(moves)))]);
+          const bool a = play_game(engine, opening, Hex::black, cfg.match_rollouts) == Hex::black;
+          const bool b = play_game(engine, opening, Hex::white, cfg.match_rollouts) == Hex::white;
+          tree_wins += a + b;
+          pairs_swept_by_tree += a && b;
+          pairs_swept_by_sequential += !a && !b;
+          if ((games + 2) % 20 == 0)
+            std::fprintf(stderr, "match: %d games, tree parallelism won %d\n", games + 2, tree_wins);
+        }
+        const double p = double(tree_wins) / games;
+        common.with("variant", "match-tree-vs-sequential")
+            .field("size", cfg.match_size)
+            .field("metric", "win_rate")
+            .field("value", p)
+            .field("rollouts_per_move", cfg.match_rollouts)
+            .field("games", games)
+            .field("tree_wins", tree_wins)
+            .field("win_rate", p)
+            .field("ci95", 1.96 * std::sqrt(0.25 / games))  // half-width at p = 0.5
+            .field("pairs_swept_by_tree", pairs_swept_by_tree)
+            .field("pairs_swept_by_sequential", pairs_swept_by_sequential)
+            .print();
+      });
+    });
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rdmx-bench-mcts: %s\n", e.what());
+    return 1;
+  }
+}
