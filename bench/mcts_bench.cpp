@@ -78,14 +78,13 @@ int main(int argc, char** argv) {
     Job job(argc, argv);
     const Config cfg = parse(argc, argv);
     const unsigned cores = std::thread::hardware_concurrency();
-    const unsigned here = job.threads_per_process() * job.process_info(job.rank()).local_processes;
     bench::JsonLine common;
     common.field("bench", "mcts")
         .field("layout", job.layout().to_string())
         .field("processes", job.size())
         .field("threads", job.total_threads())
         .field("cores", cores)
-        .field("oversubscribed", here > cores);
+        .field("oversubscribed", Engine<Hex>::oversubscribed());
 
     SearchOptions options;
     options.inflight = cfg.inflight;

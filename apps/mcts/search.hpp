@@ -120,6 +120,12 @@ class Engine {
   const SearchOptions& options() const noexcept { return options_; }
   SearchOptions& options() noexcept { return options_; }  // between searches
 
+  // This host runs more worker threads of the job than it has cores.
+  static bool oversubscribed() {
+    const Job& job = Job::current();
+    return job.threads_per_process() * job.process_info(job.rank()).local_processes > std::thread::hardware_concurrency();
+  }
+
   static Engine& current() {
     if (instance_ == nullptr) throw std::logic_error("rdmx mcts: no Engine is running in this process");
     return *instance_;
@@ -171,11 +177,9 @@ class Engine {
   bool step();  // serve one round: calls, a new rollout, a simulation
   // With more threads than cores on this host, an idle thread yields at
   // once: the thread it waits for may be the one it keeps off the core.
-  static Backoff idle_backoff() {
-    const Job& job = Job::current();
-    const unsigned here = job.threads_per_process() * job.process_info(job.rank()).local_processes;
-    return Backoff(here > std::thread::hardware_concurrency() ? 1 : Backoff::default_spins);
-  }
+  static Backoff idle_backoff() { return Backoff(oversubscribed() ? 1 : Backoff::default_spins); }
+  using clock = std::chrono::steady_clock;
+  static double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
   bool try_start();
   void select_from(NodeRef<G> at);
   void expand(Node<G>& parent, std::uint16_t slot, const G& child);
@@ -420,7 +424,6 @@ typename Engine<G>::Result Engine<G>::search(const G& position, Budget budget, c
 
 template <Game G>
 typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budget, const Progress& progress) {
-  using clock = std::chrono::steady_clock;
   Worker& w = worker();
   const auto t0 = clock::now();
   const std::uint64_t n = total_threads(), phase = std::uint64_t{options_.phase} * n;
@@ -438,7 +441,7 @@ typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budg
     backoff(step());
     const std::uint64_t done = rollouts_.completed.load(std::memory_order_acquire);
     const std::uint64_t limit = rollouts_.limit.load(std::memory_order_relaxed);
-    const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+    const double elapsed = seconds_since(t0);
     if (!stopping && budget.seconds > 0 && elapsed >= budget.seconds) {
       // Out of time: start nothing more, finish what is in flight.
       rollouts_.limit.store(rollouts_.started.load(), std::memory_order_release);
@@ -458,7 +461,7 @@ typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budg
   rollouts_.root.store(nullptr, std::memory_order_release);
   collect(root, r);
   r.rollouts = rollouts_.completed.load();
-  r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  r.seconds = seconds_since(t0);
 
   // Every rollout came home, so no call of this search is in flight: each
   // thread may free the nodes it owns. Their counters come back with it.
@@ -512,7 +515,6 @@ void Engine<G>::local_rollout(Node<G>& root, Evaluate&& evaluate) {
 
 template <Game G>
 typename Engine<G>::Result Engine<G>::search_local(const G& position, Budget budget, const Progress& progress) {
-  using clock = std::chrono::steady_clock;
   Worker& w = worker();
   const auto t0 = clock::now();
   const std::uint32_t n = options_.parallelism == Parallelism::leaf ? total_threads() : 1;
@@ -546,7 +548,7 @@ typename Engine<G>::Result Engine<G>::search_local(const G& position, Budget bud
   while (done < total && (budget.seconds <= 0 || elapsed < budget.seconds)) {
     local_rollout(root, evaluate);
     ++done;
-    if (done % 64 == 0 || done == total) elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+    if (done % 64 == 0 || done == total) elapsed = seconds_since(t0);
     if (progress && done % phase == 0) {
       collect(root, r);
       r.rollouts = done;
@@ -556,17 +558,15 @@ typename Engine<G>::Result Engine<G>::search_local(const G& position, Budget bud
   }
   collect(root, r);
   r.rollouts = done;
-  r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  r.seconds = seconds_since(t0);
   finish(false).add_to(r);
   return r;
 }
 
 template <Game G>
 typename Engine<G>::RootStats Engine<G>::root_search(const G& position, Budget budget) {
-  const SearchOptions saved = options_;
   Worker& w = worker();
   auto& root = *w.owned.emplace_back(std::make_unique<Node<G>>(position, w.me));
-  using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   RootStats out;
   const std::uint64_t total = budget.rollouts ? budget.rollouts : UINT64_MAX;
@@ -576,9 +576,9 @@ typename Engine<G>::RootStats Engine<G>::root_search(const G& position, Budget b
       // still need it to leave (a lazily made endpoint is wired up by
       // progress on both sides), and they would start only after this loop.
       rdmx::progress();
-      if (budget.seconds > 0 && std::chrono::duration<double>(clock::now() - t0).count() >= budget.seconds) break;
+      if (budget.seconds > 0 && seconds_since(t0) >= budget.seconds) break;
     }
-    local_rollout(root, [&](const G& leaf) { return simulate(leaf, saved.playouts, w.rng); });
+    local_rollout(root, [&](const G& leaf) { return simulate(leaf, options_.playouts, w.rng); });
   }
   Result r;
   collect(root, r);
@@ -590,7 +590,6 @@ typename Engine<G>::RootStats Engine<G>::root_search(const G& position, Budget b
 
 template <Game G>
 typename Engine<G>::Result Engine<G>::search_root(const G& position, Budget budget) {
-  using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const std::uint32_t n = total_threads();
   // Every thread searches its own tree with an equal share of the rollouts.
@@ -616,7 +615,7 @@ typename Engine<G>::Result Engine<G>::search_root(const G& position, Budget budg
   }
   r.moves = std::move(merged);
   rank(r);
-  r.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  r.seconds = seconds_since(t0);
   return r;
 }
 
