@@ -157,6 +157,9 @@ class Engine {
   struct Rollouts {
     std::atomic<Node<G>*> root{nullptr};
     std::atomic<std::uint64_t> started{0}, completed{0}, limit{0}, inflight{0};
+    // Set in `started` when time runs out: a starter that checked the old
+    // limit then fails its exchange, so the count read with the bit is final.
+    static constexpr std::uint64_t closed = std::uint64_t{1} << 63;
   };
   struct RootStats {  // root parallelism: one thread's root moves
     std::uint32_t count = 0;
@@ -443,8 +446,11 @@ typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budg
     const std::uint64_t limit = rollouts_.limit.load(std::memory_order_relaxed);
     const double elapsed = seconds_since(t0);
     if (!stopping && budget.seconds > 0 && elapsed >= budget.seconds) {
-      // Out of time: start nothing more, finish what is in flight.
-      rollouts_.limit.store(rollouts_.started.load(), std::memory_order_release);
+      // Out of time: start nothing more, finish what is in flight. Storing
+      // a lower limit alone would race with a starter between its check and
+      // its exchange; closing `started` makes that exchange fail.
+      const std::uint64_t started = rollouts_.started.fetch_or(Rollouts::closed, std::memory_order_acq_rel);
+      rollouts_.limit.store(started & ~Rollouts::closed, std::memory_order_release);
       stopping = true;
       continue;
     }

@@ -110,6 +110,12 @@ TEST(Search, TimeBudgetStopsTheSearch) {
     EXPECT_LT(r.seconds, 5.0);
     EXPECT_GT(r.rollouts, 0u);
     EXPECT_EQ(r.nodes + r.terminals, r.rollouts);
+    // Many short searches: the stop races with threads starting rollouts
+    // (a starter that passed its check before the stop once slipped through).
+    for (int i = 0; i < 50; ++i) {
+      const auto s = engine.search(Hex(7), Budget{0, 0.01});
+      ASSERT_EQ(s.nodes + s.terminals, s.rollouts) << "search " << i;
+    }
   });
 }
 
