@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/invoke/action.hpp"
@@ -18,7 +19,15 @@ using Clock = std::chrono::steady_clock;
 namespace {
 std::atomic<bool> released{false};
 
-void die(serial::serialize_buffer<char>) { raise(SIGKILL); }
+// The pause lets the one-sided writes this process already sent be
+// acknowledged before it dies: over TCP, UCX 1.13 emulates them, and a write
+// from a peer whose endpoint has failed makes the receiver's UCX abort while
+// acknowledging it (docs/fabric.md, "Failures"). What is tested is the
+// caller's future, not that UCX limitation.
+void die(serial::serialize_buffer<char>) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  raise(SIGKILL);
+}
 int add(int a, int b) { return a + b; }
 void release() { released = true; }
 
