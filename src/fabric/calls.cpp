@@ -549,9 +549,10 @@ bool ThreadContext::poll(std::size_t* executed) {
     // targets its worker) must go on meanwhile, or two processes doing the
     // same wait for each other.
     ThreadContext* const service = std::exchange(standing_in_for_service, nullptr);
-    ThreadContext* const acting = std::exchange(current_context, service);
+    ThreadContext* const acting = current_context;
+    set_current_context(service);
     active = service->poll(nullptr) || active;
-    current_context = acting;
+    set_current_context(acting);
     standing_in_for_service = service;
   }
   return active || n > 0;

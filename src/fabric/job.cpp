@@ -18,6 +18,11 @@
 namespace rdmx {
 namespace fabric {
 thread_local ThreadContext* current_context = nullptr;
+}  // namespace fabric
+namespace invoke::detail {
+thread_local constinit Lane* current_lane = nullptr;
+}  // namespace invoke::detail
+namespace fabric {
 thread_local ThreadContext* standing_in_for_service = nullptr;
 }
 using fabric::current_context;
@@ -353,9 +358,9 @@ bool Runtime::quiesce() {
   unbind_current_thread();
   auto drive = [&](std::size_t s, auto&& what) {
     std::lock_guard lock(contexts_[s]->driver);
-    current_context = contexts_[s].get();
+    set_current_context(contexts_[s].get());
     what(*contexts_[s]);
-    current_context = nullptr;
+    set_current_context(nullptr);
   };
   try {
     for (int round = 0;; ++round) {
@@ -520,7 +525,7 @@ void Runtime::bind_current_thread(std::uint32_t slot) {
   if (current_context == &context(slot)) return;
   if (current_context != nullptr) unbind_current_thread();
   context(slot).driver.lock();
-  current_context = &context(slot);
+  set_current_context(&context(slot));
   std::string name = slot == threads_ ? "rdmx-service" : "rdmx-w" + std::to_string(slot);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   if (!pin || slot >= thread_cpus_.size()) return;
@@ -533,7 +538,7 @@ void Runtime::bind_current_thread(std::uint32_t slot) {
 void Runtime::unbind_current_thread() {
   if (current_context == nullptr) return;
   ThreadContext* ctx = current_context;
-  current_context = nullptr;
+  set_current_context(nullptr);
   ctx->driver.unlock();
 }
 
@@ -547,7 +552,7 @@ bool Runtime::stand_in_for_idle_threads() {
       // (its calls, one-sided ones included, run here and answer as it; its
       // retry_async queues drain), as quiesce() does at teardown.
       ThreadContext* const saved = current_context;
-      current_context = &ctx;
+      set_current_context(&ctx);
       standing_in_for_service = saved;
       try {
         std::size_t ran = 0;
@@ -556,7 +561,7 @@ bool Runtime::stand_in_for_idle_threads() {
         std::fprintf(stderr, "rdmx: process %u, serving idle thread %u: %s\n", rank_, s, e.what());
       }
       standing_in_for_service = nullptr;
-      current_context = saved;
+      set_current_context(saved);
     } else {
       while (ctx.receive_only()) active = true;
     }

@@ -21,6 +21,7 @@
 #include "rdmx/fabric/bootstrap.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/invoke/detail/lane.hpp"
 #include "rdmx/memory/arena.hpp"
 #include "rdmx/transfer/context.hpp"
 #include "rdmx/transfer/endpoint.hpp"
@@ -167,6 +168,9 @@ class ThreadContext {
   bool receive_only() { return worker_.progress(); }
   // The invoke layer's state for this worker thread (invoke/module.hpp), set on first use.
   void* invoke = nullptr;
+  // Its inlined call path (invoke/detail/lane.hpp): kept here, with the
+  // slot, so it follows whichever OS thread acts as this worker.
+  invoke::detail::Lane lane;
 
  private:
   static ucs_status_t on_call(void* arg, const void* header, std::size_t header_length, void* data,
@@ -199,6 +203,12 @@ class ThreadContext {
 extern thread_local ThreadContext* current_context;
 // Set on the service thread while it stands in for an idle worker (RDMX_SERVE_IDLE).
 extern thread_local ThreadContext* standing_in_for_service;
+
+// The only way current_context changes: the invoke layer's lane follows it.
+inline void set_current_context(ThreadContext* c) noexcept {
+  current_context = c;
+  invoke::detail::current_lane = c != nullptr ? &c->lane : nullptr;
+}
 
 // Process-wide state behind rdmx::Job.
 class Runtime {

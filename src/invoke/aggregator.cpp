@@ -14,7 +14,8 @@ Aggregator::Aggregator(Aggregation mode, AggregatorOptions options) : mode_(mode
   } else {
     how_ = {0, Policy::retry, true, options.overflow_limit};
   }
-  called_.assign(std::size_t{slot.runtime.size()} * slot.runtime.threads(), false);
+  threads_ = slot.runtime.threads();
+  called_.assign(std::size_t{slot.runtime.size()} * threads_, false);
 }
 
 Aggregator::~Aggregator() {

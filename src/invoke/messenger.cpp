@@ -39,6 +39,34 @@ Messenger::Messenger(SlotState& owner, ThreadId dest)
       dest_(dest),
       salt_(wire::channel_salt(owner.self.process, owner.self.thread, dest.process, dest.thread)) {}
 
+Messenger::~Messenger() {
+  if (holds_lane()) owner_.lane = {};
+}
+
+// ---- the lane ----
+
+bool Messenger::holds_lane() const noexcept { return owner_.lane.holder == this; }
+
+std::size_t Messenger::written() const noexcept {
+  return holds_lane() ? owner_.lane.at - reinterpret_cast<std::uintptr_t>(ring_[cur_].mapped) : write_;
+}
+
+void Messenger::close_lane() {
+  if (!holds_lane()) return;
+  write_ = written();
+  owner_.lane = {};
+}
+
+void Messenger::open_lane() {
+  detail::Lane& lane = owner_.lane;
+  if (ring_.empty() || ring_[cur_].mapped == nullptr || !overflow_.empty() || busy_) return;
+  if (lane.holder != nullptr && lane.holder != this) static_cast<Messenger*>(lane.holder)->close_lane();
+  const std::size_t limit = std::min(owner_.options.chunk_size, std::max(write_, published_ + owner_.options.publish_bytes));
+  const auto base = reinterpret_cast<std::uintptr_t>(ring_[cur_].mapped);
+  lane = {detail::lane_key(dest_), base + write_, base + limit, this};
+  mark_unpublished();  // this thread's next progress publishes what call() writes
+}
+
 void Messenger::setup() {
   tx_ = &rdmx::transmitter(dest_.process);
   feedback_ = arena_of(owner_).allocate_chunk(64);
@@ -231,6 +259,7 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::RemoteB
 bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer,
                        const Forward* forward) {
   const std::size_t size = record_size(call, buffer);
+  const LaneClosed closed(*this);  // calls run by a wait below must not write into it
   if (ring_.empty() && !busy_) {
     // Setting up waits for d's service thread, and waiting runs calls; one
     // that calls d again meanwhile finds busy_ set and queues (below).
@@ -360,6 +389,7 @@ void Messenger::write_word(bool closed, std::uint8_t grow) {
 
 void Messenger::publish() {
   if (ring_.empty()) return;
+  const LaneClosed closed(*this);
   if (!overflow_.empty() && !busy_) drain_overflow();
   if (published_ != write_) write_word(false, 0);
   if (!overflow_.empty()) mark_unpublished();

@@ -46,7 +46,7 @@ std::uint64_t* WordSlots::next(transfer::Transmitter& tx) {
 // ---- SlotState ----
 
 SlotState::SlotState(fabric::Runtime& rt, std::uint32_t slot, const MessengerOptions& opts)
-    : runtime(rt), self{rt.rank(), slot}, options(opts) {
+    : runtime(rt), self{rt.rank(), slot}, lane(rt.context(slot).lane), options(opts) {
   messengers_.resize(std::size_t{rt.size()} * rt.threads());
 }
 

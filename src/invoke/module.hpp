@@ -56,6 +56,7 @@ class Messenger {
  public:
   // Its memory lives in the arenas, which outlive the module.
   Messenger(SlotState& owner, ThreadId dest);
+  ~Messenger();
   Messenger(const Messenger&) = delete;
   Messenger& operator=(const Messenger&) = delete;
 
@@ -64,7 +65,10 @@ class Messenger {
   // Make every appended call visible to d (drains the overflow queue as far
   // as the ring allows).
   void publish();
-  bool has_unpublished() const noexcept { return published_ != write_ || !overflow_.empty(); }
+  bool has_unpublished() const noexcept { return published_ != written() || !overflow_.empty(); }
+  // Take back the records call() wrote into the lane and close it (another
+  // messenger of this worker is about to open it).
+  void close_lane();
   bool listed = false;  // on the owner's list of messengers with unpublished calls
 
  private:
@@ -99,6 +103,18 @@ class Messenger {
   void drain_overflow_now();
   void progress();
   void mark_unpublished();
+  // The lane (rdmx/invoke/detail/lane.hpp): every entry first takes over
+  // what call() wrote into it (settle); every exit leaves the room up to the
+  // next publish open to call() when calls may go straight in (open_lane).
+  struct LaneClosed {  // for a scope: the lane's records taken over, reopened after
+    explicit LaneClosed(Messenger& m) : m(m) { m.close_lane(); }
+    ~LaneClosed() { m.open_lane(); }
+    Messenger& m;
+  };
+  bool holds_lane() const noexcept;
+  std::size_t written() const noexcept;
+  void settle();
+  void open_lane();
 
   SlotState& owner_;
   ThreadId dest_;
@@ -121,7 +137,7 @@ class Messenger {
 // written, and a well-formed Producer word for it.
 struct Inspect {
   static transfer::RemoteAddress chunk(const Messenger& m) { return m.ring_[m.cur_].remote; }
-  static std::size_t written(const Messenger& m) { return m.write_; }
+  static std::size_t written(const Messenger& m) { return m.written(); }
   static std::uint64_t word(const Messenger& m, std::size_t end) {
     return wire::encode({end, static_cast<std::uint16_t>(m.ring_[m.cur_].seq), false, 0}, m.salt_);
   }
@@ -212,6 +228,7 @@ class SlotState {
 
   fabric::Runtime& runtime;
   ThreadId self;
+  detail::Lane& lane;  // this worker's (its ThreadContext's)
   const MessengerOptions& options;
   std::uint64_t shutdowns_received = 0;  // Aggregator::shutdowns_received()
 

@@ -20,10 +20,12 @@
 #include <cstring>
 #include <optional>
 
+#include "rdmx/invoke/detail/lane.hpp"  // RecordHeader, record_check
+
 namespace rdmx::invoke::wire {
 
 inline constexpr std::size_t header_bytes = 64;
-inline constexpr std::size_t record_align = 8;
+using detail::record_align;
 inline constexpr std::uint32_t max_grow = 127;  // chunks one close may announce (7 bits)
 inline constexpr std::uint64_t max_end = (std::uint64_t{1} << 28) * record_align;  // 2 GiB
 
@@ -83,14 +85,8 @@ enum : std::uint8_t {
   has_remote_reply = 16,  // a RemoteReply follows (after the RemoteBuffer, if any)
 };
 
-struct RecordHeader {
-  std::uint64_t function;
-  std::uint32_t size;  // whole record, a multiple of record_align
-  std::uint16_t closure_size;
-  std::uint8_t flags;
-  std::uint8_t check;
-};
-static_assert(sizeof(RecordHeader) == 16);
+using detail::RecordHeader;
+static_assert(kind_call == detail::kind_call);
 
 // Follows the header when the caller wants to hear back or sends a buffer.
 struct Extension {
@@ -131,13 +127,7 @@ static_assert(sizeof(RemoteReply) == 24);
 // read (the Extension's sync), not after the call ran.
 enum : std::uint32_t { buffer_written = 0, buffer_read = 1, buffer_read_sent = 2 };
 
-inline std::uint8_t record_check(const RecordHeader& h) noexcept {
-  std::uint64_t x = h.function ^ (std::uint64_t{h.size} << 24) ^ (std::uint64_t{h.closure_size} << 8) ^ h.flags;
-  x ^= x >> 32;
-  x ^= x >> 16;
-  x ^= x >> 8;
-  return static_cast<std::uint8_t>(x ^ 0xa5);
-}
+using detail::record_check;
 
 inline constexpr std::size_t align_up(std::size_t n) noexcept { return (n + record_align - 1) & ~(record_align - 1); }
 

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -99,6 +101,27 @@ void reset_tables() {
   out_of_order = 0;
   executed = 0;
 }
+
+// Call i (1, 2, ...) from sender `from` runs on `dest`: counts it, and
+// whether it came in order.
+void seen(std::uint32_t from, std::uint64_t i, ThreadId dest) {
+  EXPECT_EQ(this_thread(), dest);
+  auto& last = last_seen[dest.thread][from];
+  if (last.load(std::memory_order_relaxed) + 1 != i) out_of_order.fetch_add(1);
+  last.store(i, std::memory_order_relaxed);
+  executed.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Serve calls until every sender's n-th call has run on `me`.
+void serve_until_all_seen(const MessengerGlobal& messenger, ThreadId me, std::uint64_t n) {
+  messenger.flush();
+  for (;;) {
+    bool all = true;
+    for (std::uint32_t g = 0; g < job().total_threads(); ++g) all = all && last_seen[me.thread][g].load() == n;
+    if (all) return;
+    messenger.process_calls();
+  }
+}
 }  // namespace
 
 // Every thread calls every thread (itself included) n times; each call runs
@@ -114,26 +137,78 @@ TEST(Messenger, AllToAllExactlyOnceInOrder) {
     for (std::uint64_t i = 1; i <= n; ++i) {
       for (std::uint32_t g = 0; g < total; ++g) {
         const ThreadId dest = thread_at(g);
-        messenger.call(dest, [from, i, dest] {
-          ASSERT_EQ(this_thread(), dest);
-          auto& last = last_seen[dest.thread][from];
-          if (last.load(std::memory_order_relaxed) + 1 != i) out_of_order.fetch_add(1);
-          last.store(i, std::memory_order_relaxed);
-          executed.fetch_add(1, std::memory_order_relaxed);
-        });
+        messenger.call(dest, [from, i, dest] { seen(from, i, dest); });
       }
       if (i % 512 == 0) messenger.process_calls();
     }
-    messenger.flush();
-    // Wait until every sender's last call has run here.
-    for (;;) {
-      bool all = true;
-      for (std::uint32_t g = 0; g < total; ++g) all = all && last_seen[me.thread][g].load() == n;
-      if (all) break;
-      messenger.process_calls();
-    }
+    serve_until_all_seen(messenger, me, n);
   });
   EXPECT_EQ(out_of_order.load(), 0u);
+  EXPECT_EQ(executed.load(), n * total * job().threads_per_process());
+  job().barrier();
+}
+
+// A plain call goes straight into the chunk its messenger left open (shared
+// memory); every other call, and any call to another destination, goes
+// through the messenger, which first takes over what was written. Mixed in
+// random runs, with captures of several sizes, every call must still run
+// once, in order per sender, on its thread.
+TEST(Messenger, InlinedAndMessengerCallsKeepOrder) {
+  reset_tables();
+  job().barrier();
+  constexpr std::uint64_t n = load_calls;
+  const std::uint32_t total = job().total_threads();
+  std::atomic<std::uint64_t> bad_payload{0};
+  job().run([&](ThreadId me) {
+    MessengerGlobal messenger;
+    const std::uint32_t from = global(me);
+    std::vector<std::uint64_t> next(total, 1);
+    std::uint64_t rng = 0x9e3779b97f4a7c15ull * (from + 1), remaining = n * total;
+    std::uint32_t g = from % total;
+    while (remaining > 0) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      const std::uint64_t r = rng >> 33;
+      if (r % 16 == 0 || next[g] > n) g = (g + 1) % total;  // runs of ~16 calls per destination
+      if (next[g] > n) continue;
+      const ThreadId dest = thread_at(g);
+      const std::uint64_t i = next[g]++;
+      --remaining;
+      switch (r / 16 % 64) {
+        case 0: {  // through the messenger: a buffer travels with it
+          std::array<std::uint64_t, 5> bytes{i, i, i, i, i};
+          messenger.call_buffer(dest, [from, i, dest, &bad_payload](std::span<std::byte> b) {
+            std::uint64_t first = 0;
+            std::memcpy(&first, b.data(), sizeof first);
+            if (b.size() != 40 || first != i) bad_payload.fetch_add(1);
+            seen(from, i, dest);
+          }, std::as_bytes(std::span(bytes)));
+          break;
+        }
+        case 1: {  // through the messenger, waited for (serves calls meanwhile)
+          Synchronizer sync;
+          messenger.call<Policy::retry, Notify::consumed>(dest, [from, i, dest] { seen(from, i, dest); }, &sync);
+          sync.wait();
+          break;
+        }
+        case 2:
+        case 3: {  // inlined, 200 bytes of captures
+          std::array<std::uint64_t, 25> big;
+          big.fill(i * 3);
+          messenger.call(dest, [from, i, dest, big, &bad_payload] {
+            if (big[0] != i * 3 || big[24] != i * 3) bad_payload.fetch_add(1);
+            seen(from, i, dest);
+          });
+          break;
+        }
+        default:  // inlined, 24 bytes
+          messenger.call(dest, [from, i, dest] { seen(from, i, dest); });
+      }
+      if (remaining % 512 == 0) messenger.process_calls();
+    }
+    serve_until_all_seen(messenger, me, n);
+  });
+  EXPECT_EQ(out_of_order.load(), 0u);
+  EXPECT_EQ(bad_payload.load(), 0u);
   EXPECT_EQ(executed.load(), n * total * job().threads_per_process());
   job().barrier();
 }

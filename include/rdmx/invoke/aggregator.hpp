@@ -37,7 +37,13 @@ class Aggregator {
 
   template <Notify N = Notify::sent, class F>
   bool call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) {
-    return send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N));
+    const auto o = fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N);
+    // As MessengerGlobal::call: straight into the chunk left open, when there is one.
+    if (sync == nullptr && !shut_down_ && invoke::detail::write_in_lane(dest, o.function, func)) [[likely]] {
+      called_[std::size_t{dest.process} * threads_ + dest.thread] = true;
+      return true;
+    }
+    return send(o);
   }
   template <Notify N = Notify::sent, class F>
   bool call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) {
@@ -70,6 +76,7 @@ class Aggregator {
   Aggregation mode_;
   invoke::detail::Mode how_;
   std::vector<bool> called_;  // by destination thread, job-wide index
+  std::uint32_t threads_ = 0;  // worker threads per process
   bool shut_down_ = false;
 };
 

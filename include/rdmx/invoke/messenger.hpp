@@ -25,6 +25,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
+#include "rdmx/invoke/detail/lane.hpp"
 #include "rdmx/invoke/remote_object.hpp"
 #include "rdmx/transfer/remote_locator.hpp"
 
@@ -76,7 +77,11 @@ class MessengerGlobal {
   // Thread dest runs func(). false: Policy::fail and no room.
   template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
   bool call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) const {
-    return invoke::detail::send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N), {0, P});
+    const auto o = fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N);
+    // Most calls: straight into the chunk the messenger left open (shared memory).
+    if (sync == nullptr && invoke::detail::write_in_lane(dest, o.function, func)) [[likely]]
+      return true;
+    return invoke::detail::send(o, {0, P});
   }
   // Thread dest runs func(std::span<std::byte>) (or func(void*, uint64_t)) on
   // a copy of buffer that travels inside the call, in the same RDMA write.

@@ -1,0 +1,73 @@
+// The inlined path of a plain one-sided call (MessengerGlobal::call without a
+// Synchronizer). When the calling worker's messenger to `dest` writes into a
+// chunk mapped here (shared memory) and has room before its next publish, it
+// leaves that room open in the worker's Lane; call() then serializes the
+// record there itself, with no library call, and the messenger takes the
+// bytes over the next time it is entered (to publish, rotate, or for any
+// other call). Everything else goes through the messenger.
+//
+// The record layout is the messenger chunk format's (src/invoke/wire.hpp,
+// which includes this header): a checked 16-byte header, then the captures.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "rdmx/fabric/identity.hpp"
+
+namespace rdmx::invoke::detail {
+
+struct RecordHeader {
+  std::uint64_t function;
+  std::uint32_t size;  // whole record, a multiple of record_align
+  std::uint16_t closure_size;
+  std::uint8_t flags;
+  std::uint8_t check;
+};
+static_assert(sizeof(RecordHeader) == 16);
+
+inline constexpr std::size_t record_align = 8;
+inline constexpr std::uint8_t kind_call = 0;  // record flags of a plain call
+
+inline std::uint8_t record_check(const RecordHeader& h) noexcept {
+  std::uint64_t x = h.function ^ (std::uint64_t{h.size} << 24) ^ (std::uint64_t{h.closure_size} << 8) ^ h.flags;
+  x ^= x >> 32;
+  x ^= x >> 16;
+  x ^= x >> 8;
+  return static_cast<std::uint8_t>(x ^ 0xa5);
+}
+
+// Owned by the worker slot (one per ThreadContext, whichever OS thread acts
+// as it), so no pointer in it outlives the messenger that opened it.
+struct Lane {
+  std::uint64_t dest = ~std::uint64_t{0};  // (process << 32 | thread) of the open chunk's receiver
+  std::uintptr_t at = 0, limit = 0;         // free bytes of that chunk before the next publish
+  void* holder = nullptr;                   // the Messenger that opened it
+};
+
+// The acting worker slot's lane; nullptr on threads that are not acting as
+// a worker (set together with the fabric's current context).
+extern thread_local constinit Lane* current_lane;
+
+inline std::uint64_t lane_key(ThreadId t) noexcept { return std::uint64_t{t.process} << 32 | t.thread; }
+
+// Writes func's record into the open lane; false: the messenger must do it.
+template <class F>
+inline bool write_in_lane(ThreadId dest, std::uint64_t function, const F& func) noexcept {
+  if constexpr (sizeof(F) > 0xffff) {
+    return false;
+  } else {
+    constexpr std::size_t size = sizeof(RecordHeader) + (sizeof(F) + record_align - 1) / record_align * record_align;
+    Lane* lane = current_lane;
+    if (lane == nullptr || lane->dest != lane_key(dest) || lane->limit - lane->at < size) return false;
+    RecordHeader h{function, static_cast<std::uint32_t>(size), static_cast<std::uint16_t>(sizeof(F)), kind_call, 0};
+    h.check = record_check(h);
+    auto* at = reinterpret_cast<std::byte*>(lane->at);
+    std::memcpy(at, &h, sizeof h);
+    std::memcpy(at + sizeof h, &func, sizeof(F));
+    lane->at += size;
+    return true;
+  }
+}
+
+}  // namespace rdmx::invoke::detail
