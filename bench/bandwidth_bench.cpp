@@ -261,7 +261,7 @@ JsonLine configuration(const std::string& tls, const std::string& pml, unsigned 
   common.field("zero_copy_threshold", serial::env_zero_copy_threshold());
   common.field("processes", 2);
   common.field("placement", "T worker threads per process, thread t of rank 0 <-> thread t of rank 1; MPI from thread 0; " +
-                                std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores, unpinned");
+                                cores_text());
   common.field("repetitions", reps);
   return common;
 }

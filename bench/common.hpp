@@ -2,7 +2,9 @@
 // selective signaling written by hand), calibration, medians, and the record
 // helpers used to exchange addresses through Job::allgather.
 #pragma once
+#include <sched.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +28,15 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
 inline std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// "<N> cores, pinned" when the calling thread may run on one core only
+// (rdmx pinned it, RDMX_PIN), else "<N> cores, unpinned".
+inline std::string cores_text() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const bool pinned = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1;
+  return std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores, " + (pinned ? "pinned" : "unpinned");
+}
 
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

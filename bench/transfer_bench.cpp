@@ -232,13 +232,7 @@ void emit(const Config& c, const char* variant, std::size_t size, const char* me
   line.print();
 }
 
-std::string placement_text() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  bool pinned = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1;
-  return "1 sender thread per process, " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores, " +
-         (pinned ? "pinned" : "unpinned");
-}
+std::string placement_text() { return "1 sender thread per process, " + cores_text(); }
 
 // ---- the two roles ----
 

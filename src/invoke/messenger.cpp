@@ -55,6 +55,7 @@ void Messenger::close_lane() {
   if (!holds_lane()) return;
   write_ = written();
   owner_.lane = {};
+  if (write_ != published_) mark_unpublished();  // no longer found as the lane's holder
 }
 
 void Messenger::open_lane() {
@@ -64,7 +65,10 @@ void Messenger::open_lane() {
   const std::size_t limit = std::min(owner_.options.chunk_size, std::max(write_, published_ + owner_.options.publish_bytes));
   const auto base = reinterpret_cast<std::uintptr_t>(ring_[cur_].mapped);
   lane = {detail::lane_key(dest_), base + write_, base + limit, this};
-  mark_unpublished();  // this thread's next progress publishes what call() writes
+}
+
+void Messenger::publish_lane() {
+  if (written() != published_) publish();
 }
 
 void Messenger::setup() {

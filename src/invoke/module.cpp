@@ -118,6 +118,9 @@ std::size_t SlotState::poll() {
 }
 
 void SlotState::publish_all() {
+  // What call() wrote into the lane is not listed: its holder checks.
+  if (lane.holder != nullptr) static_cast<Messenger*>(lane.holder)->publish_lane();
+  if (pending_publish_.empty()) return;
   // Each listed messenger publishes once; one that cannot publish everything
   // (its ring is full) lists itself again for the next round.
   std::vector<Messenger*> list;

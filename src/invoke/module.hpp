@@ -69,6 +69,8 @@ class Messenger {
   // Take back the records call() wrote into the lane and close it (another
   // messenger of this worker is about to open it).
   void close_lane();
+  // The lane's holder: publish what call() wrote into it, if anything.
+  void publish_lane();
   bool listed = false;  // on the owner's list of messengers with unpublished calls
 
  private:

@@ -37,13 +37,13 @@ class Aggregator {
 
   template <Notify N = Notify::sent, class F>
   bool call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) {
-    const auto o = fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N);
     // As MessengerGlobal::call: straight into the chunk left open, when there is one.
-    if (sync == nullptr && !shut_down_ && invoke::detail::write_in_lane(dest, o.function, func)) [[likely]] {
+    if (sync == nullptr && !shut_down_ &&
+        invoke::detail::write_in_lane(dest, fabric::FunctionId<fabric::CallWrapper<F>>::value, func)) [[likely]] {
       called_[std::size_t{dest.process} * threads_ + dest.thread] = true;
       return true;
     }
-    return send(o);
+    return send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N));
   }
   template <Notify N = Notify::sent, class F>
   bool call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) {

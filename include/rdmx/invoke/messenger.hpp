@@ -77,11 +77,12 @@ class MessengerGlobal {
   // Thread dest runs func(). false: Policy::fail and no room.
   template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
   bool call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) const {
-    const auto o = fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N);
-    // Most calls: straight into the chunk the messenger left open (shared memory).
-    if (sync == nullptr && invoke::detail::write_in_lane(dest, o.function, func)) [[likely]]
+    // Most calls: straight into the chunk the messenger left open (shared
+    // memory). The Outgoing description is built only for the messenger.
+    if (sync == nullptr &&
+        invoke::detail::write_in_lane(dest, fabric::FunctionId<fabric::CallWrapper<F>>::value, func)) [[likely]]
       return true;
-    return invoke::detail::send(o, {0, P});
+    return invoke::detail::send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N), {0, P});
   }
   // Thread dest runs func(std::span<std::byte>) (or func(void*, uint64_t)) on
   // a copy of buffer that travels inside the call, in the same RDMA write.
