@@ -179,29 +179,52 @@ class ParcelModule final : public fabric::Module {
   Slot& slot(std::uint32_t thread) { return *slots_.at(thread); }
 
   serial::RegistrationCache registrations;
-  // Parcel messages up to this size go as one-sided calls, larger ones as
-  // send-based calls (no chunk-size limit). RDMX_PARCEL_CALLS=send: all
-  // send-based (where one-sided writes are emulated in software, as over TCP).
-  std::size_t eager_limit;
-  bool one_sided;
+  // Whether parcel messages to `process` go as one-sided calls (up to
+  // eager_limit bytes; larger ones as send-based calls, which have no chunk
+  // size limit) or all as send-based calls. RDMX_PARCEL_CALLS=auto (the
+  // default) chooses send-based where UCX emulates one-sided writes (TCP):
+  // there each write waits for the destination's service thread.
+  bool one_sided(std::uint32_t process);
+  std::size_t eager_limit(std::uint32_t process) { return one_sided(process) ? one_sided_limit_ : 0; }
 
  private:
   std::vector<std::unique_ptr<Slot>> slots_;
+  enum Choice : std::int8_t { unknown, yes, no };
+  Choice forced_ = unknown;                          // RDMX_PARCEL_CALLS=one-sided|send
+  std::vector<std::atomic<std::int8_t>> chosen_;     // auto, by process
+  std::size_t one_sided_limit_;
+  std::uint32_t rank_;
 };
 
 std::atomic<ParcelModule*> the_module{nullptr};
 
 ParcelModule::ParcelModule(fabric::Runtime& rt)
-    : registrations(rt.context()), eager_limit(MessengerOptions::from_env().chunk_size / 4), one_sided(true) {
+    : registrations(rt.context()),
+      chosen_(rt.size()),
+      one_sided_limit_(MessengerOptions::from_env().chunk_size / 4),
+      rank_(rt.rank()) {
   if (auto calls = env::get("RDMX_PARCEL_CALLS")) {
     if (*calls == "send")
-      one_sided = false;
-    else if (*calls != "one-sided")
-      throw Error(Errc::invalid_argument, "RDMX_PARCEL_CALLS must be one-sided or send, got '" + *calls + "'");
+      forced_ = no;
+    else if (*calls == "one-sided")
+      forced_ = yes;
+    else if (*calls != "auto")
+      throw Error(Errc::invalid_argument, "RDMX_PARCEL_CALLS must be auto, one-sided or send, got '" + *calls + "'");
   }
-  if (!one_sided) eager_limit = 0;
   for (std::uint32_t t = 0; t < rt.threads(); ++t) slots_.push_back(std::make_unique<Slot>(rt, *this, t));
   the_module.store(this, std::memory_order_release);
+}
+
+bool ParcelModule::one_sided(std::uint32_t process) {
+  if (forced_ != unknown) return forced_ == yes;
+  if (process == rank_) return true;
+  std::int8_t c = chosen_[process].load(std::memory_order_relaxed);
+  if (c == unknown) {
+    // Any of the process's workers is reached over the same transports.
+    c = fabric::current_context->endpoint(process, 0).rma_emulated() ? no : yes;
+    chosen_[process].store(c, std::memory_order_relaxed);
+  }
+  return c == yes;
 }
 
 ParcelModule::~ParcelModule() { the_module.store(nullptr, std::memory_order_release); }
@@ -379,7 +402,7 @@ void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Comp
     }
   }
   try {
-    transmit(dest, h, message, slot.module.eager_limit);
+    transmit(dest, h, message, slot.module.eager_limit(dest.process));
   } catch (...) {
     // The caller fails its future with what is thrown, and runs the callback.
     if (Entry* e = slot.find(h.token); e != nullptr && e->callback && caller_callback != nullptr)
@@ -424,7 +447,7 @@ void Slot::send_reply(ThreadId to, std::uint64_t caller_token, std::unique_ptr<s
     e.archive = std::move(archive);
   }
   try {
-    transmit(to, h, message, module.eager_limit);
+    transmit(to, h, message, module.eager_limit(to.process));
   } catch (const Error& e) {
     forget(h.action);
     std::fprintf(stderr, "rdmx: process %u: a reply to %s could not be sent: %s\n", self.process, name(to).c_str(), e.what());
@@ -442,7 +465,7 @@ void Slot::send_failure(ThreadId to, std::uint64_t caller_token, Errc code, cons
   // Long texts are cut: a reply must fit a one-sided call.
   const std::size_t n = std::min(text.size(), std::size_t{16384});
   try {
-    transmit(to, h, std::as_bytes(std::span(text.data(), n)), module.eager_limit);
+    transmit(to, h, std::as_bytes(std::span(text.data(), n)), module.eager_limit(to.process));
   } catch (const Error& e) {
     std::fprintf(stderr, "rdmx: process %u: a failure could not be reported to %s (%s): %s\n", self.process,
                  name(to).c_str(), e.what(), text.c_str());
@@ -453,7 +476,7 @@ void Slot::send_release(ThreadId to, std::uint64_t token) {
   if (token == 0) return;
   try {
     auto release = [token] { on_release(token); };
-    if (module.one_sided)
+    if (module.one_sided(to.process))
       MessengerGlobal().call(to, release);
     else
       rdmx::call(to, release);
@@ -554,7 +577,7 @@ void Slot::complete_pull(std::unique_ptr<Pull> p) {
     // The sender may reuse its buffers before the action runs (async_cb):
     // publish the release now, the action may run long without progressing.
     send_release(source, h.token);
-    if (h.token != 0 && module.one_sided) MessengerGlobal().flush();
+    if (h.token != 0 && module.one_sided(source.process)) MessengerGlobal().flush();
     run_request(h, in);
   } else {
     send_release(source, h.action);

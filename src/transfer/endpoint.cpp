@@ -3,6 +3,8 @@
 #include <ucs/debug/log_def.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -52,6 +54,30 @@ Endpoint::Endpoint(Worker& worker, std::span<const std::byte> remote_address, st
     status = create(worker.get(), address, UCP_ERR_HANDLING_MODE_NONE, &Endpoint::error_callback, this, &handle_);
   }
   check(status, "ucp_ep_create to " + peer_name_);
+}
+
+bool Endpoint::rma_emulated() const {
+  // UCX has no query for this; its endpoint report lists one line per lane,
+  // "lane[0]:  0:tcp/lo.0 md[0] -> ...": the transport is what stands
+  // between the resource index and the '/'.
+  char* text = nullptr;
+  std::size_t length = 0;
+  FILE* report = open_memstream(&text, &length);
+  if (report == nullptr) return false;
+  ucp_ep_print_info(handle_, report);
+  std::fclose(report);
+  const std::string info(text, length);
+  std::free(text);
+  bool any = false;
+  for (std::size_t at = info.find("lane["); at != std::string::npos; at = info.find("lane[", at + 1)) {
+    const std::size_t colon = info.find(':', info.find(']', at));
+    const std::size_t name = info.find(':', info.find_first_not_of(' ', colon + 1));
+    const std::size_t slash = info.find('/', name);
+    if (colon == std::string::npos || name == std::string::npos || slash == std::string::npos) return false;
+    if (info.compare(name + 1, slash - name - 1, "tcp") != 0) return false;
+    any = true;
+  }
+  return any;
 }
 
 void Endpoint::mark_failed(ucs_status_t status) {

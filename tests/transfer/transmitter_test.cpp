@@ -135,6 +135,9 @@ TEST_F(Loopback, HandlesAreLive) {
   EXPECT_FALSE(region_.packed_rkey().empty());
   EXPECT_TRUE(static_cast<bool>(rkey_));
   if (tls().rfind("tcp", 0) == 0) EXPECT_TRUE(ep_->detects_failure()) << "UCX reports TCP peer failures";
+  // The suite runs with UCX_TLS=tcp or posix,cma,self: one-sided operations
+  // are emulated over the first only.
+  EXPECT_EQ(ep_->rma_emulated(), tls().rfind("tcp", 0) == 0) << "UCX_TLS=" << tls();
 }
 
 TEST_F(Loopback, RemoteKeyMovesOwnership) {

@@ -33,6 +33,10 @@ class Endpoint {
   // Throws Errc::peer_failed naming the peer when the endpoint has failed.
   void check_alive() const;
   bool detects_failure() const noexcept { return detects_failure_; }
+  // True when every transport UCX chose for this peer is TCP: one-sided
+  // operations are then emulated with active messages that the peer's
+  // worker applies when it progresses (slow, and only while it progresses).
+  bool rma_emulated() const;
   // Record a failure found by other means; runs the failure handler once.
   void mark_failed(ucs_status_t status);
   // Called (on the progressing thread) when the peer fails.
