@@ -37,6 +37,7 @@
 
 #include "common.hpp"
 #include "json.hpp"
+#include "rdmx/core/backoff.hpp"
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/invoke/action.hpp"
@@ -262,6 +263,7 @@ JsonLine configuration(const std::string& tls, const std::string& pml, unsigned 
   common.field("processes", 2);
   common.field("placement", "T worker threads per process, thread t of rank 0 <-> thread t of rank 1; MPI from thread 0; " +
                                 cores_text());
+  common.field("idle_spins", static_cast<std::size_t>(rdmx::Backoff::idle_spins()));
   common.field("repetitions", reps);
   return common;
 }

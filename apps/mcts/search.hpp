@@ -121,10 +121,7 @@ class Engine {
   SearchOptions& options() noexcept { return options_; }  // between searches
 
   // This host runs more worker threads of the job than it has cores.
-  static bool oversubscribed() {
-    const Job& job = Job::current();
-    return job.threads_per_process() * job.process_info(job.rank()).local_processes > std::thread::hardware_concurrency();
-  }
+  static bool oversubscribed() { return Job::current().oversubscribed(); }
 
   static Engine& current() {
     if (instance_ == nullptr) throw std::logic_error("rdmx mcts: no Engine is running in this process");
@@ -180,7 +177,9 @@ class Engine {
   bool step();  // serve one round: calls, a new rollout, a simulation
   // With more threads than cores on this host, an idle thread yields at
   // once: the thread it waits for may be the one it keeps off the core.
-  static Backoff idle_backoff() { return Backoff(oversubscribed() ? 1 : Backoff::default_spins); }
+  // Idle serving threads of an oversubscribed job yield at once: MCTS threads
+  // never wait for a peer to serve them memory (docs/mcts.md).
+  static Backoff idle_backoff() { return Backoff(oversubscribed() ? 1 : Backoff::idle_spins()); }
   using clock = std::chrono::steady_clock;
   static double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
   bool try_start();

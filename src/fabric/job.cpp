@@ -289,6 +289,9 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   const long wanted = static_cast<long>(infos[rank_].local_processes) * threads_;
   pin = pin_mode == "on" || (pin_mode == "auto" && wanted <= cores);
+  oversubscribed_ = wanted > cores;
+  Backoff::set_idle_spins(static_cast<unsigned>(
+      std::min<std::uint64_t>(env::get_size("RDMX_IDLE_SPINS", Backoff::default_spins), UINT32_MAX)));
   pin_reason = pin ? "pinned" : (pin_mode == "off" ? "not pinned (RDMX_PIN=off)"
                                                    : "not pinned (" + std::to_string(wanted) + " threads on " +
                                                          std::to_string(cores) + " cores)");
@@ -646,6 +649,8 @@ Job::~Job() {
   impl_.reset();
   current_job = nullptr;
 }
+
+bool Job::oversubscribed() const noexcept { return impl_->runtime.oversubscribed_; }
 
 Job& Job::current() {
   if (current_job == nullptr) throw Error(Errc::invalid_argument, "no rdmx::Job exists in this process (create one in main)");

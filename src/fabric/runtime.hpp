@@ -260,6 +260,7 @@ class Runtime {
   Layout layout;
   bool pin = false;
   std::string pin_reason;
+  bool oversubscribed_ = false;  // more worker threads on this machine than cores
 
   // Progress-aware barrier bookkeeping (see Job::barrier).
   std::uint64_t barrier_epoch = 0;

@@ -57,6 +57,9 @@ class Job {
   std::uint32_t size() const noexcept;  // processes in the job
   std::uint32_t threads_per_process() const noexcept;
   std::uint32_t total_threads() const noexcept { return size() * threads_per_process(); }
+  // More worker threads on this machine (all its processes) than cores: idle
+  // waits then yield their core early (rdmx::Backoff::idle_spins()).
+  bool oversubscribed() const noexcept;
   const ProcessInfo& process_info(std::uint32_t rank) const;
   // NUMA zone of this process's worker thread `thread` when threads are
   // pinned on a machine with several zones; -1 when unknown or irrelevant.
