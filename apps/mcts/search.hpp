@@ -176,9 +176,8 @@ class Engine {
 
   bool step();  // serve one round: calls, a new rollout, a simulation
   // With more threads than cores on this host, an idle thread yields at
-  // once: the thread it waits for may be the one it keeps off the core.
-  // Idle serving threads of an oversubscribed job yield at once: MCTS threads
-  // never wait for a peer to serve them memory (docs/mcts.md).
+  // once: the thread it waits for may be the one it keeps off the core, and
+  // MCTS threads never wait for a peer to serve them memory (docs/mcts.md).
   static Backoff idle_backoff() { return Backoff(oversubscribed() ? 1 : Backoff::idle_spins()); }
   using clock = std::chrono::steady_clock;
   static double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }

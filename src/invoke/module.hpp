@@ -106,16 +106,15 @@ class Messenger {
   void progress();
   void mark_unpublished();
   // The lane (rdmx/invoke/detail/lane.hpp): every entry first takes over
-  // what call() wrote into it (settle); every exit leaves the room up to the
-  // next publish open to call() when calls may go straight in (open_lane).
+  // what call() wrote into it and closes it; every exit leaves the room up to
+  // the next publish open to call() when calls may go straight in (open_lane).
   struct LaneClosed {  // for a scope: the lane's records taken over, reopened after
     explicit LaneClosed(Messenger& m) : m(m) { m.close_lane(); }
     ~LaneClosed() { m.open_lane(); }
     Messenger& m;
   };
   bool holds_lane() const noexcept;
-  std::size_t written() const noexcept;
-  void settle();
+  std::size_t written() const noexcept;  // write_, or how far call() has written into the lane
   void open_lane();
 
   SlotState& owner_;

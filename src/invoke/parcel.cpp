@@ -244,10 +244,11 @@ Slot& current_slot() {
 void on_message(const Header& h, std::span<std::byte> data);
 
 // One parcel message to thread `to`: a one-sided call (one RDMA write) when
-// it fits the destination's chunks comfortably, else a send-based call.
-void transmit(ThreadId to, const Header& h, std::span<const std::byte> message, std::size_t eager_limit) {
+// it fits the destination's chunks comfortably and one-sided writes to its
+// process are not emulated, else a send-based call.
+void transmit(ParcelModule& module, ThreadId to, const Header& h, std::span<const std::byte> message) {
   auto call = [h](std::span<std::byte> data) { on_message(h, data); };
-  if (message.size() <= eager_limit)
+  if (message.size() <= module.eager_limit(to.process))
     MessengerGlobal().call_buffer(to, call, message);
   else
     rdmx::call_buffer(to, call, message);  // returns once `message` may be reused
@@ -402,7 +403,7 @@ void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Comp
     }
   }
   try {
-    transmit(dest, h, message, slot.module.eager_limit(dest.process));
+    transmit(slot.module, dest, h, message);
   } catch (...) {
     // The caller fails its future with what is thrown, and runs the callback.
     if (Entry* e = slot.find(h.token); e != nullptr && e->callback && caller_callback != nullptr)
@@ -447,7 +448,7 @@ void Slot::send_reply(ThreadId to, std::uint64_t caller_token, std::unique_ptr<s
     e.archive = std::move(archive);
   }
   try {
-    transmit(to, h, message, module.eager_limit(to.process));
+    transmit(module, to, h, message);
   } catch (const Error& e) {
     forget(h.action);
     std::fprintf(stderr, "rdmx: process %u: a reply to %s could not be sent: %s\n", self.process, name(to).c_str(), e.what());
@@ -465,7 +466,7 @@ void Slot::send_failure(ThreadId to, std::uint64_t caller_token, Errc code, cons
   // Long texts are cut: a reply must fit a one-sided call.
   const std::size_t n = std::min(text.size(), std::size_t{16384});
   try {
-    transmit(to, h, std::as_bytes(std::span(text.data(), n)), module.eager_limit(to.process));
+    transmit(module, to, h, std::as_bytes(std::span(text.data(), n)));
   } catch (const Error& e) {
     std::fprintf(stderr, "rdmx: process %u: a failure could not be reported to %s (%s): %s\n", self.process,
                  name(to).c_str(), e.what(), text.c_str());
