@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "causality.hpp"
 #include "rdmx/core/error.hpp"
 
 namespace rdmx::fabric {
@@ -81,6 +82,7 @@ class Pmix final : public Bootstrap {
     PMIX_INFO_CONSTRUCT(&info);
     bool yes = true;
     PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
+    message_sent();
     // Shared with the callback, which may run after we gave up.
     auto done = std::make_shared<std::atomic<int>>(0);
     auto* keep = new std::shared_ptr<std::atomic<int>>(done);
@@ -98,6 +100,7 @@ class Pmix final : public Bootstrap {
       std::this_thread::sleep_for(std::chrono::microseconds(poll ? 20 : 200));
     }
     if (done->load() != 1) throw Error(Errc::bootstrap, "PMIx fence failed");
+    message_received();
     return true;
   }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "rdmx/transfer/status.hpp"
+#include "causality.hpp"
 #include "runtime.hpp"
 
 namespace rdmx::fabric {
@@ -150,12 +151,14 @@ void ThreadContext::send(const Outgoing& c, std::uint64_t token, ThreadId destin
   header.destination_thread = destination.thread;
   header.kind = kind;
   header.version = wire_version;
+  message_sent();
   transmit(header, c, destination);
 }
 
 void ThreadContext::forward_broadcast(const Outgoing& c, const CallHeader& original, ThreadId child) {
   CallHeader header = original;  // the originator stays the source: acknowledgements go straight to it
   header.destination_thread = service_thread;
+  message_sent();
   transmit(header, c, child);
 }
 
@@ -222,6 +225,7 @@ void ThreadContext::send_reply(ThreadId destination, std::uint64_t token, const 
                                std::span<const std::byte> result) {
   std::string text;
   ReplyHeader header{token, 0, 0};
+  message_sent();
   if (failure != nullptr) {
     header.error = 1 + static_cast<std::uint32_t>(failure->code());
     text = failure->what();
@@ -404,6 +408,7 @@ ucs_status_t ThreadContext::on_reply(void* arg, const void* header, std::size_t 
 }
 
 void ThreadContext::complete_reply(ReplyHeader h, ucs_status_t status, std::span<const std::byte> bytes) {
+  message_received();
   if (status != UCS_OK) {
     Error failure(transfer::errc_of(status), std::string("receiving a reply failed: ") + ucs_status_string(status));
     return runtime_.pending().complete(h.token, &failure, {});
@@ -433,6 +438,7 @@ struct ReplyState {
 }  // namespace
 
 void ThreadContext::execute(Received& r) {
+  message_received();
   const CallHeader& h = r.header;
   const ThreadId source{h.source_process, h.source_thread};
   // UCX lent us its receive buffer (UCS_INPROGRESS); give it back on every path.

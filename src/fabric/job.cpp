@@ -88,7 +88,7 @@ namespace fabric {
 
 ThreadContext::ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Worker::Sharing sharing)
     : runtime_(runtime),
-      id_{runtime.rank(), slot == runtime.threads() ? service_thread : slot},
+      id_{runtime.rank(), slot == runtime.workers() ? service_thread : slot},
       shared_(sharing == transfer::Worker::Sharing::shared),
       worker_(runtime.context(), sharing) {
   for (auto [id, handler] : {std::pair{am_call, &ThreadContext::on_call}, std::pair{am_reply, &ThreadContext::on_reply}}) {
@@ -127,7 +127,7 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
     std::lock_guard lock(endpoints_mutex_);
     ep = endpoint_index_[index].load(std::memory_order_acquire);
     if (ep == nullptr) {
-      ThreadId peer{process, slot == runtime_.threads() ? service_thread : slot};
+      ThreadId peer{process, slot == runtime_.workers() ? service_thread : slot};
       auto owned = std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
                                                         "thread " + rdmx::to_string(peer));
       Runtime* rt = &runtime_;
@@ -144,7 +144,7 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
 }
 
 transfer::Transmitter& ThreadContext::transmitter(std::uint32_t process) {
-  transfer::Endpoint& ep = endpoint(process, runtime_.threads());  // one-sided traffic targets the service worker
+  transfer::Endpoint& ep = endpoint(process, runtime_.workers());  // one-sided traffic targets the service worker
   std::lock_guard lock(endpoints_mutex_);
   if (transmitters_.size() < runtime_.size()) transmitters_.resize(runtime_.size());
   auto& tx = transmitters_[process];
@@ -203,6 +203,8 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   auto threads_text = take_option(args, "threads");
   if (!threads_text) threads_text = env::get("RDMX_THREADS");
   auto pin_text = take_option(args, "pin");
+  auto helpers_text = take_option(args, "helpers");
+  if (!helpers_text) helpers_text = env::get("RDMX_HELPERS");
   if (!pin_text) pin_text = options.pin ? options.pin : env::get("RDMX_PIN");
   threads_ = options.threads;
   std::optional<Layout> requested;
@@ -211,6 +213,14 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   if (threads_ == 0 && requested) threads_ = requested->threads_per_process;
   if (threads_ == 0) threads_ = 1;
   if (threads_ > 1024) throw Error(Errc::invalid_argument, "at most 1024 worker threads per process");
+  if (options.helpers) {
+    helpers_ = *options.helpers;
+  } else if (helpers_text) {
+    helpers_ = *helpers_text == "0" ? 0 : static_cast<std::uint32_t>(env::parse_count(*helpers_text, "RDMX_HELPERS / --rdmx-helpers"));
+  }
+  if (helpers_ > threads_)
+    throw Error(Errc::invalid_argument, "RDMX_HELPERS=" + std::to_string(helpers_) + ": at most one helper thread per worker thread (" +
+                                            std::to_string(threads_) + ")");
   max_message_ = options.max_message != 0 ? options.max_message : env::get_size("RDMX_MAX_MESSAGE", 1ull << 30);
 
   bootstrap_ = Bootstrap::create();
@@ -218,10 +228,10 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   size_ = bootstrap_->size();
   failed_ = std::make_unique<std::atomic<bool>[]>(size_);
 
-  for (std::uint32_t slot = 0; slot < threads_; ++slot)
+  for (std::uint32_t slot = 0; slot < workers(); ++slot)
     contexts_.push_back(std::make_unique<ThreadContext>(*this, slot, transfer::Worker::Sharing::single_thread));
   // The service worker is shared: short-lived threads send through it.
-  contexts_.push_back(std::make_unique<ThreadContext>(*this, threads_, transfer::Worker::Sharing::shared));
+  contexts_.push_back(std::make_unique<ThreadContext>(*this, workers(), transfer::Worker::Sharing::shared));
 
   max_closure_ = 4096;
   for (auto& c : contexts_) {
@@ -240,6 +250,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   mine.insert(mine.end(), reinterpret_cast<const std::byte*>(hostname.data()),
               reinterpret_cast<const std::byte*>(hostname.data()) + hostname.size());
   put_u32(mine, threads_);
+  put_u32(mine, helpers_);
   put_u32(mine, static_cast<std::uint32_t>(getpid()));
   for (auto& c : contexts_) {
     const auto& a = c->worker().address();
@@ -255,13 +266,15 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
     std::size_t at = 0;
     std::uint32_t hl = get_u32(all[r], at);
     if (at + hl > all[r].size()) throw Error(Errc::bootstrap, "truncated bootstrap record");
-    std::string h(reinterpret_cast<const char*>(all[r].data() + at), hl);
+    std::string host_name(reinterpret_cast<const char*>(all[r].data() + at), hl);
     at += hl;
     std::uint32_t t = get_u32(all[r], at);
-    if (t != threads_)
-      throw Error(Errc::invalid_argument, "process " + std::to_string(r) + " runs " + std::to_string(t) +
-                                              " worker threads but process " + std::to_string(rank_) + " runs " +
-                                              std::to_string(threads_) + ": every process needs the same count");
+    std::uint32_t h = get_u32(all[r], at);
+    if (t != threads_ || h != helpers_)
+      throw Error(Errc::invalid_argument, "process " + std::to_string(r) + " runs " + std::to_string(t) + " worker and " +
+                                              std::to_string(h) + " helper threads but process " + std::to_string(rank_) +
+                                              " runs " + std::to_string(threads_) + " and " + std::to_string(helpers_) +
+                                              ": every process needs the same counts");
     pids_.push_back(get_u32(all[r], at));
     for (std::uint32_t s = 0; s < slots(); ++s) {
       std::uint32_t len = get_u32(all[r], at);
@@ -269,8 +282,8 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
       addresses_[std::size_t{r} * slots() + s].assign(all[r].begin() + at, all[r].begin() + at + len);
       at += len;
     }
-    auto [it, fresh] = machines.try_emplace(h, static_cast<std::uint32_t>(machines.size()));
-    infos[r] = ProcessInfo{r, it->second, per_machine[h]++, 0, h};
+    auto [it, fresh] = machines.try_emplace(host_name, static_cast<std::uint32_t>(machines.size()));
+    infos[r] = ProcessInfo{r, it->second, per_machine[host_name]++, 0, host_name};
   }
   std::uint32_t most = 0;
   for (auto& info : infos) {
@@ -287,7 +300,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   if (pin_mode != "auto" && pin_mode != "on" && pin_mode != "off")
     throw Error(Errc::invalid_argument, "RDMX_PIN='" + pin_mode + "' must be auto, on or off");
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const long wanted = static_cast<long>(infos[rank_].local_processes) * threads_;
+  const long wanted = static_cast<long>(infos[rank_].local_processes) * workers();  // helpers poll too
   pin = pin_mode == "on" || (pin_mode == "auto" && wanted <= cores);
   oversubscribed_ = wanted > cores;
   Backoff::set_idle_spins(static_cast<unsigned>(
@@ -299,15 +312,15 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   // Placement: the k-th process of a host takes cores [k*t, (k+1)*t) in
   // hwloc's order, which keeps a process's threads in one NUMA zone when they
   // fit. Each thread's core and zone are worked out once, here.
-  thread_numa_.assign(threads_, -1);
+  thread_numa_.assign(workers(), -1);
   if (pin) {
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) == 0) {
       if (hwloc_topology_load(topo) == 0) {
         const int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
         const bool zones = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) > 1;
-        for (std::uint32_t s = 0; s < threads_ && cores > 0; ++s) {
-          hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (infos[rank_].local_rank * threads_ + s) % cores);
+        for (std::uint32_t s = 0; s < workers() && cores > 0; ++s) {
+          hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (infos[rank_].local_rank * workers() + s) % cores);
           std::vector<int> cpus;
           for (int cpu = hwloc_bitmap_first(core->cpuset); cpu >= 0; cpu = hwloc_bitmap_next(core->cpuset, cpu)) cpus.push_back(cpu);
           thread_cpus_.push_back(std::move(cpus));
@@ -336,6 +349,34 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
 void Runtime::start() {
   // Only once the Job is published: service calls use Job::current().
   service_thread_ = std::thread([this] { service_loop(); });
+  for (std::uint32_t h = 0; h < helpers_; ++h) helper_threads_.emplace_back([this, h] { helper_loop(threads_ + h); });
+}
+
+void Runtime::helper_loop(std::uint32_t slot) {
+  // A helper is a worker slot of its own (its UCX worker, its messengers):
+  // it runs the one-sided calls of the worker threads the invoke layer gave
+  // it, and answers them as itself, so it never touches their workers.
+  bind_current_thread(slot);
+  ThreadContext& ctx = context(slot);
+  Backoff backoff;
+  while (!stop_helpers_.load(std::memory_order_acquire)) {
+    bool active = true;
+    try {
+      active = ctx.poll(nullptr);
+    } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, the helper goes on
+      std::fprintf(stderr, "rdmx: process %u, helper thread %u: %s\n", rank_, slot - threads_, e.what());
+    }
+    backoff(active);
+  }
+  unbind_current_thread();
+}
+
+void Runtime::stop_helpers() {
+  // Teardown drives the helpers' slots itself (quiesce), so what they
+  // consume for the workers is still consumed.
+  stop_helpers_.store(true, std::memory_order_release);
+  for (auto& t : helper_threads_) t.join();
+  helper_threads_.clear();
 }
 
 namespace {
@@ -368,7 +409,7 @@ bool Runtime::quiesce() {
   try {
     for (int round = 0;; ++round) {
       const std::size_t modules = module_count_.load(std::memory_order_acquire);
-      for (std::uint32_t s = 0; s < threads_; ++s)
+      for (std::uint32_t s = 0; s < workers(); ++s)
         drive(s, [&](ThreadContext& c) {
           for (std::size_t m = 0; m < modules; ++m) module_list_[m].load()->flush(s);
           c.flush();
@@ -379,7 +420,7 @@ bool Runtime::quiesce() {
       if (!bootstrap_->barrier(any_failed) || any_failed()) return false;
       std::uint64_t ran = 0;
       bool gave_up = false;
-      for (std::uint32_t s = 0; s < threads_ && !gave_up; ++s)
+      for (std::uint32_t s = 0; s < workers() && !gave_up; ++s)
         drive(s, [&](ThreadContext& c) {
           std::size_t n = 0;
           for (int idle = 0; idle < 100;) {
@@ -434,6 +475,7 @@ Module& Runtime::add_module(const void* key, const std::function<std::unique_ptr
 }
 
 Runtime::~Runtime() {
+  stop_helpers();
   const bool clean = quiesce();
   // Nothing is in flight any more. Peers now close their endpoints, which
   // is not a failure; and none closes before all have got here, else one
@@ -468,9 +510,10 @@ void Runtime::validate(ThreadId id) const {
   if (id.process >= size_)
     throw Error(Errc::no_such_destination, "process " + std::to_string(id.process) + " does not exist (the job has " +
                                                std::to_string(size_) + ")");
-  if (!id.is_service() && id.thread >= threads_)
+  if (!id.is_service() && id.thread >= workers())
     throw Error(Errc::no_such_destination, "thread " + std::to_string(id.thread) + " does not exist (processes run " +
-                                               std::to_string(threads_) + " worker threads)");
+                                               std::to_string(threads_) + " worker threads" +
+                                               (helpers_ != 0 ? " and " + std::to_string(helpers_) + " helper threads)" : ")"));
 }
 
 ThreadContext& Runtime::calling_context() {
@@ -491,7 +534,7 @@ bool Runtime::any_process_failed() const {
 }
 
 int Runtime::numa_node_of(std::uint32_t thread) const {
-  return thread < threads_ ? thread_numa_[thread] : -1;
+  return thread < workers() ? thread_numa_[thread] : -1;
 }
 
 void Runtime::remember_allocation(const memory::Block& block) {
@@ -529,7 +572,9 @@ void Runtime::bind_current_thread(std::uint32_t slot) {
   if (current_context != nullptr) unbind_current_thread();
   context(slot).driver.lock();
   set_current_context(&context(slot));
-  std::string name = slot == threads_ ? "rdmx-service" : "rdmx-w" + std::to_string(slot);
+  std::string name = slot == workers()  ? "rdmx-service"
+                     : slot >= threads_ ? "rdmx-h" + std::to_string(slot - threads_)
+                                        : "rdmx-w" + std::to_string(slot);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   if (!pin || slot >= thread_cpus_.size()) return;
   cpu_set_t set;
@@ -547,7 +592,7 @@ void Runtime::unbind_current_thread() {
 
 bool Runtime::stand_in_for_idle_threads() {
   bool active = false;
-  for (std::uint32_t s = 0; s < threads_; ++s) {
+  for (std::uint32_t s = 0; s < workers(); ++s) {
     ThreadContext& ctx = context(s);
     if (!ctx.driver.try_lock()) continue;
     if (serve_idle_) {
@@ -584,7 +629,7 @@ void Runtime::watch_local_peers() {
 }
 
 void Runtime::service_loop() {
-  bind_current_thread(threads_);
+  bind_current_thread(workers());
   ThreadContext& ctx = service();
   int idle = 0;
   auto next_watch = std::chrono::steady_clock::now();
@@ -660,6 +705,7 @@ Job& Job::current() {
 std::uint32_t Job::rank() const noexcept { return impl_->runtime.rank(); }
 std::uint32_t Job::size() const noexcept { return impl_->runtime.size(); }
 std::uint32_t Job::threads_per_process() const noexcept { return impl_->runtime.threads(); }
+std::uint32_t Job::helpers_per_process() const noexcept { return impl_->runtime.helpers(); }
 const ProcessInfo& Job::process_info(std::uint32_t rank) const { return impl_->runtime.infos.at(rank); }
 Layout Job::layout() const { return impl_->runtime.layout; }
 int Job::numa_zone(std::uint32_t thread) const {

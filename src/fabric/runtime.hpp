@@ -219,9 +219,13 @@ class Runtime {
 
   std::uint32_t rank() const noexcept { return rank_; }
   std::uint32_t size() const noexcept { return size_; }
+  // Application worker threads (Job::run's); helper threads follow them as
+  // worker slots [threads(), workers()), then the service slot.
   std::uint32_t threads() const noexcept { return threads_; }
-  std::uint32_t slots() const noexcept { return threads_ + 1; }  // workers + service
-  std::uint32_t slot_of(std::uint32_t thread) const noexcept { return thread == service_thread ? threads_ : thread; }
+  std::uint32_t helpers() const noexcept { return helpers_; }
+  std::uint32_t workers() const noexcept { return threads_ + helpers_; }
+  std::uint32_t slots() const noexcept { return workers() + 1; }  // workers + service
+  std::uint32_t slot_of(std::uint32_t thread) const noexcept { return thread == service_thread ? workers() : thread; }
   std::span<const std::byte> worker_address(std::uint32_t process, std::uint32_t slot) const;
   ThreadContext& context(std::uint32_t slot) { return *contexts_.at(slot); }
   ThreadContext& service() { return *contexts_.back(); }
@@ -275,6 +279,8 @@ class Runtime {
 
  private:
   void service_loop();
+  void helper_loop(std::uint32_t slot);
+  void stop_helpers();
   void watch_local_peers();
   Module* find_module(const void* key);
   Module& add_module(const void* key, const std::function<std::unique_ptr<Module>()>& make);
@@ -283,7 +289,7 @@ class Runtime {
   bool quiesce();
   std::vector<std::uint32_t> pids_;
   std::unique_ptr<Bootstrap> bootstrap_;
-  std::uint32_t rank_ = 0, size_ = 1, threads_ = 1;
+  std::uint32_t rank_ = 0, size_ = 1, threads_ = 1, helpers_ = 0;
   std::size_t max_message_ = 0, max_closure_ = 0;
   transfer::Context context_;
   std::vector<std::unique_ptr<ThreadContext>> contexts_;
@@ -304,6 +310,8 @@ class Runtime {
   std::array<std::atomic<Module*>, max_modules> module_list_{};
   std::atomic<std::size_t> module_count_{0};
   std::thread service_thread_;
+  std::vector<std::thread> helper_threads_;
+  std::atomic<bool> stop_helpers_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> shutting_down_{false};
   bool serve_idle_ = false;  // RDMX_SERVE_IDLE: the service thread runs idle threads' calls

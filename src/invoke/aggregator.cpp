@@ -14,7 +14,7 @@ Aggregator::Aggregator(Aggregation mode, AggregatorOptions options) : mode_(mode
   } else {
     how_ = {0, Policy::retry, true, options.overflow_limit};
   }
-  threads_ = slot.runtime.threads();
+  threads_ = slot.runtime.workers();
   called_.assign(std::size_t{slot.runtime.size()} * threads_, false);
 }
 
@@ -31,7 +31,7 @@ bool Aggregator::send(const fabric::Outgoing& call) {
   if (shut_down_) throw Error(Errc::shut_down, "Aggregator: call after shutdown()");
   invoke::SlotState& slot = invoke::Module::current();
   const bool sent = slot.messenger(call.destination).append(call, how_);
-  if (sent) called_[std::size_t{call.destination.process} * slot.runtime.threads() + call.destination.thread] = true;
+  if (sent) called_[std::size_t{call.destination.process} * threads_ + call.destination.thread] = true;
   return sent;
 }
 
@@ -40,21 +40,22 @@ void Aggregator::flush() { invoke::Module::current().publish_all(); }
 void Aggregator::shutdown() {
   if (shut_down_) return;
   invoke::SlotState& slot = invoke::Module::current();
-  const std::uint32_t threads = slot.runtime.threads();
+  const std::uint32_t threads = threads_;
   // The signal is one more call on the same channel, so it runs after every
   // call this aggregator made to that thread.
   const invoke::detail::Mode last{0, Policy::retry, false, 0};
   for (std::size_t g = 0; g < called_.size(); ++g) {
     if (!called_[g]) continue;
     const ThreadId dest{static_cast<std::uint32_t>(g / threads), static_cast<std::uint32_t>(g % threads)};
+    // Counted for the destination thread, whichever thread runs it (a helper).
     slot.messenger(dest).append(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, [] {
-      ++invoke::Module::current().shutdowns_received;
+      invoke::Module::destination().shutdowns_received.fetch_add(1);
     }, nullptr, Notify::sent), last);
   }
   shut_down_ = true;
   slot.publish_all();
 }
 
-std::uint64_t Aggregator::shutdowns_received() { return invoke::Module::current().shutdowns_received; }
+std::uint64_t Aggregator::shutdowns_received() { return invoke::Module::current().shutdowns_received.load(); }
 
 }  // namespace rdmx

@@ -2,10 +2,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "module.hpp"
 #include "tsan.hpp"
+#include "../fabric/causality.hpp"
 #include "rdmx/fabric/function_registry.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/memory/region_table.hpp"
@@ -16,11 +18,14 @@ namespace {
 
 std::string name(ThreadId t) { return std::to_string(t.process) + "/" + std::to_string(t.thread); }
 
+thread_local SlotState* running_for = nullptr;  // the owner of the channel this thread polls
+
 
 }  // namespace
 
-Channel::Channel(ThreadId source, ThreadId self, RemoteLocator feedback, std::vector<Chunk> chunks)
-    : source_(source), self_(self), feedback_(feedback), salt_(wire::channel_salt(source.process, source.thread, self.process, self.thread)), ring_(std::move(chunks)) {}
+Channel::Channel(SlotState& owner, ThreadId source, RemoteLocator feedback, std::vector<Chunk> chunks)
+    : owner_(owner), source_(source), self_(owner.self), feedback_(feedback),
+      salt_(wire::channel_salt(source.process, source.thread, self_.process, self_.thread)), ring_(std::move(chunks)) {}
 
 void Channel::corrupted(const std::string& what) {
   broken_ = true;
@@ -28,13 +33,18 @@ void Channel::corrupted(const std::string& what) {
                                   "; the channel is closed and nothing more from it runs");
 }
 
-std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
+std::size_t Channel::poll(SlotState& runner, std::size_t budget) {
   if (broken_) return 0;
+  struct RunningFor {  // Module::destination() for the calls run here (polls nest)
+    SlotState* saved;
+    explicit RunningFor(SlotState* d) : saved(std::exchange(running_for, d)) {}
+    ~RunningFor() { running_for = saved; }
+  } running_for_owner{&owner_};
   std::size_t ran = 0;
   for (;;) {
     if (offset_ == end_) {
       if (closed_) {
-        finish_chunk(slot);
+        finish_chunk();
         continue;
       }
       const Chunk& c = ring_[cur_];
@@ -56,6 +66,7 @@ std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
                   ", chunk of " + std::to_string(c.capacity) + " bytes)");
       if (p->end == end_ && !p->closed) break;
       tsan_acquire(c.base);
+      fabric::message_received();
       end_ = p->end;
       closed_ = p->closed;
       grow_ = p->grow;
@@ -84,16 +95,16 @@ std::size_t Channel::poll(SlotState& slot, std::size_t budget) {
       ~Done() { --n; }
     } done{executing_};
     if (h.flags == wire::kind_call && !copy_records) [[likely]] {
-      execute_plain(slot, record, h);
+      execute_plain(runner, record, h);
     } else if constexpr (copy_records) {
       std::vector<std::byte> copy(h.size);
       {
         IgnoreReads ignore;
         std::memcpy(copy.data(), record, h.size);
       }
-      execute(slot, copy.data(), h);
+      execute(runner, copy.data(), h);
     } else {
-      execute(slot, record, h);
+      execute(runner, record, h);
     }
   }
   if (executing_ == 0 && finished_ != pushed_) push_consumed();
@@ -128,11 +139,11 @@ bool Channel::read_ready(const std::byte* record, const wire::RecordHeader& h) {
   return read_.done.ready();
 }
 
-void Channel::finish_chunk(SlotState& slot) {
+void Channel::finish_chunk() {
   if (grow_ != 0) {
     // The sender grew the ring right after this chunk; its service call
     // announced the chunks before the sender could close this one.
-    if (pending_.size() < grow_) slot.take_announcements();
+    if (pending_.size() < grow_) owner_.take_announcements();
     if (pending_.size() < grow_)
       corrupted("the sender announced " + std::to_string(grow_) + " new chunks but only " + std::to_string(pending_.size()) +
                 " arrived");
@@ -169,10 +180,10 @@ void Channel::push_consumed() {
 
 // The common case, a call with nothing to answer: no reply state, no
 // buffer; anything unusual goes through execute().
-void Channel::execute_plain(SlotState& slot, const std::byte* record, const wire::RecordHeader& h) {
-  const fabric::Invoker invoker = slot.find_function(h.function);
+void Channel::execute_plain(SlotState& runner, const std::byte* record, const wire::RecordHeader& h) {
+  const fabric::Invoker invoker = runner.find_function(h.function);
   if (invoker == nullptr || wire::align_up(h.closure_size) > h.size - sizeof h) [[unlikely]] {
-    execute(slot, record, h);
+    execute(runner, record, h);
     return;
   }
   fabric::Incoming in;
@@ -223,12 +234,12 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::v
   return {fetched.data(), fetched.size()};
 }
 
-void Channel::forward_broadcast(SlotState& slot, const wire::RecordHeader& h, const Forward& forward,
+void Channel::forward_broadcast(SlotState& runner, const wire::RecordHeader& h, const Forward& forward,
                                 const fabric::Incoming& in) {
   // Binomial tree over the job's threads, numbered from the root: thread r
   // forwards to r + step for every power of two step > r.
-  const std::uint32_t threads = slot.runtime.threads();
-  const std::uint64_t n = std::uint64_t{slot.runtime.size()} * threads;
+  const std::uint32_t threads = runner.runtime.threads();
+  const std::uint64_t n = std::uint64_t{runner.runtime.size()} * threads;
   const std::uint64_t root = std::uint64_t{forward.root.process} * threads + forward.root.thread;
   const std::uint64_t me = std::uint64_t{self_.process} * threads + self_.thread;
   const std::uint64_t r = (me + n - root) % n;
@@ -242,7 +253,7 @@ void Channel::forward_broadcast(SlotState& slot, const wire::RecordHeader& h, co
     o.closure = in.closure;
     o.closure_size = in.closure_size;
     o.data = in.data;
-    slot.messenger(o.destination).append(o, {0, Policy::retry}, nullptr, &forward);
+    runner.messenger(o.destination).append(o, {0, Policy::retry}, nullptr, &forward);
   }
 }
 
@@ -266,14 +277,18 @@ void Channel::notify_caller(ThreadId owner, std::uint64_t sync, const std::strin
   if (failure != nullptr) {
     const auto c = static_cast<std::uint32_t>(code);
     back.call_buffer(owner, [sync, c](std::span<std::byte> text) {
+      tsan_acquire(reinterpret_cast<void*>(sync));  // the caller's tsan_release (Messenger::append)
       reinterpret_cast<Synchronizer*>(sync)->fail(static_cast<Errc>(c), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
     }, std::as_bytes(std::span(failure->data(), failure->size())));
   } else {
-    back.call(owner, [sync] { reinterpret_cast<Synchronizer*>(sync)->notify(); });
+    back.call(owner, [sync] {
+      tsan_acquire(reinterpret_cast<void*>(sync));
+      reinterpret_cast<Synchronizer*>(sync)->notify();
+    });
   }
 }
 
-void Channel::execute(SlotState& slot, const std::byte* record, const wire::RecordHeader& h) {
+void Channel::execute(SlotState& runner, const std::byte* record, const wire::RecordHeader& h) {
   const std::byte* p = record + sizeof h;
   const std::byte* const last = record + h.size;
   wire::Extension ext{};
@@ -345,10 +360,10 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
     r->size = size;
     r->set = true;
   };
-  if (kind == wire::kind_broadcast) forward_broadcast(slot, h, forward, in);  // fan out first, then run
+  if (kind == wire::kind_broadcast) forward_broadcast(runner, h, forward, in);  // fan out first, then run
   if (!failure.empty()) {
     // The buffer could not be had: the function does not run.
-  } else if (fabric::Invoker invoker = slot.find_function(h.function)) {
+  } else if (fabric::Invoker invoker = runner.find_function(h.function)) {
     try {
       invoker(in);
     } catch (const Error& e) {
@@ -388,6 +403,7 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
   if (failure.empty() && kind == wire::kind_returning) {
     const std::uint64_t orig = ext.aux;
     MessengerGlobal().call_buffer(source_, [sync, orig](std::span<std::byte> value) {
+      tsan_acquire(reinterpret_cast<void*>(sync));
       std::memcpy(reinterpret_cast<void*>(orig), value.data(), value.size());
       reinterpret_cast<Synchronizer*>(sync)->notify();
     }, std::span<const std::byte>(result.bytes, result.size));
@@ -397,3 +413,14 @@ void Channel::execute(SlotState& slot, const std::byte* record, const wire::Reco
 }
 
 }  // namespace rdmx::invoke
+
+namespace rdmx {
+namespace invoke {
+SlotState& Module::destination() {
+  if (running_for == nullptr) throw Error(Errc::invalid_argument, "call_destination(): no one-sided call runs on this thread");
+  return *running_for;
+}
+}  // namespace invoke
+
+ThreadId call_destination() { return invoke::Module::destination().self; }
+}  // namespace rdmx

@@ -5,6 +5,7 @@
 
 #include "module.hpp"
 #include "tsan.hpp"
+#include "../fabric/causality.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/memory/arena.hpp"
 
@@ -274,6 +275,9 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   // buffer the destination reads has been read.
   const bool consumed = call.sync != nullptr &&
                         (call.notify == Notify::consumed || (buffer != nullptr && buffer->how == detail::RemoteBuffer::read));
+  // The answer may be run by another thread of this process (a helper), after
+  // a round trip through another process that TSan cannot follow.
+  if (consumed) tsan_release(call.sync);
   // Calls queued earlier go first (FIFO per sender).
   if (!overflow_.empty() && !busy_) drain_overflow();
   if (!overflow_.empty() || busy_) {
@@ -366,6 +370,7 @@ void Messenger::write_word(bool closed, std::uint8_t grow) {
   put_pending();
   const Chunk& c = ring_[cur_];
   const std::uint64_t encoded = wire::encode({write_, static_cast<std::uint16_t>(c.seq), closed, grow}, salt_);
+  fabric::message_sent();
   if (c.mapped != nullptr) {
     // Records were stored straight into d's memory: a release store orders
     // them before the word. RDMA writes of this channel (queued calls of

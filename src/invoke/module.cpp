@@ -1,4 +1,5 @@
 #include "module.hpp"
+#include "tsan.hpp"
 
 #include <cstdio>
 
@@ -47,15 +48,15 @@ std::uint64_t* WordSlots::next(transfer::Transmitter& tx) {
 
 SlotState::SlotState(fabric::Runtime& rt, std::uint32_t slot, const MessengerOptions& opts)
     : runtime(rt), self{rt.rank(), slot}, lane(rt.context(slot).lane), options(opts) {
-  messengers_.resize(std::size_t{rt.size()} * rt.threads());
+  messengers_.resize(std::size_t{rt.size()} * rt.workers());
 }
 
 SlotState::~SlotState() = default;
 
 Messenger& SlotState::messenger(ThreadId dest) {
   // Known destinations are checked once, when their messenger is made.
-  const std::size_t index = std::size_t{dest.process} * runtime.threads() + dest.thread;
-  if (dest.thread < runtime.threads() && index < messengers_.size() && messengers_[index]) [[likely]]
+  const std::size_t index = std::size_t{dest.process} * runtime.workers() + dest.thread;
+  if (dest.thread < runtime.workers() && index < messengers_.size() && messengers_[index]) [[likely]]
     return *messengers_[index];
   runtime.validate(dest);
   if (dest.is_service())
@@ -82,7 +83,7 @@ void SlotState::take_announcements() {
   }
   for (auto& a : taken) {
     if (a.first) {
-      channels_.push_back(std::make_unique<Channel>(a.source, self, a.feedback, std::move(a.chunks)));
+      channels_.push_back(std::make_unique<Channel>(*this, a.source, a.feedback, std::move(a.chunks)));
       continue;
     }
     for (auto& c : channels_)
@@ -91,18 +92,8 @@ void SlotState::take_announcements() {
 }
 
 std::size_t SlotState::poll() {
-  // Nested progress (a call that waits) re-enters here; channels tolerate
-  // it, but taking announcements while iterating the channel list does not.
-  std::size_t ran = 0;
-  if (!polling_) {
-    polling_ = true;
-    struct Reset {
-      bool& flag;
-      ~Reset() { flag = false; }
-    } reset{polling_};
-    if (announced_.load(std::memory_order_acquire)) take_announcements();
-  }
-  for (std::size_t i = 0; i < channels_.size(); ++i) ran += channels_[i]->poll(*this, 1024);
+  std::size_t ran = served_ ? 0 : consume(*this);
+  for (SlotState* worker : serves_) ran += worker->consume(*this);
   publish_all();
   // Buffers RDMA-written by call_buffer: tell their callers once they are reusable.
   while (!written_.empty()) {
@@ -114,6 +105,22 @@ std::size_t SlotState::poll() {
     w.sync->notify();
     written_.pop_front();
   }
+  return ran;
+}
+
+std::size_t SlotState::consume(SlotState& runner) {
+  // Nested progress (a call that waits) re-enters here; channels tolerate
+  // it, but taking announcements while iterating the channel list does not.
+  std::size_t ran = 0;
+  if (!polling_) {
+    polling_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{polling_};
+    if (announced_.load(std::memory_order_acquire)) take_announcements();
+  }
+  for (std::size_t i = 0; i < channels_.size(); ++i) ran += channels_[i]->poll(runner, 1024);
   return ran;
 }
 
@@ -132,7 +139,11 @@ void SlotState::publish_all() {
 // ---- Module ----
 
 Module::Module(fabric::Runtime& rt) : runtime_(rt), options_(MessengerOptions::from_env()) {
-  for (std::uint32_t s = 0; s < rt.threads(); ++s) slots_.push_back(std::make_unique<SlotState>(rt, s, options_));
+  for (std::uint32_t s = 0; s < rt.workers(); ++s) slots_.push_back(std::make_unique<SlotState>(rt, s, options_));
+  // Worker w's calls go to helper w mod H, always the same one: a channel is
+  // only ever consumed by one thread, so no consumer-side state is shared.
+  for (std::uint32_t w = 0; rt.helpers() != 0 && w < rt.threads(); ++w)
+    slots_[rt.threads() + w % rt.helpers()]->serve(*slots_[w]);
 }
 
 std::size_t Module::poll(std::uint32_t slot) { return slots_[slot]->poll(); }
@@ -162,6 +173,7 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode) {
   SlotState& slot = Module::current();
   const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
   const Forward forward{slot.self, consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0};
+  if (consumed) tsan_release(call.sync);  // answered by helpers, maybe (see Messenger::append)
   // The root sends the call to itself: running it there fans it out.
   fabric::Outgoing o = call;
   o.destination = slot.self;

@@ -152,26 +152,30 @@ class Channel {
     std::byte* base = nullptr;
     std::size_t capacity = 0;
   };
-  Channel(ThreadId source, ThreadId self, RemoteLocator feedback, std::vector<Chunk> chunks);
-  // Run up to `budget` calls; throws Errc::protocol for a corrupted chunk.
-  std::size_t poll(SlotState& slot, std::size_t budget);
+  // `owner`: the worker thread the calls are addressed to.
+  Channel(SlotState& owner, ThreadId source, RemoteLocator feedback, std::vector<Chunk> chunks);
+  // Run up to `budget` calls on the calling thread, whose state is `runner`
+  // (the owner's, or a helper's that answers as itself); throws
+  // Errc::protocol for a corrupted chunk.
+  std::size_t poll(SlotState& runner, std::size_t budget);
   ThreadId source() const noexcept { return source_; }
   void add_pending(const std::vector<Chunk>& chunks) { pending_.insert(pending_.end(), chunks.begin(), chunks.end()); }
 
  private:
   [[noreturn]] void corrupted(const std::string& what);
-  void finish_chunk(SlotState& slot);
+  void finish_chunk();
   void push_consumed();
-  void execute(SlotState& slot, const std::byte* record, const wire::RecordHeader& h);
-  void execute_plain(SlotState& slot, const std::byte* record, const wire::RecordHeader& h);
+  void execute(SlotState& runner, const std::byte* record, const wire::RecordHeader& h);
+  void execute_plain(SlotState& runner, const std::byte* record, const wire::RecordHeader& h);
   std::span<std::byte> remote_buffer(const wire::RemoteBuffer& rb, std::vector<std::byte>& fetched);
   bool read_ready(const std::byte* record, const wire::RecordHeader& h);
   // Count a Synchronizer of thread `owner` down (or fail it) through this thread's messenger to it.
   void notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code);
   void answer_by_rdma(const wire::RemoteReply& reply, bool returning, std::span<const std::byte> result);
-  void forward_broadcast(SlotState& slot, const wire::RecordHeader& h, const Forward& forward,
+  void forward_broadcast(SlotState& runner, const wire::RecordHeader& h, const Forward& forward,
                          const fabric::Incoming& in);
 
+  SlotState& owner_;
   ThreadId source_;
   ThreadId self_;
   RemoteLocator feedback_;
@@ -212,6 +216,12 @@ class SlotState {
 
   Messenger& messenger(ThreadId dest);
   std::size_t poll();
+  // Helper threads (RDMX_HELPERS): this helper runs `worker`'s calls, which
+  // then never runs them itself.
+  void serve(SlotState& worker) {
+    worker.served_ = true;
+    serves_.push_back(&worker);
+  }
   void publish_all();
   void announce(Announcement a);  // any thread (the service thread)
   void take_announcements();      // this slot's thread
@@ -231,9 +241,12 @@ class SlotState {
   ThreadId self;
   detail::Lane& lane;  // this worker's (its ThreadContext's)
   const MessengerOptions& options;
-  std::uint64_t shutdowns_received = 0;  // Aggregator::shutdowns_received()
+  std::atomic<std::uint64_t> shutdowns_received{0};  // Aggregator::shutdowns_received(); a helper may count
 
  private:
+  // Run the calls that arrived for this slot, on the calling thread (`runner`).
+  std::size_t consume(SlotState& runner);
+
   std::array<std::pair<std::uint64_t, fabric::Invoker>, 64> functions_{};
   std::vector<std::unique_ptr<Messenger>> messengers_;  // by destination process * threads + thread
   std::vector<Messenger*> pending_publish_;
@@ -248,6 +261,8 @@ class SlotState {
   std::deque<Announcement> announcements_;
   std::atomic<bool> announced_{false};
   bool polling_ = false;
+  bool served_ = false;             // a helper consumes this worker's channels
+  std::vector<SlotState*> serves_;  // a helper: the workers it consumes for
 };
 
 class Module final : public fabric::Module {
@@ -259,6 +274,10 @@ class Module final : public fabric::Module {
   const MessengerOptions& options() const noexcept { return options_; }
   // The calling worker thread's state; throws for other threads.
   static SlotState& current();
+  // The state of the worker thread the one-sided call running on this
+  // thread was addressed to (a helper runs calls for others); throws
+  // outside a one-sided call.
+  static SlotState& destination();
 
  private:
   fabric::Runtime& runtime_;

@@ -211,7 +211,7 @@ ParcelModule::ParcelModule(fabric::Runtime& rt)
     else if (*calls != "auto")
       throw Error(Errc::invalid_argument, "RDMX_PARCEL_CALLS must be auto, one-sided or send, got '" + *calls + "'");
   }
-  for (std::uint32_t t = 0; t < rt.threads(); ++t) slots_.push_back(std::make_unique<Slot>(rt, *this, t));
+  for (std::uint32_t t = 0; t < rt.workers(); ++t) slots_.push_back(std::make_unique<Slot>(rt, *this, t));
   the_module.store(this, std::memory_order_release);
 }
 

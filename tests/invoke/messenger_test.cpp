@@ -105,10 +105,12 @@ void reset_tables() {
 // Call i (1, 2, ...) from sender `from` runs on `dest`: counts it, and
 // whether it came in order.
 void seen(std::uint32_t from, std::uint64_t i, ThreadId dest) {
-  EXPECT_EQ(this_thread(), dest);
+  EXPECT_EQ(call_destination(), dest);
   auto& last = last_seen[dest.thread][from];
   if (last.load(std::memory_order_relaxed) + 1 != i) out_of_order.fetch_add(1);
-  last.store(i, std::memory_order_relaxed);
+  // Release: whoever sees the count (serve_until_all_seen) sees this call
+  // done, also when a helper thread ran it.
+  last.store(i, std::memory_order_release);
   executed.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -228,12 +230,12 @@ TEST(Messenger, ConsumedNotificationAndCallReturn) {
     for (std::uint32_t g = 0; g < total; ++g) {
       const std::uint64_t x = 1000 + global(me) * 7 + g;
       messenger.call_return(thread_at(g), [x] {
-        served[this_thread().thread].fetch_add(1);
-        return x * x + this_thread().thread;
+        served[call_destination().thread].fetch_add(1);
+        return x * x + call_destination().thread;
       }, &answers[g], sync);
       std::atomic<int>* counter = me.process == thread_at(g).process ? &ran : nullptr;
       messenger.call<Policy::retry, Notify::consumed>(thread_at(g), [counter] {
-        served[this_thread().thread].fetch_add(1);
+        served[call_destination().thread].fetch_add(1);
         if (counter != nullptr) counter->fetch_add(1);
       }, &sync);
     }
@@ -272,14 +274,14 @@ TEST(Messenger, AnswersByRdmaIntoRemoteObjects) {
         answers.push_back(std::make_unique<RemoteObject<Answer>>());
         const std::uint64_t x = 1000 + global(me) * 7 + g + round;
         messenger.call_return(thread_at(g), [x] {
-          served[this_thread().thread].fetch_add(1);
-          Answer a{x * x, this_thread().process, this_thread().thread, {}};
+          served[call_destination().thread].fetch_add(1);
+          Answer a{x * x, call_destination().process, call_destination().thread, {}};
           std::snprintf(a.text, sizeof a.text, "answer %llu", static_cast<unsigned long long>(x));
           return a;
         }, *answers.back(), sync);
         std::atomic<int>* counter = me.process == thread_at(g).process ? &ran : nullptr;
         messenger.call(thread_at(g), [counter] {
-          served[this_thread().thread].fetch_add(1);
+          served[call_destination().thread].fetch_add(1);
           if (counter != nullptr) counter->fetch_add(1);
         }, sync);
       }
@@ -299,7 +301,7 @@ TEST(Messenger, AnswersByRdmaIntoRemoteObjects) {
     // A failure still arrives, as a message, in the registered Synchronizer.
     RemoteObject<Synchronizer> failing;
     messenger.call(thread_at((global(me) + 1) % total), [] {
-      served[this_thread().thread].fetch_add(1);
+      served[call_destination().thread].fetch_add(1);
       throw std::runtime_error("no answer by RDMA");
     }, failing);
     try {
@@ -377,6 +379,7 @@ TEST(Messenger, CallLargerThanAChunkIsRejected) {
 // calls get through. Every accepted call runs exactly once, in order.
 TEST(Messenger, BackPressureFailsThenRecovers) {
   if (job().size() < 2) GTEST_SKIP() << "needs two processes";
+  if (job().helpers_per_process() != 0) GTEST_SKIP() << "helper threads consume for the parked receiver";
   const std::uint64_t ran = against_parked_receiver([](const std::function<void()>& release) {
     MessengerGlobal messenger;
     std::uint64_t accepted = 0;
@@ -395,11 +398,13 @@ TEST(Messenger, BackPressureFailsThenRecovers) {
 TEST(Aggregator, TradAndOvflDeliverEverythingInOrder) {
   for (Aggregation mode : {Aggregation::trad, Aggregation::ovfl}) {
     reset_tables();
+    // Counted before any peer can signal (a helper thread counts at once).
+    std::vector<std::uint64_t> before(job().threads_per_process());
+    job().run([&](ThreadId me) { before[me.thread] = Aggregator::shutdowns_received(); });
     job().barrier();
     constexpr std::uint64_t n = load_calls / 2;
     const std::uint32_t total = job().total_threads();
     job().run([&](ThreadId me) {
-      const std::uint64_t before = Aggregator::shutdowns_received();
       Aggregator agg(mode);
       const std::uint32_t from = global(me);
       for (std::uint64_t i = 1; i <= n; ++i) {
@@ -418,7 +423,7 @@ TEST(Aggregator, TradAndOvflDeliverEverythingInOrder) {
       EXPECT_THROW(agg.call(me, [] {}), Error);
       // A shutdown runs after everything its aggregator sent: once all peers
       // are counted, all their calls have run here.
-      while (Aggregator::shutdowns_received() - before < total) progress();
+      while (Aggregator::shutdowns_received() - before[me.thread] < total) progress();
       for (std::uint32_t g = 0; g < total; ++g) EXPECT_EQ(last_seen[me.thread][g].load(), n);
     });
     EXPECT_EQ(out_of_order.load(), 0u) << (mode == Aggregation::trad ? "trad" : "ovfl");
@@ -432,6 +437,7 @@ TEST(Aggregator, TradAndOvflDeliverEverythingInOrder) {
 // all accepted ones run in order once the receiver polls again.
 TEST(Aggregator, OvflQueuesThenFailsAtItsLimit) {
   if (job().size() < 2) GTEST_SKIP() << "needs two processes";
+  if (job().helpers_per_process() != 0) GTEST_SKIP() << "helper threads consume for the parked receiver";
   against_parked_receiver([](const std::function<void()>& release) {
     const auto options = MessengerOptions::from_env();
     const std::uint64_t ring_calls = options.max_chunks * ((options.chunk_size - 64) / 24);
@@ -540,12 +546,12 @@ TEST(Messenger, BroadcastReachesEveryThreadOnce) {
       Synchronizer sync;
       if (k % 2 == 0) {
         messenger.broadcast<Policy::retry, Notify::consumed>([root] {
-          hits[std::size_t{this_thread().thread} * Job::current().total_threads() + root].fetch_add(1);
+          hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
         }, &sync);
       } else {
         messenger.broadcast_buffer<Policy::retry, Notify::consumed>([root](std::span<std::byte> data) {
           if (data.size() != 100 || data[99] != static_cast<std::byte>(root)) throw std::runtime_error("bad broadcast buffer");
-          hits[std::size_t{this_thread().thread} * Job::current().total_threads() + root].fetch_add(1);
+          hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
         }, payload, &sync);
       }
       sync.wait();

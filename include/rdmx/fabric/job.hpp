@@ -30,6 +30,11 @@ class ThreadContext;
 struct JobOptions {
   // Worker threads per process. 0: --rdmx-threads=T, RDMX_THREADS, RDMX_LAYOUT, or 1.
   std::uint32_t threads = 0;
+  // Helper threads per process that consume the one-sided calls addressed to
+  // the worker threads (Seriema's helper threads; invoke's docs, "Helper
+  // threads"). Unset: --rdmx-helpers=H, RDMX_HELPERS, or 0 (each worker
+  // thread runs its own calls).
+  std::optional<std::uint32_t> helpers;
   // Create endpoints to every worker at start-up (RDMX_EAGER_ENDPOINTS); default lazy.
   std::optional<bool> eager_endpoints;
   // Pin worker threads to cores of the process's NUMA zone (RDMX_PIN=auto|on|off).
@@ -56,6 +61,9 @@ class Job {
   std::uint32_t rank() const noexcept;  // this process
   std::uint32_t size() const noexcept;  // processes in the job
   std::uint32_t threads_per_process() const noexcept;
+  // Helper threads per process (JobOptions::helpers); their ThreadIds follow
+  // the worker threads' (threads_per_process() + k).
+  std::uint32_t helpers_per_process() const noexcept;
   std::uint32_t total_threads() const noexcept { return size() * threads_per_process(); }
   // More worker threads on this machine (all its processes) than cores: idle
   // waits then yield their core early (rdmx::Backoff::idle_spins()).

@@ -174,4 +174,9 @@ class MessengerGlobal {
   void flush() const { invoke::detail::flush(); }
 };
 
+// Inside a one-sided call: the worker thread it was addressed to. That is
+// this_thread(), unless a helper thread (RDMX_HELPERS) runs it on that
+// worker's behalf. Throws Errc::invalid_argument outside a one-sided call.
+ThreadId call_destination();
+
 }  // namespace rdmx
