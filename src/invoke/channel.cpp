@@ -202,7 +202,8 @@ void Channel::execute_plain(SlotState& runner, const std::byte* record, const wi
   }
 }
 
-std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::vector<std::byte>& fetched) {
+std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::uint32_t holder,
+                                           std::vector<std::byte>& fetched) {
   if (rb.how == wire::buffer_written) {
     // Written into our own registered memory before the call was published.
     const transfer::MemoryRegion* region = memory::RegionTable::process().get(rb.region);
@@ -230,12 +231,14 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::v
   if (rb.length > Job::current().impl().runtime.max_message())
     throw Error(Errc::message_too_large, "a buffer of " + std::to_string(rb.length) + " bytes exceeds RDMX_MAX_MESSAGE");
   fetched.resize(rb.length);
-  if (rb.length != 0) rdmx::get(fetched.data(), RemoteLocator{source_.process, rb.region, rb.offset, rb.length}).get();
+  if (rb.length != 0) rdmx::get(fetched.data(), RemoteLocator{holder, rb.region, rb.offset, rb.length}).get();
   return {fetched.data(), fetched.size()};
 }
 
 void Channel::forward_broadcast(SlotState& runner, const wire::RecordHeader& h, const Forward& forward,
-                                const fabric::Incoming& in) {
+                                const fabric::Incoming& in, const wire::RemoteBuffer* read) {
+  detail::RemoteBuffer reference{detail::RemoteBuffer::read, {}};
+  if (read != nullptr) reference.where = RemoteLocator{forward.root.process, read->region, read->offset, read->length};
   // Binomial tree over the job's threads, numbered from the root: thread r
   // forwards to r + step for every power of two step > r.
   const std::uint32_t threads = runner.runtime.threads();
@@ -252,8 +255,8 @@ void Channel::forward_broadcast(SlotState& runner, const wire::RecordHeader& h, 
     o.function = h.function;
     o.closure = in.closure;
     o.closure_size = in.closure_size;
-    o.data = in.data;
-    runner.messenger(o.destination).append(o, {0, Policy::retry}, nullptr, &forward);
+    if (read == nullptr) o.data = in.data;
+    runner.messenger(o.destination).append(o, {0, Policy::retry}, read != nullptr ? &reference : nullptr, &forward);
   }
 }
 
@@ -332,9 +335,12 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
   bool notified_early = false;      // the caller's sync counted down when its buffer was read
   std::string failure;
   Errc code = Errc::transport;
-  if (kind == wire::kind_buffer && (h.flags & wire::has_remote_buffer)) {
+  const bool remote = (h.flags & wire::has_remote_buffer) && (kind == wire::kind_buffer || kind == wire::kind_broadcast);
+  if (remote) {
+    // A broadcast's buffer stays at its root: only the reference goes down the tree.
+    if (kind == wire::kind_broadcast) forward_broadcast(runner, h, forward, in, &rb);
     try {
-      in.data = remote_buffer(rb, fetched);
+      in.data = remote_buffer(rb, kind == wire::kind_broadcast ? forward.root.process : source_.process, fetched);
     } catch (const Error& e) {
       code = e.code();
       failure = std::string("call_buffer: ") + e.what();
@@ -360,7 +366,7 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
     r->size = size;
     r->set = true;
   };
-  if (kind == wire::kind_broadcast) forward_broadcast(runner, h, forward, in);  // fan out first, then run
+  if (kind == wire::kind_broadcast && !remote) forward_broadcast(runner, h, forward, in, nullptr);  // fan out first, then run
   if (!failure.empty()) {
     // The buffer could not be had: the function does not run.
   } else if (fabric::Invoker invoker = runner.find_function(h.function)) {

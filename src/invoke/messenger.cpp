@@ -165,8 +165,9 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::R
     throw Error(Errc::invalid_argument, "call_buffer: " + std::to_string(call.data.size()) +
                                             " bytes do not fit the destination buffer of " +
                                             std::to_string(buffer->where.length));
-  if (buffer != nullptr && buffer->where.process != (buffer->how == detail::RemoteBuffer::written ? dest_.process
-                                                                                                 : owner_.self.process))
+  // (A broadcast's buffer to read is in its root's process: checked there.)
+  if (buffer != nullptr && call.kind != fabric::CallKind::broadcast &&
+      buffer->where.process != (buffer->how == detail::RemoteBuffer::written ? dest_.process : owner_.self.process))
     throw Error(Errc::invalid_argument, buffer->how == detail::RemoteBuffer::written
                                             ? "call_buffer: the destination buffer must be in the destination's process"
                                             : "call_buffer: the buffer to read must be in the caller's process");
@@ -218,7 +219,7 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
     std::memcpy(p, &e, sizeof e);
     p += sizeof e;
   }
-  if (flags == (wire::kind_broadcast | wire::has_extension)) {
+  if ((flags & wire::kind_mask) == wire::kind_broadcast) {
     const wire::BroadcastRoot root{forward->root.process, forward->root.thread};
     std::memcpy(p, &root, sizeof root);
     p += sizeof root;
@@ -226,7 +227,8 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
   if (buffer != nullptr) {
     wire::RemoteBuffer b;
     b.region = buffer->where.region;
-    b.how = read ? (consumed ? wire::buffer_read : wire::buffer_read_sent) : wire::buffer_written;
+    // A broadcast's caller hears back only when all have run it (forward->sync).
+    b.how = read ? (consumed || forward != nullptr ? wire::buffer_read : wire::buffer_read_sent) : wire::buffer_written;
     b.offset = buffer->where.offset;
     b.length = read ? buffer->where.length : call.data.size();
     std::memcpy(p, &b, sizeof b);

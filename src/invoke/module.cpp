@@ -169,8 +169,10 @@ bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* bu
   return slot.messenger(call.destination).append(call, mode, buffer);
 }
 
-bool broadcast(const fabric::Outgoing& call, const Mode& mode) {
+bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer) {
   SlotState& slot = Module::current();
+  if (buffer != nullptr && buffer->where.process != slot.self.process)
+    throw Error(Errc::invalid_argument, "broadcast_buffer: the buffer to read must be in the caller's process");
   const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
   const Forward forward{slot.self, consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0};
   if (consumed) tsan_release(call.sync);  // answered by helpers, maybe (see Messenger::append)
@@ -178,7 +180,7 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode) {
   fabric::Outgoing o = call;
   o.destination = slot.self;
   o.sync = nullptr;
-  if (!slot.messenger(slot.self).append(o, mode, nullptr, &forward)) return false;
+  if (!slot.messenger(slot.self).append(o, mode, buffer, &forward)) return false;
   if (consumed) call.sync->add(static_cast<std::int64_t>(slot.runtime.size()) * slot.runtime.threads());
   return true;
 }

@@ -167,13 +167,16 @@ class Channel {
   void push_consumed();
   void execute(SlotState& runner, const std::byte* record, const wire::RecordHeader& h);
   void execute_plain(SlotState& runner, const std::byte* record, const wire::RecordHeader& h);
-  std::span<std::byte> remote_buffer(const wire::RemoteBuffer& rb, std::vector<std::byte>& fetched);
+  // The buffer of a call: RDMA-written here, or read from `holder` (the caller's process, a broadcast's root's).
+  std::span<std::byte> remote_buffer(const wire::RemoteBuffer& rb, std::uint32_t holder, std::vector<std::byte>& fetched);
   bool read_ready(const std::byte* record, const wire::RecordHeader& h);
   // Count a Synchronizer of thread `owner` down (or fail it) through this thread's messenger to it.
   void notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code);
   void answer_by_rdma(const wire::RemoteReply& reply, bool returning, std::span<const std::byte> result);
+  // Send a broadcast record on to this thread's children in the tree, with
+  // its buffer inline (in.data) or, when `read`, a reference to read it by.
   void forward_broadcast(SlotState& runner, const wire::RecordHeader& h, const Forward& forward,
-                         const fabric::Incoming& in);
+                         const fabric::Incoming& in, const wire::RemoteBuffer* read);
 
   SlotState& owner_;
   ThreadId source_;

@@ -371,6 +371,12 @@ TEST(Messenger, CallLargerThanAChunkIsRejected) {
   }
   EXPECT_THROW(messenger.call(ThreadId{job().size(), 0}, [] {}), Error);
   EXPECT_THROW(messenger.call(ThreadId{0, service_thread}, [] {}), Error);
+  if (job().size() > 1) {  // a broadcast's buffer to read must be the root's own
+    Synchronizer sync;
+    const RemoteLocator elsewhere{(job().rank() + 1) % job().size(), 0, 0, 8};
+    EXPECT_THROW(messenger.broadcast_buffer([](std::span<std::byte>) {}, elsewhere, sync), Error);
+    EXPECT_EQ(sync.operations_left(), 0);
+  }
   job().barrier();
 }
 
@@ -532,19 +538,32 @@ TEST(Messenger, ReadCallBufferKeepsSenderOrder) {
 
 // One-sided broadcast: from every thread, every thread of the job runs the
 // call exactly once; Notify::consumed counts down after all of them did.
+// Rounds alternate broadcast, broadcast_buffer with the buffer in the call,
+// and broadcast_buffer with the buffer read from the root by every thread.
 TEST(Messenger, BroadcastReachesEveryThreadOnce) {
   static std::vector<std::atomic<std::uint64_t>> hits;  // [receiving thread][root]
   const std::uint32_t total = job().total_threads();
   hits = std::vector<std::atomic<std::uint64_t>>(std::size_t{job().threads_per_process()} * total);
   job().barrier();
-  constexpr int rounds = 20;
+  constexpr int rounds = 21;
+  static constexpr std::size_t read_size = 64 * 1024;
   job().run([&](ThreadId me) {
     MessengerGlobal messenger;
     const std::uint32_t root = global(me);
     std::vector<std::byte> payload(100, static_cast<std::byte>(root));
+    memory::Block block = job().arena().allocate_chunk(read_size);
+    for (std::size_t i = 0; i < read_size; ++i) block.data[i] = static_cast<std::byte>(i * 31 + root);
+    const RemoteLocator orig = local_locator(block.data, read_size);
     for (int k = 0; k < rounds; ++k) {
       Synchronizer sync;
-      if (k % 2 == 0) {
+      if (k % 3 == 2) {
+        messenger.broadcast_buffer([root](std::span<std::byte> data) {
+          bool ok = data.size() == read_size;
+          for (std::size_t i = 0; ok && i < data.size(); ++i) ok = data[i] == static_cast<std::byte>(i * 31 + root);
+          if (!ok) throw std::runtime_error("the broadcast buffer read from its root differs");
+          hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
+        }, orig, sync);
+      } else if (k % 3 == 0) {
         messenger.broadcast<Policy::retry, Notify::consumed>([root] {
           hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
         }, &sync);
@@ -554,8 +573,9 @@ TEST(Messenger, BroadcastReachesEveryThreadOnce) {
           hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
         }, payload, &sync);
       }
-      sync.wait();
+      sync.wait();  // throws what a thread's function threw
     }
+    job().arena().release_chunk(block);
     // Every other root's broadcasts reach this thread too.
     for (;;) {
       bool all = true;

@@ -64,7 +64,7 @@ struct RemoteBuffer {
   RemoteLocator where;  // written: the destination's buffer; read: the caller's
 };
 bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer = nullptr);
-bool broadcast(const fabric::Outgoing& call, const Mode& mode);
+bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer = nullptr);
 std::size_t process_calls();
 void flush();
 }  // namespace invoke::detail
@@ -165,6 +165,18 @@ class MessengerGlobal {
     auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, sync, N);
     o.data = buffer;
     return invoke::detail::broadcast(o, {0, P});
+  }
+  // broadcast_buffer with the buffer read by RDMA (Table 1's broadcast_buffer
+  // after call_buffer's read variation): only the record travels down the
+  // tree, and every thread RDMA-reads `orig` (registered memory of this
+  // process: rdmx::local_locator or the arena) into memory of its own, then
+  // runs func(span) on it. `orig` must stay untouched until `sync` counts
+  // down, which it does once every thread has run func.
+  template <Policy P = Policy::retry, class F>
+  bool broadcast_buffer(const F& func, const RemoteLocator& orig, Synchronizer& sync) const {
+    auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, &sync, Notify::consumed);
+    const invoke::detail::RemoteBuffer b{invoke::detail::RemoteBuffer::read, orig};
+    return invoke::detail::broadcast(o, {0, P}, &b);
   }
 
   // Run the calls that arrived for this thread (and publish what it sent);
