@@ -718,7 +718,9 @@ std::string Job::describe() const {
   auto& rt = impl_->runtime;
   const char* tls = std::getenv("UCX_TLS");
   return "rdmx job: layout " + rt.layout.to_string() + " (" + std::to_string(size()) + (size() == 1 ? " process" : " processes") + ", launcher " +
-         launcher() + "), UCX_TLS=" + (tls != nullptr ? tls : "(UCX default)") + ", threads " + rt.pin_reason;
+         launcher() + "), UCX_TLS=" + (tls != nullptr ? tls : "(UCX default)") +
+         (rt.helpers() != 0 ? ", " + std::to_string(rt.helpers()) + " helper threads per process" : "") + ", threads " +
+         rt.pin_reason;
 }
 
 void Job::run(const std::function<void(ThreadId)>& fn) {

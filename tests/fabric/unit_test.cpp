@@ -1,5 +1,7 @@
 // Single-process tests of fabric pieces that need no peers.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -101,6 +103,27 @@ TEST(Placement, BadPinValueIsRejected) {
     EXPECT_EQ(e.code(), Errc::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("RDMX_PIN"), std::string::npos);
   }
+}
+
+TEST(Placement, BadHelperCountsAreRejected) {
+  JobOptions options;
+  options.threads = 1;
+  options.helpers = 2;  // more helpers than worker threads
+  try {
+    Job job(options);
+    FAIL() << "accepted 2 helpers for 1 thread";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("RDMX_HELPERS"), std::string::npos) << e.what();
+  }
+  ::setenv("RDMX_HELPERS", "some", 1);
+  try {
+    Job job;
+    FAIL() << "accepted RDMX_HELPERS=some";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RDMX_HELPERS"), std::string::npos) << e.what();
+  }
+  ::unsetenv("RDMX_HELPERS");
 }
 
 TEST(SingleProcessJob, PayloadLargerThanTheMaximumIsRejected) {

@@ -46,6 +46,8 @@ TEST(Helpers, ConfiguredAsAsked) {
   const char* h = std::getenv("RDMX_HELPERS");
   ASSERT_NE(h, nullptr) << "run this test with RDMX_HELPERS set";
   ASSERT_LE(job().threads_per_process(), max_threads);
+  EXPECT_EQ(job().helpers_per_process(), std::stoul(h));
+  EXPECT_NE(job().describe().find(std::string(h) + " helper threads per process"), std::string::npos) << job().describe();
   // Helpers are addressable worker slots after the application's threads.
   EXPECT_NO_THROW(MessengerGlobal().call({job().rank(), job().threads_per_process()}, [] {}));
   EXPECT_THROW(MessengerGlobal().call({job().rank(), job().threads_per_process() + static_cast<std::uint32_t>(std::stoul(h))}, [] {}), Error);
