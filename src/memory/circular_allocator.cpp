@@ -21,6 +21,7 @@ CircularAllocator::CircularAllocator(Arena& arena, Options options)
 void CircularAllocator::rebuild() {
   // A unit's value survives in detail::Unit::first.value while slots_ is
   // rebuilt; units fresh from growth have none and are free.
+  const std::size_t at = next_ != nullptr ? position() : 0;  // growth inserts at the position: it stays
   std::vector<std::uint64_t> values(ring_->size(), 0);
   for (std::size_t i = 0; i < ring_->size(); ++i) {
     const detail::Unit& u = ring_->at(i);
@@ -33,6 +34,8 @@ void CircularAllocator::rebuild() {
     slots_.push_back(Slot{u.block.data, values[i], u.block.offset, u.block.region, !u.more.empty()});
   }
   size_ = slots_.size();
+  next_ = slots_.data() + at;
+  end_ = slots_.data() + size_;
   last_ = nullptr;
 }
 
@@ -41,18 +44,18 @@ CircularAllocator::CircularAllocator(CircularAllocator&&) noexcept = default;
 CircularAllocator& CircularAllocator::operator=(CircularAllocator&&) noexcept = default;
 
 std::optional<Block> CircularAllocator::try_allocate_slow() {
-  Slot* s = &slots_[next_];
-  detail::Unit* u = &ring_->at(next_);
+  Slot* s = next_;
+  detail::Unit* u = &ring_->at(position());
   const bool free = s->extra ? std::all_of(u->more.begin(), u->more.end(), [](const transfer::EpochTag& t) { return t.is_free(); })
                              : s->value <= (seen_completed_ = bound_->completed());
   if (!free) {
     // Insert fresh units here, ahead of the busy one: they are used next and
     // the busy unit is revisited after them, when it has had longest to finish.
     for (std::size_t i = 0; i < size_; ++i) ring_->at(i).first = transfer::EpochTag{&unbound_, slots_[i].value};
-    if (!ring_->grow_at(next_)) return std::nullopt;
+    if (!ring_->grow_at(position())) return std::nullopt;
     rebuild();
-    s = &slots_[next_];
-    u = &ring_->at(next_);
+    s = next_;
+    u = &ring_->at(position());
   }
   u->more.clear();
   s->extra = false;

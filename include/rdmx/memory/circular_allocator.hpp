@@ -104,7 +104,7 @@ class CircularAllocator {
   static constexpr std::uint64_t tagged_elsewhere = in_use - 1;
 
   Block next_free() {
-    Slot& s = slots_[next_];
+    Slot& s = *next_;
     // completed() only grows, so a cached value is conservative: re-read the
     // epoch only when a unit looks busy (keeps a dependent load off the path).
     if (s.value > seen_completed_) [[unlikely]] {
@@ -113,17 +113,21 @@ class CircularAllocator {
     }
     s.value = in_use;
     last_ = &s;
-    if (++next_ == size_) next_ = 0;
+    if (++next_ == end_) next_ = slots_.data();
     return Block{s.data, unit_size_, s.region, s.offset};
   }
   std::optional<Block> try_allocate_slow();
   Block allocate_slow(ProgressHook progress);
   void tag_slow(const std::byte* unit, transfer::EpochTag tag);
   void rebuild();  // slots_ from the ring, after construction or growth
+  std::size_t position() const noexcept { return static_cast<std::size_t>(next_ - slots_.data()); }
 
   std::unique_ptr<detail::UnitRing> ring_;
   std::vector<Slot> slots_;
-  std::size_t next_ = 0;       // ring position handed out next
+  // The slot handed out next, a pointer rather than an index: the unit's
+  // address is then one load away, which the put that uses it waits for.
+  Slot* next_ = nullptr;
+  Slot* end_ = nullptr;  // slots_.data() + size_
   std::size_t size_ = 0;
   std::size_t unit_size_ = 0;
   Slot* last_ = nullptr;       // the unit handed out last: what tag() is almost always given
