@@ -211,6 +211,11 @@ ParcelModule::ParcelModule(fabric::Runtime& rt)
     else if (*calls != "auto")
       throw Error(Errc::invalid_argument, "RDMX_PARCEL_CALLS must be auto, one-sided or send, got '" + *calls + "'");
   }
+  // Helper threads run one-sided calls on a thread other than their
+  // destination, but a parcel's state (its caller's entry, its pulls) lives
+  // with its thread: with helpers, parcels go as send-based calls, which
+  // their destination thread runs itself.
+  if (rt.helpers() != 0) forced_ = no;
   for (std::uint32_t t = 0; t < rt.workers(); ++t) slots_.push_back(std::make_unique<Slot>(rt, *this, t));
   the_module.store(this, std::memory_order_release);
 }
