@@ -40,13 +40,12 @@ void Aggregator::flush() { invoke::Module::current().publish_all(); }
 void Aggregator::shutdown() {
   if (shut_down_) return;
   invoke::SlotState& slot = invoke::Module::current();
-  const std::uint32_t threads = threads_;
   // The signal is one more call on the same channel, so it runs after every
   // call this aggregator made to that thread.
   const invoke::detail::Mode last{0, Policy::retry, false, 0};
   for (std::size_t g = 0; g < called_.size(); ++g) {
     if (!called_[g]) continue;
-    const ThreadId dest{static_cast<std::uint32_t>(g / threads), static_cast<std::uint32_t>(g % threads)};
+    const ThreadId dest{static_cast<std::uint32_t>(g / threads_), static_cast<std::uint32_t>(g % threads_)};
     // Counted for the destination thread, whichever thread runs it (a helper).
     slot.messenger(dest).append(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, [] {
       invoke::Module::destination().shutdowns_received.fetch_add(1);

@@ -20,7 +20,6 @@ std::string name(ThreadId t) { return std::to_string(t.process) + "/" + std::to_
 
 thread_local SlotState* running_for = nullptr;  // the owner of the channel this thread polls
 
-
 }  // namespace
 
 Channel::Channel(SlotState& owner, ThreadId source, RemoteLocator feedback, std::vector<Chunk> chunks)
@@ -280,14 +279,10 @@ void Channel::notify_caller(ThreadId owner, std::uint64_t sync, const std::strin
   if (failure != nullptr) {
     const auto c = static_cast<std::uint32_t>(code);
     back.call_buffer(owner, [sync, c](std::span<std::byte> text) {
-      tsan_acquire(reinterpret_cast<void*>(sync));  // the caller's tsan_release (Messenger::append)
       reinterpret_cast<Synchronizer*>(sync)->fail(static_cast<Errc>(c), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
     }, std::as_bytes(std::span(failure->data(), failure->size())));
   } else {
-    back.call(owner, [sync] {
-      tsan_acquire(reinterpret_cast<void*>(sync));
-      reinterpret_cast<Synchronizer*>(sync)->notify();
-    });
+    back.call(owner, [sync] { reinterpret_cast<Synchronizer*>(sync)->notify(); });
   }
 }
 
@@ -409,7 +404,6 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
   if (failure.empty() && kind == wire::kind_returning) {
     const std::uint64_t orig = ext.aux;
     MessengerGlobal().call_buffer(source_, [sync, orig](std::span<std::byte> value) {
-      tsan_acquire(reinterpret_cast<void*>(sync));
       std::memcpy(reinterpret_cast<void*>(orig), value.data(), value.size());
       reinterpret_cast<Synchronizer*>(sync)->notify();
     }, std::span<const std::byte>(result.bytes, result.size));

@@ -277,9 +277,6 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   // buffer the destination reads has been read.
   const bool consumed = call.sync != nullptr &&
                         (call.notify == Notify::consumed || (buffer != nullptr && buffer->how == detail::RemoteBuffer::read));
-  // The answer may be run by another thread of this process (a helper), after
-  // a round trip through another process that TSan cannot follow.
-  if (consumed) tsan_release(call.sync);
   // Calls queued earlier go first (FIFO per sender).
   if (!overflow_.empty() && !busy_) drain_overflow();
   if (!overflow_.empty() || busy_) {

@@ -1,5 +1,4 @@
 #include "module.hpp"
-#include "tsan.hpp"
 
 #include <cstdio>
 
@@ -175,7 +174,6 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffe
     throw Error(Errc::invalid_argument, "broadcast_buffer: the buffer to read must be in the caller's process");
   const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
   const Forward forward{slot.self, consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0};
-  if (consumed) tsan_release(call.sync);  // answered by helpers, maybe (see Messenger::append)
   // The root sends the call to itself: running it there fans it out.
   fabric::Outgoing o = call;
   o.destination = slot.self;
