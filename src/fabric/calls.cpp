@@ -64,6 +64,7 @@ void finish_send(std::unique_ptr<SendBuffer> buffer, ucs_status_t status) {
 }
 
 void send_completed(void* request, ucs_status_t status, void* user) {
+  const transfer::detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
   finish_send(std::unique_ptr<SendBuffer>(static_cast<SendBuffer*>(user)), status);
   ucp_request_free(request);
 }
@@ -318,6 +319,7 @@ void broadcast_call(const Outgoing& c) {
 
 ucs_status_t ThreadContext::on_call(void* arg, const void* header, std::size_t header_length, void* data,
                                     std::size_t length, const ucp_am_recv_param_t* param) {
+  const transfer::detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
   auto* self = static_cast<ThreadContext*>(arg);
   CallHeader h{};
   if (header_length < sizeof h) {
@@ -347,6 +349,7 @@ ucs_status_t ThreadContext::on_call(void* arg, const void* header, std::size_t h
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = [](void* request, ucs_status_t, std::size_t, void* user) {
+    const transfer::detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
       auto* flag = static_cast<std::shared_ptr<std::atomic<bool>>*>(user);
       (*flag)->store(true, std::memory_order_release);
       delete flag;
@@ -373,6 +376,7 @@ ucs_status_t ThreadContext::on_call(void* arg, const void* header, std::size_t h
 
 ucs_status_t ThreadContext::on_reply(void* arg, const void* header, std::size_t header_length, void* data,
                                      std::size_t length, const ucp_am_recv_param_t* param) {
+  const transfer::detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
   auto* self = static_cast<ThreadContext*>(arg);
   ReplyHeader h{};
   if (header_length != sizeof h) {
@@ -391,6 +395,7 @@ ucs_status_t ThreadContext::on_reply(void* arg, const void* header, std::size_t 
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = [](void* request, ucs_status_t status, std::size_t, void* user) {
+    const transfer::detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
       std::unique_ptr<Fetch> f(static_cast<Fetch*>(user));
       f->self->complete_reply(f->h, status, f->bytes);
       ucp_request_free(request);

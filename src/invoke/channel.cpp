@@ -1,5 +1,6 @@
 // The receiving side: d polls its chunks locally and runs the calls in order.
 #include <atomic>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -47,11 +48,8 @@ std::size_t Channel::poll(SlotState& runner, std::size_t budget) {
         continue;
       }
       const Chunk& c = ring_[cur_];
-      std::uint64_t word;
-      {
-        IgnoreReads ignore;
-        word = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(c.base)).load(std::memory_order_acquire);
-      }
+      const std::uint64_t word =
+          std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(c.base)).load(std::memory_order_acquire);
       if (word == 0) break;  // nothing published in this chunk yet
       const auto p = wire::decode(word, salt_);
       if (!p) {
@@ -75,10 +73,7 @@ std::size_t Channel::poll(SlotState& runner, std::size_t budget) {
     const std::byte* record = ring_[cur_].base + offset_;
     wire::RecordHeader h;
     if (end_ - offset_ < sizeof h) corrupted("a record header is cut off at the published end");
-    {
-      IgnoreReads ignore;
-      std::memcpy(&h, record, sizeof h);
-    }
+    std::memcpy(&h, record, sizeof h);
     if (h.check != wire::record_check(h)) corrupted("a record header at offset " + std::to_string(offset_) + " fails its check");
     if (h.size < sizeof h || h.size % wire::record_align != 0 || h.size > end_ - offset_)
       corrupted("a record of " + std::to_string(h.size) + " bytes does not fit the " + std::to_string(end_ - offset_) +
@@ -93,18 +88,10 @@ std::size_t Channel::poll(SlotState& runner, std::size_t budget) {
       int& n;
       ~Done() { --n; }
     } done{executing_};
-    if (h.flags == wire::kind_call && !copy_records) [[likely]] {
+    if (h.flags == wire::kind_call) [[likely]]
       execute_plain(runner, record, h);
-    } else if constexpr (copy_records) {
-      std::vector<std::byte> copy(h.size);
-      {
-        IgnoreReads ignore;
-        std::memcpy(copy.data(), record, h.size);
-      }
-      execute(runner, copy.data(), h);
-    } else {
+    else
       execute(runner, record, h);
-    }
   }
   if (executing_ == 0 && finished_ != pushed_) push_consumed();
   return ran;
@@ -120,10 +107,7 @@ bool Channel::read_ready(const std::byte* record, const wire::RecordHeader& h) {
   const std::size_t at = sizeof h + ((h.flags & wire::has_extension) ? sizeof(wire::Extension) : 0);
   if (h.size < at + sizeof(wire::RemoteBuffer)) return true;  // execute reports it
   wire::RemoteBuffer rb;
-  {
-    IgnoreReads ignore;
-    std::memcpy(&rb, record + at, sizeof rb);
-  }
+  std::memcpy(&rb, record + at, sizeof rb);
   if (rb.how == wire::buffer_written || rb.length > Job::current().impl().runtime.max_message()) return true;
   read_.active = true;
   read_.length = rb.length;
@@ -210,15 +194,7 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::u
       throw Error(Errc::invalid_argument, "the destination buffer (region " + std::to_string(rb.region) + ", offset " +
                                               std::to_string(rb.offset) + ", " + std::to_string(rb.length) +
                                               " bytes) is not registered memory of this process");
-    std::byte* data = static_cast<std::byte*>(region->data()) + rb.offset;
-    if constexpr (copy_records) {
-      // TSan builds: the RDMA write that filled it is invisible to TSan (see tsan.hpp).
-      fetched.resize(rb.length);
-      IgnoreReads ignore;
-      std::memcpy(fetched.data(), data, rb.length);
-      return {fetched.data(), fetched.size()};
-    }
-    return {data, static_cast<std::size_t>(rb.length)};
+    return {static_cast<std::byte*>(region->data()) + rb.offset, static_cast<std::size_t>(rb.length)};
   }
   if (read_.active) {  // read_ready started it and saw it complete
     read_.active = false;
@@ -234,12 +210,23 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::u
   return {fetched.data(), fetched.size()};
 }
 
+namespace {
+// The binomial tree over the job's n threads, numbered from the root: thread
+// r forwards to r + step for every power of two step > r, so r's subtree is
+// every thread congruent to r modulo the first power of two above r.
+std::uint64_t subtree_size(std::uint64_t r, std::uint64_t n) {
+  if (r == 0) return n;
+  const std::uint64_t stride = std::bit_floor(r) << 1;
+  return (n - r + stride - 1) / stride;
+}
+}  // namespace
+
 void Channel::forward_broadcast(SlotState& runner, const wire::RecordHeader& h, const Forward& forward,
-                                const fabric::Incoming& in, const wire::RemoteBuffer* read) {
-  detail::RemoteBuffer reference{detail::RemoteBuffer::read, {}};
-  if (read != nullptr) reference.where = RemoteLocator{forward.root.process, read->region, read->offset, read->length};
-  // Binomial tree over the job's threads, numbered from the root: thread r
-  // forwards to r + step for every power of two step > r.
+                                const fabric::Incoming& in, const wire::RemoteBuffer* rb, const std::string* failure) {
+  const bool read = rb != nullptr && rb->how != wire::buffer_written;
+  detail::RemoteBuffer reference{read ? detail::RemoteBuffer::read : detail::RemoteBuffer::written, {}};
+  if (read) reference.where = RemoteLocator{forward.root.process, rb->region, rb->offset, rb->length};
+  Synchronizer written;  // this thread's writes into its children's buffers
   const std::uint32_t threads = runner.runtime.threads();
   const std::uint64_t n = std::uint64_t{runner.runtime.size()} * threads;
   const std::uint64_t root = std::uint64_t{forward.root.process} * threads + forward.root.thread;
@@ -254,9 +241,33 @@ void Channel::forward_broadcast(SlotState& runner, const wire::RecordHeader& h, 
     o.function = h.function;
     o.closure = in.closure;
     o.closure_size = in.closure_size;
-    if (read == nullptr) o.data = in.data;
-    runner.messenger(o.destination).append(o, {0, Policy::retry}, read != nullptr ? &reference : nullptr, &forward);
+    if (!read) o.data = in.data;
+    std::string error = failure != nullptr ? *failure : std::string();
+    Errc code = Errc::transport;
+    if (error.empty()) {
+      try {
+        if (rb != nullptr && !read) {
+          const wire::Target& t = forward.targets[child];
+          reference.where = RemoteLocator{o.destination.process, t.region, t.offset, rb->length};
+          o.sync = &written;
+          o.notify = Notify::sent;
+        }
+        runner.messenger(o.destination).append(o, {0, Policy::retry}, rb != nullptr ? &reference : nullptr, &forward);
+      } catch (const Error& e) {
+        code = e.code();
+        error = std::string("broadcast: forwarding to thread ") + name(o.destination) + ": " + e.what();
+      }
+    }
+    if (error.empty()) continue;
+    // That child's subtree is not reached: the root hears it for each of them.
+    if (forward.sync == 0)
+      std::fprintf(stderr, "rdmx: process %u: a broadcast from %s did not reach the subtree of thread %s: %s\n",
+                   self_.process, name(forward.root).c_str(), name(o.destination).c_str(), error.c_str());
+    else
+      for (std::uint64_t k = subtree_size(r + step, n); k > 0; --k) notify_caller(forward.root, forward.sync, &error, code);
   }
+  // func may change this thread's buffer once the children's copies have left it.
+  written.wait();
 }
 
 // The result goes first, then (fenced) one atomic decrement of the caller's
@@ -311,6 +322,18 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
     std::memcpy(&rb, p, sizeof rb);
     p += sizeof rb;
   }
+  std::vector<wire::Target> targets;  // broadcast_buffer into destination buffers
+  if (h.flags & wire::has_targets) {
+    const std::size_t n = std::size_t{runner.runtime.size()} * runner.runtime.threads();
+    if (kind != wire::kind_broadcast || !(h.flags & wire::has_remote_buffer) || rb.how != wire::buffer_written ||
+        static_cast<std::size_t>(last - p) < n * sizeof(wire::Target))
+      corrupted("a broadcast record is too short for its destination buffers");
+    targets.resize(n);
+    std::memcpy(targets.data(), p, n * sizeof(wire::Target));
+    p += n * sizeof(wire::Target);
+    forward.targets = targets.data();
+    forward.target_count = n;
+  }
   wire::RemoteReply reply{};
   const bool remote_reply = (h.flags & wire::has_remote_reply) != 0;
   if (remote_reply) {
@@ -332,13 +355,20 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
   Errc code = Errc::transport;
   const bool remote = (h.flags & wire::has_remote_buffer) && (kind == wire::kind_buffer || kind == wire::kind_broadcast);
   if (remote) {
-    // A broadcast's buffer stays at its root: only the reference goes down the tree.
-    if (kind == wire::kind_broadcast) forward_broadcast(runner, h, forward, in, &rb);
+    // A broadcast's buffer to read stays at its root: only the reference
+    // goes down the tree. One written into destination buffers is passed on
+    // from this thread's buffer, once it is here.
+    const bool into_targets = kind == wire::kind_broadcast && rb.how == wire::buffer_written;
+    if (kind == wire::kind_broadcast && !into_targets) forward_broadcast(runner, h, forward, in, &rb);
     try {
       in.data = remote_buffer(rb, kind == wire::kind_broadcast ? forward.root.process : source_.process, fetched);
     } catch (const Error& e) {
       code = e.code();
-      failure = std::string("call_buffer: ") + e.what();
+      failure = std::string(into_targets ? "broadcast_buffer: " : "call_buffer: ") + e.what();
+    }
+    if (into_targets) {
+      const std::string unreached = "broadcast_buffer: not reached, thread " + name(self_) + " above it failed: " + failure;
+      forward_broadcast(runner, h, forward, in, &rb, failure.empty() ? nullptr : &unreached);
     }
     if (rb.how == wire::buffer_read_sent && ext.sync != 0) {
       notified_early = true;
@@ -361,7 +391,7 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
     r->size = size;
     r->set = true;
   };
-  if (kind == wire::kind_broadcast && !remote) forward_broadcast(runner, h, forward, in, nullptr);  // fan out first, then run
+  if (kind == wire::kind_broadcast && !remote) forward_broadcast(runner, h, forward, in);  // fan out first, then run
   if (!failure.empty()) {
     // The buffer could not be had: the function does not run.
   } else if (fabric::Invoker invoker = runner.find_function(h.function)) {

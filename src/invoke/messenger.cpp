@@ -129,11 +129,8 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
       // call is serialized straight into d's memory, the one copy a raw put
       // would make, and publishing is a store (Seriema: "serialized by s
       // straight into the remote chunk"). Elsewhere: a mirror and RDMA writes.
-      // (Not inside one process under ThreadSanitizer: it would see our stores
-      // but not the service thread's hand-over of the chunk, see tsan.hpp.)
       void* mapped = nullptr;
-      const bool may_map = owner_.options.mapped_chunks && !(copy_records && dest_.process == owner_.self.process);
-      if (may_map && ucp_rkey_ptr(c.remote.rkey, c.remote.address, &mapped) == UCS_OK)
+      if (owner_.options.mapped_chunks && ucp_rkey_ptr(c.remote.rkey, c.remote.address, &mapped) == UCS_OK)
         c.mapped = static_cast<std::byte*>(mapped);
       else
         c.mirror = arena_of(owner_).allocate_chunk(chunk_size, 64);
@@ -155,7 +152,8 @@ void Messenger::activate(std::size_t index) {
   write_ = put_from_ = published_ = wire::header_bytes;
 }
 
-std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer) const {
+std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer,
+                                   const Forward* forward) const {
   if (call.closure_size > 0xffff)
     throw Error(Errc::message_too_large, "a one-sided call's captures are limited to 64 KiB (got " +
                                              std::to_string(call.closure_size) + " bytes); pass bulk data as a buffer");
@@ -175,6 +173,7 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::R
   const std::size_t size = sizeof(wire::RecordHeader) + (ext ? sizeof(wire::Extension) : 0) +
                            (buffer != nullptr ? sizeof(wire::RemoteBuffer) : 0) +
                            (call.kind == fabric::CallKind::broadcast ? sizeof(wire::BroadcastRoot) : 0) +
+                           (forward != nullptr ? forward->target_count * sizeof(wire::Target) : 0) +
                            (call.remote_counter != nullptr ? sizeof(wire::RemoteReply) : 0) +
                            wire::align_up(call.closure_size) +
                            (buffer != nullptr ? 0 : wire::align_up(call.data.size()));
@@ -204,6 +203,7 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
   if (ext) flags |= wire::has_extension;
   if (buffer != nullptr) flags |= wire::has_remote_buffer;
   if (call.remote_counter != nullptr) flags |= wire::has_remote_reply;
+  if (forward != nullptr && forward->target_count != 0) flags |= wire::has_targets;
   h.flags = flags;
   h.check = wire::record_check(h);
   std::memcpy(at, &h, sizeof h);
@@ -233,6 +233,10 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
     b.length = read ? buffer->where.length : call.data.size();
     std::memcpy(p, &b, sizeof b);
     p += sizeof b;
+  }
+  if (flags & wire::has_targets) {
+    std::memcpy(p, forward->targets, forward->target_count * sizeof(wire::Target));
+    p += forward->target_count * sizeof(wire::Target);
   }
   if (call.remote_counter != nullptr) {
     wire::RemoteReply r{};
@@ -265,7 +269,7 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::RemoteB
 
 bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer,
                        const Forward* forward) {
-  const std::size_t size = record_size(call, buffer);
+  const std::size_t size = record_size(call, buffer, forward);
   const LaneClosed closed(*this);  // calls run by a wait below must not write into it
   if (ring_.empty() && !busy_) {
     // Setting up waits for d's service thread, and waiting runs calls; one

@@ -168,16 +168,45 @@ bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* bu
   return slot.messenger(call.destination).append(call, mode, buffer);
 }
 
-bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer) {
+bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer,
+               std::span<const RemoteLocator> dest_buffers) {
   SlotState& slot = Module::current();
   if (buffer != nullptr && buffer->where.process != slot.self.process)
     throw Error(Errc::invalid_argument, "broadcast_buffer: the buffer to read must be in the caller's process");
   const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
-  const Forward forward{slot.self, consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0};
+  Forward forward{slot.self, consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0};
+  // Into destination buffers: the table of every thread's buffer travels
+  // down the tree with the call, checked here once.
+  std::vector<wire::Target> targets;
+  RemoteBuffer own{RemoteBuffer::written, {}};
+  if (!dest_buffers.empty()) {
+    const std::uint32_t threads = slot.runtime.threads();
+    const std::size_t n = std::size_t{slot.runtime.size()} * threads;
+    if (dest_buffers.size() != n)
+      throw Error(Errc::invalid_argument, "broadcast_buffer: " + std::to_string(dest_buffers.size()) +
+                                              " destination buffers given, the job has " + std::to_string(n) + " threads");
+    targets.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const RemoteLocator& d = dest_buffers[i];
+      if (d.process != i / threads || d.length < call.data.size())
+        throw Error(Errc::invalid_argument,
+                    "broadcast_buffer: destination buffer " + std::to_string(i) + " (" + std::to_string(d.length) +
+                        " bytes in process " + std::to_string(d.process) + ") must hold " +
+                        std::to_string(call.data.size()) + " bytes in process " + std::to_string(i / threads) +
+                        " (entry i belongs to thread i % threads of process i / threads)");
+      targets[i] = wire::Target{d.region, 0, d.offset};
+    }
+    forward.targets = targets.data();
+    forward.target_count = n;
+    own.where = dest_buffers[std::size_t{slot.self.process} * threads + slot.self.thread];
+    buffer = &own;
+  }
   // The root sends the call to itself: running it there fans it out.
   fabric::Outgoing o = call;
   o.destination = slot.self;
-  o.sync = nullptr;
+  // Notify::sent into destination buffers: when the root's own buffer is
+  // written, `call.data` is free (the tree forwards from the buffers).
+  if (dest_buffers.empty() || consumed) o.sync = nullptr;
   if (!slot.messenger(slot.self).append(o, mode, buffer, &forward)) return false;
   if (consumed) call.sync->add(static_cast<std::int64_t>(slot.runtime.size()) * slot.runtime.threads());
   return true;

@@ -30,6 +30,8 @@ class SlotState;
 struct Forward {
   ThreadId root;
   std::uint64_t sync = 0;
+  const wire::Target* targets = nullptr;  // broadcast_buffer into destination buffers: one per thread of the job
+  std::size_t target_count = 0;
 };
 
 // Wait until the operation `tag` covers has completed (flushing its epoch if
@@ -96,7 +98,7 @@ class Messenger {
   void put_pending();
   void write_buffer(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer);
   void write_word(bool closed, std::uint8_t grow);
-  std::size_t record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer) const;
+  std::size_t record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward) const;
   void serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward, std::byte* at,
                  std::size_t size) const;
   bool enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward,
@@ -174,9 +176,14 @@ class Channel {
   void notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code);
   void answer_by_rdma(const wire::RemoteReply& reply, bool returning, std::span<const std::byte> result);
   // Send a broadcast record on to this thread's children in the tree, with
-  // its buffer inline (in.data) or, when `read`, a reference to read it by.
+  // its buffer inline (rb == nullptr: in.data), as a reference to read it by
+  // (buffer_read), or RDMA-written from in.data into each child's
+  // destination buffer (buffer_written; returns once those writes are
+  // done). A child that cannot be reached, or every child when `failure` is
+  // given, is reported to the root for each thread of its subtree.
   void forward_broadcast(SlotState& runner, const wire::RecordHeader& h, const Forward& forward,
-                         const fabric::Incoming& in, const wire::RemoteBuffer* read);
+                         const fabric::Incoming& in, const wire::RemoteBuffer* rb = nullptr,
+                         const std::string* failure = nullptr);
 
   SlotState& owner_;
   ThreadId source_;

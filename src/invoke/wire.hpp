@@ -83,6 +83,7 @@ enum : std::uint8_t {
   has_extension = 4,
   has_remote_buffer = 8,  // a RemoteBuffer follows the Extension (call_buffer by RDMA write or read)
   has_remote_reply = 16,  // a RemoteReply follows (after the RemoteBuffer, if any)
+  has_targets = 32,       // a broadcast's destination buffers follow the RemoteBuffer: one Target per thread of the job
 };
 
 using detail::RecordHeader;
@@ -113,6 +114,15 @@ struct RemoteBuffer {
   std::uint64_t length;
 };
 static_assert(sizeof(RemoteBuffer) == 24);
+// broadcast_buffer into destination buffers: where the buffer goes in the
+// thread with global index i (process i / threads), in that process's
+// registered memory. Every node of the tree writes its children's.
+struct Target {
+  std::uint32_t region;
+  std::uint32_t reserved;
+  std::uint64_t offset;
+};
+static_assert(sizeof(Target) == 16);
 // The caller's Synchronizer count (and call_return's result) in its
 // registered memory: the destination answers with RDMA, not a message.
 struct RemoteReply {

@@ -44,6 +44,7 @@ Future<T> issue_with_future(ProgressHook hook, const char* what, Issue&& issue) 
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.cb.send = [](void* request, ucs_status_t status, void* user) {
+    const detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
     std::unique_ptr<Pending<T>> owned(static_cast<Pending<T>*>(user));
     complete(owned.get(), status, "one-sided operation");
     ucp_request_free(request);
@@ -78,6 +79,7 @@ void Transmitter::not_immediate(void* status_ptr, const char* what) {
 }
 
 void Transmitter::flush_done(void* request, ucs_status_t status, void* self) {
+  const detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
   auto* tx = static_cast<Transmitter*>(self);
   // Flushes may complete in any order: when k have completed, one of them
   // closed an epoch >= k, so every epoch <= k is complete.

@@ -588,6 +588,126 @@ TEST(Messenger, BroadcastReachesEveryThreadOnce) {
   job().barrier();
 }
 
+// Table 1's broadcast_buffer into destination buffers: every thread keeps one
+// buffer per root; the root's bytes are written into its own, and each thread
+// writes its buffer into its children's before they run. Every thread
+// scribbles over its buffer in func: a child that still reads its parent's
+// old bytes shows a forward that did not wait for its writes.
+namespace {
+std::vector<RemoteLocator> gather_buffers(std::byte* mine, std::size_t bytes) {
+  const RemoteLocator here = local_locator(mine, bytes);
+  std::vector<RemoteLocator> all;
+  for (const auto& b : job().allgather(std::as_bytes(std::span(&here, 1)))) {
+    RemoteLocator l;
+    std::memcpy(&l, b.data(), sizeof l);
+    all.push_back(l);
+  }
+  return all;
+}
+std::byte pattern(std::size_t i, std::uint32_t root, int round) { return static_cast<std::byte>(i * 13 + root * 7 + round); }
+}  // namespace
+
+TEST(Messenger, BroadcastBufferIntoDestinationBuffers) {
+  static constexpr std::size_t size = 10000;
+  static constexpr int rounds = 6;
+  const std::uint32_t threads = job().threads_per_process(), total = job().total_threads();
+  static memory::Block block;
+  block = job().arena().allocate_chunk(std::size_t{threads} * total * size);
+  const std::vector<RemoteLocator> base = gather_buffers(block.data, block.size);
+  static std::vector<std::atomic<std::uint64_t>> hits;  // [receiving thread][root]
+  hits = std::vector<std::atomic<std::uint64_t>>(std::size_t{threads} * total);
+  job().barrier();
+  job().run([&](ThreadId me) {
+    MessengerGlobal messenger;
+    const std::uint32_t root = global(me);
+    // dest[i]: thread i's buffer for broadcasts from this root.
+    std::vector<RemoteLocator> dest;
+    for (std::uint32_t i = 0; i < total; ++i) dest.push_back(base[i / threads].slice((std::size_t{i % threads} * total + root) * size, size));
+    std::vector<std::byte> orig(size);
+    auto check = [root](int round) {
+      return [root, round](std::span<std::byte> data) {
+        const ThreadId d = call_destination();
+        std::byte* expected = block.data + (std::size_t{d.thread} * Job::current().total_threads() + root) * size;
+        bool ok = data.size() == size && data.data() == expected;
+        for (std::size_t i = 0; ok && i < size; ++i) ok = data[i] == pattern(i, root, round);
+        if (!ok) throw std::runtime_error("a destination buffer does not hold the root's bytes");
+        std::memset(expected, 0xee, size);
+        hits[std::size_t{d.thread} * Job::current().total_threads() + root].fetch_add(1);
+      };
+    };
+    for (int k = 0; k < rounds; ++k) {
+      for (std::size_t i = 0; i < size; ++i) orig[i] = pattern(i, root, k);
+      Synchronizer sync;
+      if (k + 1 < rounds) {
+        EXPECT_TRUE((messenger.broadcast_buffer<Policy::retry, Notify::consumed>(check(k), orig, dest, &sync)));
+      } else {
+        // Notify::sent: orig may change once the root's own buffer is written.
+        EXPECT_TRUE(messenger.broadcast_buffer(check(k), orig, dest, &sync));
+      }
+      sync.wait();  // throws what a thread's func threw
+      std::fill(orig.begin(), orig.end(), std::byte{0});
+    }
+    for (;;) {
+      bool all = true;
+      for (std::uint32_t g = 0; g < total; ++g) all = all && hits[std::size_t{me.thread} * total + g].load() >= rounds;
+      if (all) break;
+      messenger.process_calls();
+    }
+    for (std::uint32_t g = 0; g < total; ++g) EXPECT_EQ(hits[std::size_t{me.thread} * total + g].load(), std::uint64_t{rounds});
+    // Bad tables are refused before anything is sent.
+    auto nothing = [](std::span<std::byte>) {};
+    EXPECT_THROW(messenger.broadcast_buffer(nothing, orig, std::span(dest).first(total - 1)), Error);
+    std::vector<RemoteLocator> bad = dest;
+    bad[total - 1].process = (bad[total - 1].process + 1) % job().size();
+    if (job().size() > 1) EXPECT_THROW(messenger.broadcast_buffer(nothing, orig, bad), Error);
+    bad = dest;
+    bad[0].length = size - 1;
+    EXPECT_THROW(messenger.broadcast_buffer(nothing, orig, bad), Error);
+  });
+  job().barrier();
+  job().arena().release_chunk(block);
+}
+
+// A destination buffer that cannot be written (an unknown region) cuts its
+// thread's subtree off: the root hears of each thread in it instead of
+// waiting forever, and every other thread still runs the call.
+TEST(Messenger, BroadcastBufferReportsUnreachedSubtrees) {
+  if (job().total_threads() < 2) GTEST_SKIP() << "needs two threads";
+  static constexpr std::size_t size = 256;
+  const std::uint32_t threads = job().threads_per_process(), total = job().total_threads();
+  static memory::Block block;
+  block = job().arena().allocate_chunk(std::size_t{threads} * size);
+  const std::vector<RemoteLocator> base = gather_buffers(block.data, block.size);
+  static std::vector<std::atomic<int>> ran;
+  ran = std::vector<std::atomic<int>>(threads);
+  job().barrier();
+  job().run([&](ThreadId me) {
+    // From root 0, thread 1's subtree in the binomial tree is every odd thread.
+    const bool reached = global(me) % 2 == 0;
+    if (global(me) == 0) {
+      std::vector<RemoteLocator> dest;
+      for (std::uint32_t i = 0; i < total; ++i) dest.push_back(base[i / threads].slice(std::size_t{i % threads} * size, size));
+      dest[1].region = 0xfffff;  // no such region
+      std::vector<std::byte> orig(size, std::byte{5});
+      Synchronizer sync;
+      MessengerGlobal().broadcast_buffer<Policy::retry, Notify::consumed>(
+          [](std::span<std::byte>) { ran[call_destination().thread].fetch_add(1); }, orig, dest, &sync);
+      try {
+        sync.wait();
+        ADD_FAILURE() << "the broadcast reported no failure";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("broadcast"), std::string::npos) << e.what();
+      }
+    }
+    if (reached)
+      while (ran[me.thread].load() == 0) MessengerGlobal().process_calls();
+  });
+  job().barrier();
+  for (std::uint32_t t = 0; t < threads; ++t)
+    EXPECT_EQ(ran[t].load(), global({job().rank(), t}) % 2 == 0 ? 1 : 0) << "thread " << t;
+  job().arena().release_chunk(block);
+}
+
 // Policy::retry_async towards a receiver that does not poll: no call blocks
 // or fails; the excess waits in registered memory and runs, in order, once
 // the receiver polls again.

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <span>
 
+#include "rdmx/core/error.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
@@ -64,7 +65,8 @@ struct RemoteBuffer {
   RemoteLocator where;  // written: the destination's buffer; read: the caller's
 };
 bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer = nullptr);
-bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer = nullptr);
+bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer = nullptr,
+               std::span<const RemoteLocator> dest_buffers = {});
 std::size_t process_calls();
 void flush();
 }  // namespace invoke::detail
@@ -177,6 +179,24 @@ class MessengerGlobal {
     auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, &sync, Notify::consumed);
     const invoke::detail::RemoteBuffer b{invoke::detail::RemoteBuffer::read, orig};
     return invoke::detail::broadcast(o, {0, P}, &b);
+  }
+  // broadcast_buffer into destination buffers (Table 1's broadcast_buffer
+  // after call_buffer's write variation): `orig` is RDMA-written into this
+  // thread's destination buffer, and each thread of the tree RDMA-writes its
+  // own buffer into its children's before they run func(span over their
+  // buffer). dest_buffers[i] is registered memory (e.g. from
+  // rdmx::allocate_remote or local_locator) of thread i % T of process i / T,
+  // T = threads per process, and at least orig.size() bytes long.
+  // Notify::sent: orig may be reused (this thread's buffer is written);
+  // Notify::consumed: every thread has run func. A thread's buffer must not
+  // be written again before its func ran.
+  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
+  bool broadcast_buffer(const F& func, std::span<const std::byte> orig, std::span<const RemoteLocator> dest_buffers,
+                        Synchronizer* sync = nullptr) const {
+    auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, sync, N);
+    o.data = orig;
+    if (dest_buffers.empty()) throw Error(Errc::invalid_argument, "broadcast_buffer: no destination buffers given");
+    return invoke::detail::broadcast(o, {0, P}, nullptr, dest_buffers);
   }
 
   // Run the calls that arrived for this thread (and publish what it sent);

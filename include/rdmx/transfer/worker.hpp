@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "rdmx/transfer/detail/ucx_opaque.hpp"
+
 namespace rdmx::transfer {
 
 class Context;
@@ -25,7 +27,10 @@ class Worker {
   const std::vector<std::byte>& address() const noexcept { return address_; }
 
   // Drive UCX: returns true when something happened.
-  bool progress() { return ucp_worker_progress(handle_) != 0; }
+  bool progress() {
+    const detail::InsideUcx inside;  // TSan builds: UCX's own copies are not checked
+    return ucp_worker_progress(handle_) != 0;
+  }
   // Block until there is work or `timeout_ms` passes (-1: forever); returns
   // whether it woke for work. Progress must have been drained before calling.
   bool wait(int timeout_ms);
