@@ -540,6 +540,20 @@ TEST(Messenger, ReadCallBufferKeepsSenderOrder) {
 // call exactly once; Notify::consumed counts down after all of them did.
 // Rounds alternate broadcast, broadcast_buffer with the buffer in the call,
 // and broadcast_buffer with the buffer read from the root by every thread.
+// hits[t * total + root]: how often thread t ran root's broadcasts. Serve
+// calls until each root's `rounds` have reached thread t, then check none
+// ran twice.
+void serve_until_every_root_reached(const std::vector<std::atomic<std::uint64_t>>& hits, std::uint32_t t, int rounds) {
+  const std::uint32_t total = job().total_threads();
+  auto count = [&](std::uint32_t root) { return hits[std::size_t{t} * total + root].load(); };
+  for (bool all = false; !all;) {
+    all = true;
+    for (std::uint32_t g = 0; g < total; ++g) all = all && count(g) >= static_cast<std::uint64_t>(rounds);
+    if (!all) MessengerGlobal().process_calls();
+  }
+  for (std::uint32_t g = 0; g < total; ++g) EXPECT_EQ(count(g), static_cast<std::uint64_t>(rounds)) << "from root " << g;
+}
+
 TEST(Messenger, BroadcastReachesEveryThreadOnce) {
   static std::vector<std::atomic<std::uint64_t>> hits;  // [receiving thread][root]
   const std::uint32_t total = job().total_threads();
@@ -577,13 +591,7 @@ TEST(Messenger, BroadcastReachesEveryThreadOnce) {
     }
     job().arena().release_chunk(block);
     // Every other root's broadcasts reach this thread too.
-    for (;;) {
-      bool all = true;
-      for (std::uint32_t g = 0; g < total; ++g) all = all && hits[std::size_t{me.thread} * total + g].load() >= rounds;
-      if (all) break;
-      messenger.process_calls();
-    }
-    for (std::uint32_t g = 0; g < total; ++g) EXPECT_EQ(hits[std::size_t{me.thread} * total + g].load(), std::uint64_t{rounds});
+    serve_until_every_root_reached(hits, me.thread, rounds);
   });
   job().barrier();
 }
@@ -647,13 +655,7 @@ TEST(Messenger, BroadcastBufferIntoDestinationBuffers) {
       sync.wait();  // throws what a thread's func threw
       std::fill(orig.begin(), orig.end(), std::byte{0});
     }
-    for (;;) {
-      bool all = true;
-      for (std::uint32_t g = 0; g < total; ++g) all = all && hits[std::size_t{me.thread} * total + g].load() >= rounds;
-      if (all) break;
-      messenger.process_calls();
-    }
-    for (std::uint32_t g = 0; g < total; ++g) EXPECT_EQ(hits[std::size_t{me.thread} * total + g].load(), std::uint64_t{rounds});
+    serve_until_every_root_reached(hits, me.thread, rounds);
     // Bad tables are refused before anything is sent.
     auto nothing = [](std::span<std::byte>) {};
     EXPECT_THROW(messenger.broadcast_buffer(nothing, orig, std::span(dest).first(total - 1)), Error);
