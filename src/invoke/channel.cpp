@@ -368,7 +368,14 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
     }
     if (into_targets) {
       const std::string unreached = "broadcast_buffer: not reached, thread " + name(self_) + " above it failed: " + failure;
-      forward_broadcast(runner, h, forward, in, &rb, failure.empty() ? nullptr : &unreached);
+      try {
+        forward_broadcast(runner, h, forward, in, &rb, failure.empty() ? nullptr : &unreached);
+      } catch (const Error& e) {  // the writes into the children's buffers failed (a transport error)
+        if (failure.empty()) {
+          code = e.code();
+          failure = std::string("broadcast_buffer: ") + e.what();
+        }
+      }
     }
     if (rb.how == wire::buffer_read_sent && ext.sync != 0) {
       notified_early = true;
