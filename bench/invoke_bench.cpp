@@ -19,6 +19,9 @@
 // so it counts the calls having run, not only having been sent.
 // Latency: a call plus its consumed notification (write, send), against a
 // raw UCX active-message round trip and an MPI ping-pong of 8 bytes.
+// Broadcast: the three broadcast_buffers of 64 KiB (inline, read from the
+// root, written into each thread's destination buffer), each waited for
+// until every thread ran it, against MPI_Bcast plus an acknowledgement.
 //
 // Flags: --reps=N  --time=SECONDS (per measurement)  --quick
 // Output: JSON lines on stdout (rank 0), a table on stderr.
@@ -40,8 +43,10 @@
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
 #include "rdmx/invoke/aggregator.hpp"
 #include "rdmx/invoke/messenger.hpp"
+#include "rdmx/memory/arena.hpp"
 
 namespace {
 
@@ -94,7 +99,7 @@ Options parse(int argc, char** argv) {
 
 // ---- rank 1: its main thread runs the calls; phases say what else it does ----
 
-enum Phase : int { phase_rdmx, phase_raw, phase_raw_read, phase_mpi_rate, phase_mpi_pingpong, phase_stop };
+enum Phase : int { phase_rdmx, phase_raw, phase_raw_read, phase_mpi_rate, phase_mpi_pingpong, phase_mpi_bcast, phase_stop };
 const std::byte* g_target = nullptr;  // rank 1: raw's target
 std::atomic<int> g_phase{phase_rdmx};
 std::uint64_t g_phase_arg[2] = {};  // size, messages (MPI phases)
@@ -224,6 +229,23 @@ double mpi_pingpong(int rank, std::size_t n) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// n rounds of an MPI_Bcast of `size` bytes from rank 0, each acknowledged by
+// rank 1 once it has the data (what a consumed broadcast reports).
+double mpi_bcast(int rank, std::size_t size, std::size_t n) {
+  std::vector<char> buffer(size, 1);
+  char ack = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < n; ++i) {
+    MPI_Bcast(buffer.data(), static_cast<int>(size), MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+      MPI_Recv(&ack, 1, MPI_CHAR, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else
+      MPI_Send(&ack, 1, MPI_CHAR, 0, 4, MPI_COMM_WORLD);
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 // ---- raw UCX active-message round trip over workers of our own ----
 
 struct AmPeer {
@@ -328,6 +350,10 @@ void target_loop(transfer::Worker& own, AmPeer&) {
         break;
       case phase_mpi_pingpong:
         mpi_pingpong(rank, g_phase_arg[1]);
+        g_phase = phase_rdmx;
+        break;
+      case phase_mpi_bcast:
+        mpi_bcast(rank, g_phase_arg[0], g_phase_arg[1]);
         g_phase = phase_rdmx;
         break;
       default:
@@ -504,6 +530,60 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
     std::fprintf(stderr, "round trip (us): raw AM %.2f, write %.2f (%.2fx AM), write answered by RDMA %.2f (%.2fx AM), "
                  "send %.2f, MPI ping-pong %.2f\n", median(t_am), median(t_write), median(ratio), median(t_rdma),
                  median(ratio_rdma), median(t_send), median(t_mpi));
+  }
+
+  // Broadcast of 64 KiB to both threads (each process runs one), waited
+  // for until both ran it: the three broadcast_buffers and MPI_Bcast + ack.
+  {
+    constexpr std::size_t size = 64 * 1024;
+    const std::size_t n = o.quick ? 200 : 2000;
+    rdmx::Job& job = rdmx::Job::current();
+    rdmx::memory::Block orig = job.arena().allocate_chunk(size);
+    rdmx::memory::Block own = job.arena().allocate_chunk(size);
+    std::memset(orig.data, 7, size);
+    const std::vector<rdmx::RemoteLocator> dest{rdmx::local_locator(own.data, size), rdmx::allocate_remote(1, size)};
+    const rdmx::RemoteLocator orig_at = rdmx::local_locator(orig.data, size);
+    const std::span<const std::byte> data(orig.data, size);
+    auto f = [](std::span<std::byte> d) {
+      if (rdmx::Job::current().rank() == 1) ++g_received;
+      g_sink += std::to_integer<std::uint64_t>(d[d.size() - 1]);
+    };
+    auto round = [&](int how) {
+      rdmx::MessengerGlobal m;
+      const auto t0 = Clock::now();
+      for (std::size_t i = 0; i < n; ++i) {
+        rdmx::Synchronizer sync;
+        if (how == 0) m.broadcast_buffer<rdmx::Policy::retry, rdmx::Notify::consumed>(f, data, &sync);
+        if (how == 1) m.broadcast_buffer(f, orig_at, sync);
+        if (how == 2) m.broadcast_buffer<rdmx::Policy::retry, rdmx::Notify::consumed>(f, data, dest, &sync);
+        sync.wait();
+      }
+      calls_made += n;
+      return std::chrono::duration<double>(Clock::now() - t0).count() / n * 1e6;
+    };
+    const char* names[3] = {"broadcast-inline", "broadcast-read", "broadcast-written"};
+    std::vector<double> t[3], t_mpi, ratio[3];
+    for (int how = 0; how < 3; ++how) round(how);  // warm-up
+    for (unsigned rep = 0; rep < o.reps; ++rep) {
+      set_phase(phase_rdmx);
+      double us[3];
+      for (int how = 0; how < 3; ++how) t[how].push_back(us[how] = round(how));
+      set_phase(phase_mpi_bcast, size, n);
+      const double mp = mpi_bcast(0, size, n) / n * 1e6;
+      t_mpi.push_back(mp);
+      for (int how = 0; how < 3; ++how) ratio[how].push_back(us[how] / mp);
+    }
+    set_phase(phase_rdmx);
+    emit(cfg, "broadcast-mpi", size, "us_per_broadcast", median(t_mpi), n);
+    for (int how = 0; how < 3; ++how) {
+      emit(cfg, names[how], size, "us_per_broadcast", median(t[how]), n);
+      emit(cfg, std::string(names[how]) + "/mpi", size, "ratio", median(ratio[how]), n);
+    }
+    std::fprintf(stderr, "broadcast of 64 KiB to 2 threads, until all ran it (us): inline %.2f, read %.2f, written %.2f, "
+                 "MPI_Bcast + ack %.2f\n", median(t[0]), median(t[1]), median(t[2]), median(t_mpi));
+    rdmx::free_remote(dest[1]);
+    job.arena().release_chunk(own);
+    job.arena().release_chunk(orig);
   }
 
   // Every call ran exactly once.
