@@ -349,7 +349,7 @@ ucs_status_t ThreadContext::on_call(void* arg, const void* header, std::size_t h
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = [](void* request, ucs_status_t, std::size_t, void* user) {
-    const transfer::detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
+      const transfer::detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
       auto* flag = static_cast<std::shared_ptr<std::atomic<bool>>*>(user);
       (*flag)->store(true, std::memory_order_release);
       delete flag;
@@ -395,7 +395,7 @@ ucs_status_t ThreadContext::on_reply(void* arg, const void* header, std::size_t 
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = [](void* request, ucs_status_t status, std::size_t, void* user) {
-    const transfer::detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
+      const transfer::detail::OutOfUcx visible;  // UCX calls this from progress (TSan builds)
       std::unique_ptr<Fetch> f(static_cast<Fetch*>(user));
       f->self->complete_reply(f->h, status, f->bytes);
       ucp_request_free(request);

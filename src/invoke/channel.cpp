@@ -331,8 +331,7 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
     targets.resize(n);
     std::memcpy(targets.data(), p, n * sizeof(wire::Target));
     p += n * sizeof(wire::Target);
-    forward.targets = targets.data();
-    forward.target_count = n;
+    forward.targets = targets;
   }
   wire::RemoteReply reply{};
   const bool remote_reply = (h.flags & wire::has_remote_reply) != 0;

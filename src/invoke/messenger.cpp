@@ -173,7 +173,7 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::R
   const std::size_t size = sizeof(wire::RecordHeader) + (ext ? sizeof(wire::Extension) : 0) +
                            (buffer != nullptr ? sizeof(wire::RemoteBuffer) : 0) +
                            (call.kind == fabric::CallKind::broadcast ? sizeof(wire::BroadcastRoot) : 0) +
-                           (forward != nullptr ? forward->target_count * sizeof(wire::Target) : 0) +
+                           (forward != nullptr ? forward->targets.size_bytes() : 0) +
                            (call.remote_counter != nullptr ? sizeof(wire::RemoteReply) : 0) +
                            wire::align_up(call.closure_size) +
                            (buffer != nullptr ? 0 : wire::align_up(call.data.size()));
@@ -203,7 +203,7 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
   if (ext) flags |= wire::has_extension;
   if (buffer != nullptr) flags |= wire::has_remote_buffer;
   if (call.remote_counter != nullptr) flags |= wire::has_remote_reply;
-  if (forward != nullptr && forward->target_count != 0) flags |= wire::has_targets;
+  if (forward != nullptr && !forward->targets.empty()) flags |= wire::has_targets;
   h.flags = flags;
   h.check = wire::record_check(h);
   std::memcpy(at, &h, sizeof h);
@@ -235,8 +235,8 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
     p += sizeof b;
   }
   if (flags & wire::has_targets) {
-    std::memcpy(p, forward->targets, forward->target_count * sizeof(wire::Target));
-    p += forward->target_count * sizeof(wire::Target);
+    std::memcpy(p, forward->targets.data(), forward->targets.size_bytes());
+    p += forward->targets.size_bytes();
   }
   if (call.remote_counter != nullptr) {
     wire::RemoteReply r{};

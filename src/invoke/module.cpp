@@ -196,8 +196,7 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffe
                         " (entry i belongs to thread i % threads of process i / threads)");
       targets[i] = wire::Target{d.region, 0, d.offset};
     }
-    forward.targets = targets.data();
-    forward.target_count = n;
+    forward.targets = targets;
     own.where = dest_buffers[std::size_t{slot.self.process} * threads + slot.self.thread];
     buffer = &own;
   }

@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,7 @@ class SlotState;
 struct Forward {
   ThreadId root;
   std::uint64_t sync = 0;
-  const wire::Target* targets = nullptr;  // broadcast_buffer into destination buffers: one per thread of the job
-  std::size_t target_count = 0;
+  std::span<const wire::Target> targets;  // broadcast_buffer into destination buffers: one per thread of the job
 };
 
 // Wait until the operation `tag` covers has completed (flushing its epoch if
