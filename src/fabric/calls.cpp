@@ -554,17 +554,18 @@ bool ThreadContext::poll(std::size_t* executed) {
   }
   if (!id_.is_service()) n += runtime_.poll_modules(id_.thread);
   if (executed != nullptr) *executed = n;
-  if (standing_in_for_service != nullptr && standing_in_for_service != this) [[unlikely]] {
-    // The service thread, standing in for this worker, waits inside one of
-    // its calls: its own duties (service calls, and over TCP the RMA that
-    // targets its worker) must go on meanwhile, or two processes doing the
-    // same wait for each other.
-    ThreadContext* const service = std::exchange(standing_in_for_service, nullptr);
+  if (stand_in_home != nullptr && stand_in_home != this) [[unlikely]] {
+    // A thread standing in for this worker (the service thread, or one
+    // waiting in a collective) waits inside one of its calls: the thread's
+    // own duties (service calls, and over TCP the RMA that targets the
+    // service worker; its own calls) must go on meanwhile, or two processes
+    // doing the same wait for each other.
+    ThreadContext* const home = std::exchange(stand_in_home, nullptr);
     ThreadContext* const acting = current_context;
-    set_current_context(service);
-    active = service->poll(nullptr) || active;
+    set_current_context(home);
+    active = home->poll(nullptr) || active;
     set_current_context(acting);
-    standing_in_for_service = service;
+    stand_in_home = home;
   }
   return active || n > 0;
 }

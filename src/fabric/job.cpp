@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
@@ -23,12 +24,22 @@ namespace invoke::detail {
 thread_local constinit Lane* current_lane = nullptr;
 }  // namespace invoke::detail
 namespace fabric {
-thread_local ThreadContext* standing_in_for_service = nullptr;
+thread_local ThreadContext* stand_in_home = nullptr;
 }
 using fabric::current_context;
 namespace {
 
 Job* current_job = nullptr;
+
+std::string describe_exception(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
 
 void put_u32(std::vector<std::byte>& out, std::uint32_t v) {
   auto* p = reinterpret_cast<const std::byte*>(&v);
@@ -340,6 +351,8 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
     throw Error(Errc::invalid_argument, FunctionRegistry::instance().conflict());
 
   serve_idle_ = env::get_bool("RDMX_SERVE_IDLE", false);
+  on_thread_exception_ = options.on_thread_exception;
+  if (bootstrap_->launcher() != "none") launcher_pid_ = getppid();
   if (options.eager_endpoints.value_or(env::get_bool("RDMX_EAGER_ENDPOINTS", false)))
     for (auto& c : contexts_)
       for (std::uint32_t p = 0; p < size_; ++p)
@@ -417,8 +430,16 @@ bool Runtime::quiesce() {
       // A launcher that tolerates failures may complete the fence without a
       // dead member, so failures are checked after it too, and while draining
       // (a worker towards a dead peer can stay busy for ever).
-      if (!bootstrap_->barrier(any_failed) || any_failed()) return false;
+      // While the fence waits for slower processes, this process's workers
+      // keep running what peers send them: a peer still in its program may
+      // be waiting for one of those calls before it can come here at all.
+      // What runs then counts for this round, as what the drain runs does.
       std::uint64_t ran = 0;
+      const bool fenced = bootstrap_->barrier([&] {
+        ran += serve_idle_workers();
+        return any_failed();
+      });
+      if (!fenced || any_failed()) return false;
       bool gave_up = false;
       for (std::uint32_t s = 0; s < workers() && !gave_up; ++s)
         drive(s, [&](ThreadContext& c) {
@@ -442,6 +463,8 @@ bool Runtime::quiesce() {
       if (gave_up) return false;
       const std::byte mine[1] = {static_cast<std::byte>(ran != 0)};
       bool any = false;
+      // Every process is in here now, so nothing waits on this exchange;
+      // what arrives meanwhile is run by the next round's drain.
       for (const auto& v : bootstrap_->allgather(mine, any_failed)) any = any || v.at(0) != std::byte{0};
       if (!any) return true;
       if (round == 1000) {
@@ -474,7 +497,9 @@ Module& Runtime::add_module(const void* key, const std::function<std::unique_ptr
   return *modules_.back().second;
 }
 
-Runtime::~Runtime() {
+void Runtime::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
   stop_helpers();
   const bool clean = quiesce();
   // Nothing is in flight any more. Peers now close their endpoints, which
@@ -497,6 +522,10 @@ Runtime::~Runtime() {
   stop_.store(true, std::memory_order_release);
   service().worker().signal();
   if (service_thread_.joinable()) service_thread_.join();
+}
+
+Runtime::~Runtime() {
+  shutdown();
   module_count_.store(0, std::memory_order_release);
   modules_.clear();  // before the contexts and arenas their state lives in
   contexts_.clear();
@@ -590,34 +619,52 @@ void Runtime::unbind_current_thread() {
   ctx->driver.unlock();
 }
 
+std::size_t Runtime::serve_worker(ThreadContext& ctx, bool* active) {
+  // Act as the worker: its calls, one-sided ones included, run here and
+  // answer as it; its retry_async queues drain; the caller's own binding is
+  // restored afterwards.
+  ThreadContext* const saved = current_context;
+  ThreadContext* const saved_home = std::exchange(stand_in_home, saved);
+  set_current_context(&ctx);
+  std::size_t ran = 0;
+  try {
+    if (ctx.poll(&ran) && active != nullptr) *active = true;
+  } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, the caller goes on
+    std::fprintf(stderr, "rdmx: process %u, serving thread %u: %s\n", rank_, ctx.id().thread, e.what());
+  }
+  stand_in_home = saved_home;
+  set_current_context(saved);
+  return ran;
+}
+
+std::size_t Runtime::serve_idle_workers(bool* active) {
+  std::size_t ran = 0;
+  for (std::uint32_t s = 0; s < workers(); ++s) {
+    ThreadContext& ctx = context(s);
+    if (&ctx == current_context || !ctx.driver.try_lock()) continue;
+    ran += serve_worker(ctx, active);
+    ctx.driver.unlock();
+  }
+  return ran;
+}
+
 bool Runtime::stand_in_for_idle_threads() {
+  // RDMX_SERVE_IDLE: the service thread acts as every idle worker.
+  // Otherwise it only receives for them (UCX must be progressed), and their
+  // calls wait, in order, for their thread to come back.
   bool active = false;
+  if (serve_idle_) {
+    serve_idle_workers(&active);
+    return active;
+  }
   for (std::uint32_t s = 0; s < workers(); ++s) {
     ThreadContext& ctx = context(s);
     if (!ctx.driver.try_lock()) continue;
-    if (serve_idle_) {
-      // A process-level helper: the service thread acts as the idle worker
-      // (its calls, one-sided ones included, run here and answer as it; its
-      // retry_async queues drain), as quiesce() does at teardown.
-      ThreadContext* const saved = current_context;
-      set_current_context(&ctx);
-      standing_in_for_service = saved;
-      try {
-        std::size_t ran = 0;
-        active = ctx.poll(&ran) || active;
-      } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, the service thread goes on
-        std::fprintf(stderr, "rdmx: process %u, serving idle thread %u: %s\n", rank_, s, e.what());
-      }
-      standing_in_for_service = nullptr;
-      set_current_context(saved);
-    } else {
-      while (ctx.receive_only()) active = true;
-    }
+    while (ctx.receive_only()) active = true;
     ctx.driver.unlock();
   }
   return active;
 }
-
 
 void Runtime::watch_local_peers() {
   // Shared-memory transports cannot tell us a peer died (UCX 1.13); peers on
@@ -628,6 +675,18 @@ void Runtime::watch_local_peers() {
       peer_failed(p, "process " + std::to_string(p) + " (pid " + std::to_string(pids_[p]) + ") has exited");
 }
 
+void Runtime::watch_launcher() {
+  // The launcher is our parent: when it is killed we are re-parented. The
+  // job is over then (nobody can start, bootstrap or reap its processes
+  // again), and a process left spinning in a poll loop would hold a core
+  // for ever: end it, whatever its threads are doing.
+  if (launcher_pid_ == 0 || getppid() == launcher_pid_) return;
+  std::fprintf(stderr, "rdmx: process %u: the launcher (pid %d) has gone; ending this process\n", rank_,
+               static_cast<int>(launcher_pid_));
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
 void Runtime::service_loop() {
   bind_current_thread(workers());
   ThreadContext& ctx = service();
@@ -635,6 +694,7 @@ void Runtime::service_loop() {
   auto next_watch = std::chrono::steady_clock::now();
   while (!stop_.load(std::memory_order_acquire)) {
     if (auto now = std::chrono::steady_clock::now(); now >= next_watch) {
+      watch_launcher();
       watch_local_peers();
       next_watch = now + std::chrono::milliseconds(100);
     }
@@ -691,6 +751,9 @@ Job::Job(int& argc, char**& argv, Options options) {
 }
 
 Job::~Job() {
+  // Teardown runs calls, and they reach the runtime through Job::current():
+  // it must stay reachable until teardown has finished.
+  impl_->runtime.shutdown();
   impl_.reset();
   current_job = nullptr;
 }
@@ -728,19 +791,41 @@ void Job::run(const std::function<void(ThreadId)>& fn) {
   std::vector<std::thread> threads;
   std::exception_ptr first_error;
   std::mutex error_mutex;
+  std::atomic<std::uint32_t> finished{0};
   auto body = [&](std::uint32_t slot) {
     rt.bind_current_thread(slot);
     try {
       fn(ThreadId{rank(), slot});
     } catch (...) {
+      const std::string what = describe_exception(std::current_exception());
+      std::fprintf(stderr, "rdmx: process %u, thread %u: exception escaped Job::run: %s\n", rank(), slot, what.c_str());
+      if (rt.on_thread_exception() == ThreadException::end_process) {
+        std::fprintf(stderr, "rdmx: process %u: ending the process (JobOptions::on_thread_exception)\n", rank());
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
       std::lock_guard lock(error_mutex);
       if (!first_error) first_error = std::current_exception();
+    }
+    // Done, but the other threads of this process and its peers may still
+    // call this thread and wait for it: keep serving until all are done.
+    finished.fetch_add(1, std::memory_order_acq_rel);
+    Backoff backoff;
+    while (finished.load(std::memory_order_acquire) < rt.threads()) {
+      std::size_t ran = 0;
+      try {
+        ran = progress();
+      } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, serving goes on
+        std::fprintf(stderr, "rdmx: process %u, thread %u: %s\n", rank(), slot, e.what());
+      }
+      backoff(ran != 0);
     }
   };
   for (std::uint32_t slot = 1; slot < rt.threads(); ++slot)
     threads.emplace_back([&, slot] {
       body(slot);
-      // Its sends may still need progress: the service thread takes over.
+      // Calls that arrive later wait for the next Job::run, or are run by
+      // waits outside it (collectives, teardown): serve_idle_workers.
       rt.unbind_current_thread();
     });
   body(0);
@@ -766,7 +851,8 @@ void Job::barrier() {
   while (rt.barrier_released.load(std::memory_order_acquire) < epoch) {
     for (std::uint32_t p = 0; p < rt.size(); ++p)
       if (rt.process_failed(p)) throw Error(Errc::peer_failed, "barrier: process " + std::to_string(p) + " has failed");
-    backoff(progress() != 0);
+    // Peers may be waiting on this process's other threads, which have left Job::run.
+    backoff(progress() + rt.serve_idle_workers() != 0);
   }
 }
 
@@ -775,6 +861,7 @@ std::vector<std::vector<std::byte>> Job::allgather(std::span<const std::byte> mi
   auto& rt = impl_->runtime;
   return rt.bootstrap().allgather(mine, [&rt] {
     progress();
+    rt.serve_idle_workers();
     return rt.any_process_failed();
   });
 }

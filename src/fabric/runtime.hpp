@@ -4,6 +4,7 @@
 #include <array>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstring>
@@ -201,8 +202,9 @@ class ThreadContext {
 // The context bound to the calling thread (its own worker's, or the one the
 // teardown drives on its behalf); nullptr for threads outside the job.
 extern thread_local ThreadContext* current_context;
-// Set on the service thread while it stands in for an idle worker (RDMX_SERVE_IDLE).
-extern thread_local ThreadContext* standing_in_for_service;
+// While a thread stands in for an idle worker (Runtime::serve_idle_workers):
+// its own context, which its waits inside that worker's calls keep going.
+extern thread_local ThreadContext* stand_in_home;
 
 // The only way current_context changes: the invoke layer's lane follows it.
 inline void set_current_context(ThreadContext* c) noexcept {
@@ -214,8 +216,13 @@ inline void set_current_context(ThreadContext* c) noexcept {
 class Runtime {
  public:
   Runtime(Job::Options options, std::vector<std::string>& args);
-  ~Runtime();
+  ~Runtime();    // shutdown(), then frees
   void start();  // starts the service thread
+  // Leaves the job: drains (every process serves what is addressed to it
+  // until all have arrived here), then stops the service thread. Everything
+  // it runs may still reach the runtime, so Job calls it before letting go
+  // of the runtime. Idempotent.
+  void shutdown();
 
   std::uint32_t rank() const noexcept { return rank_; }
   std::uint32_t size() const noexcept { return size_; }
@@ -276,9 +283,17 @@ class Runtime {
   void unbind_current_thread();
   // Drive workers whose threads are away; returns whether anything happened.
   bool stand_in_for_idle_threads();
+  // Run the calls of every worker no thread is bound to, as that worker,
+  // from the calling thread (which keeps its own binding); returns how many
+  // ran. Waits outside Job::run (collectives, teardown) do this so that a
+  // peer still calling a thread that has left is served.
+  std::size_t serve_idle_workers(bool* active = nullptr);  // active: set when anything happened
+  // What a worker thread that threw out of Job::run does (JobOptions).
+  ThreadException on_thread_exception() const noexcept { return on_thread_exception_; }
 
  private:
   void service_loop();
+  std::size_t serve_worker(ThreadContext& ctx, bool* active);  // ctx's driver held by the caller
   void helper_loop(std::uint32_t slot);
   void stop_helpers();
   void watch_local_peers();
@@ -315,6 +330,12 @@ class Runtime {
   std::atomic<bool> stop_{false};
   std::atomic<bool> shutting_down_{false};
   bool serve_idle_ = false;  // RDMX_SERVE_IDLE: the service thread runs idle threads' calls
+  ThreadException on_thread_exception_ = ThreadException::end_process;
+  bool shut_down_ = false;
+  // The launcher's process when one started us (0: none): a process whose
+  // parent changes was orphaned (its launcher was killed) and ends itself.
+  pid_t launcher_pid_ = 0;
+  void watch_launcher();
 };
 
 }  // namespace rdmx::fabric

@@ -27,6 +27,19 @@ namespace fabric {
 class ThreadContext;
 }
 
+// What happens when a worker thread lets an exception escape Job::run.
+enum class ThreadException {
+  // Report it (process, thread, what()) and end the process at once with
+  // exit status 1: its peers see a failed process, so their pending
+  // operations towards it fail with Errc::peer_failed instead of waiting for
+  // a thread that will never answer.
+  end_process,
+  // Report it; the thread keeps serving the calls addressed to it until
+  // every thread of the process is done, then Job::run rethrows the first
+  // exception on the calling thread.
+  rethrow,
+};
+
 struct JobOptions {
   // Worker threads per process. 0: --rdmx-threads=T, RDMX_THREADS, RDMX_LAYOUT, or 1.
   std::uint32_t threads = 0;
@@ -41,6 +54,8 @@ struct JobOptions {
   std::optional<std::string> pin;
   // Largest call_buffer payload accepted (RDMX_MAX_MESSAGE, default 1 GiB).
   std::size_t max_message = 0;
+  // A worker thread's exception that escapes Job::run.
+  ThreadException on_thread_exception = ThreadException::end_process;
 };
 
 class Job {
@@ -51,7 +66,11 @@ class Job {
   // Reads and removes --rdmx-* options from argv.
   Job(int& argc, char**& argv, Options options = {});
   explicit Job(Options options);
-  ~Job();  // waits for every process (a barrier), then tears down
+  // Leaves the job, collectively: serves what peers still send to any of
+  // this process's threads until every process has left (so nothing sent
+  // before teardown is lost), then tears down. A peer that died is given up
+  // on; see docs/fabric.md, "Leaving a job".
+  ~Job();
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 
@@ -78,6 +97,9 @@ class Job {
 
   // Runs fn on every worker thread of this process, the calling thread being
   // thread 0, and joins them. Threads are named and pinned per the layout.
+  // A thread whose fn returned keeps serving the calls addressed to it until
+  // every thread of the process has returned, so threads may finish in any
+  // order. An exception that escapes fn: JobOptions::on_thread_exception.
   void run(const std::function<void(ThreadId)>& fn);
 
   // Rare collectives among processes, called by one thread per process.

@@ -1,0 +1,173 @@
+// The teardown contract, one scenario per run (argv[1]): leaving a job is
+// collective and drains, so a process that leaves while its peers still call
+// it serves them until they are done; nothing sent before teardown is lost;
+// threads may leave Job::run in any order. Each scenario checks, after its
+// Job is gone, that every call ran exactly once, and prints
+// "teardown <scenario>: ok" on every process that got there.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
+#include "rdmx/invoke/action.hpp"
+#include "rdmx/invoke/aggregator.hpp"
+#include "rdmx/invoke/messenger.hpp"
+#include "rdmx/memory/arena.hpp"
+
+using namespace rdmx;
+
+namespace {
+
+// Calls each sender makes. Large enough that a burst is still under way when
+// the receiver leaves, small enough for a sanitizer build.
+constexpr std::uint64_t burst = 4000;
+
+std::atomic<std::uint64_t> ran{0};
+void count() { ran.fetch_add(1, std::memory_order_relaxed); }
+void counted_action(std::uint64_t) { count(); }
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "teardown: FAILED: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+// Process 1 leaves at once; every other process fires a burst of `kind`
+// calls at it (half without waiting, half waited for until they ran) and then
+// leaves too. Process 1 must run every call exactly once.
+std::uint64_t leave_mid_burst(Job& job, const std::string& kind) {
+  const ThreadId leaver{1, 0};
+  if (job.rank() == 1) return (job.size() - 1) * burst;  // returns from "main": ~Job serves the burst
+  memory::Block block = job.arena().allocate_chunk(4096);
+  std::memset(block.data, 7, 4096);
+  const std::span<const std::byte> bytes{block.data, 256};
+  MessengerGlobal messenger;
+  Aggregator aggregator(Aggregation::trad);
+  std::vector<Future<void>> dropped;  // async: futures dropped unwaited at teardown
+  for (std::uint64_t i = 0; i < burst; ++i) {
+    const bool wait = i >= burst / 2 && i % 64 == 0;  // waited-for calls need the leaver to serve them
+    Synchronizer sync;
+    Synchronizer* s = wait ? &sync : nullptr;
+    if (kind == "send") {
+      call<Notify::consumed>(leaver, [] { count(); }, s);
+    } else if (kind == "one_sided") {
+      messenger.call<Policy::retry, Notify::consumed>(leaver, [] { count(); }, s);
+    } else if (kind == "aggregated") {
+      if (!aggregator.call<Notify::consumed>(leaver, [] { count(); }, s)) fail("aggregator refused a call");
+    } else if (kind == "buffer_inline") {
+      messenger.call_buffer<Policy::retry, Notify::consumed>(leaver, [](std::span<std::byte>) { count(); }, bytes, s);
+    } else if (kind == "buffer_read") {
+      messenger.call_buffer<Policy::retry, Notify::consumed>(leaver, [](std::span<std::byte>) { count(); },
+                                                             local_locator(block.data, 256), s);
+    } else if (kind == "async") {
+      Future<void> f = async(action<&counted_action>, leaver, i);
+      if (wait) f.wait();
+      else dropped.push_back(std::move(f));
+    } else {
+      fail("unknown call kind '" + kind + "'");
+    }
+    if (wait && kind == "aggregated") aggregator.flush();
+    if (wait && kind != "async") sync.wait();
+  }
+  aggregator.flush();
+  return 0;
+}
+
+// Two threads per process. Thread `first` of every process returns from
+// Job::run at once; the other thread then calls thread `first` of every
+// process (its own included) and waits for each call to run.
+std::uint64_t threads_leave(Job& job, std::uint32_t first) {
+  if (job.threads_per_process() != 2) fail("threads_leave needs --rdmx-threads=2");
+  job.run([&](ThreadId me) {
+    if (me.thread == first) return;
+    for (std::uint64_t i = 0; i < burst / 4; ++i) {
+      Synchronizer sync;
+      call<Notify::consumed>(ThreadId{static_cast<std::uint32_t>(i % job.size()), first}, [] { count(); }, sync);
+      sync.wait();  // the thread that left must serve it
+    }
+  });
+  // Each process's sender called process p for every i with i % size == p.
+  std::uint64_t mine = 0;
+  for (std::uint64_t i = 0; i < burst / 4; ++i) mine += i % job.size() == job.rank();
+  return mine * job.size();
+}
+
+// Two threads per process; thread 1 of process 1 throws out of Job::run.
+// By default that ends process 1 (JobOptions::on_thread_exception), so
+// process 0's calls to it fail with Errc::peer_failed instead of hanging.
+// Run with --enable-recovery, so mpirun lets process 0 finish.
+void thread_throws(Job& job) {
+  job.run([&](ThreadId me) {
+    if (me.process == 1 && me.thread == 1) throw std::runtime_error("deliberate failure in a worker thread");
+    if (me.process != 0 || me.thread != 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (std::chrono::steady_clock::now() < until) progress();  // process 1 ends long before this
+      fail("process 1 was not ended by its thread's exception");
+    }
+    for (;;) {
+      try {
+        Synchronizer sync;
+        call<Notify::consumed>(ThreadId{1, 1}, [] {}, sync);
+        sync.wait();
+      } catch (const Error& e) {
+        if (e.code() != Errc::peer_failed) fail(std::string("unexpected error: ") + e.what());
+        std::printf("teardown thread_throws: ok (the survivor saw: %s)\n", e.what());
+        std::fflush(stdout);
+        std::_Exit(0);  // the job has failed: no collective teardown with a dead member
+      }
+    }
+  });
+}
+
+// Every process records its pid in directory argv[2] and spins in a poll
+// loop for ever; tests/teardown/orphan.sh kills the launcher and checks that
+// every process ends by itself.
+[[noreturn]] void spin(const std::string& dir) {
+  const std::string path = dir + "/" + std::to_string(getpid());
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) fail("cannot write " + path);
+  std::fclose(f);
+  for (;;) progress();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  std::uint64_t expected = 0;
+  std::uint32_t rank = 0;
+  {
+    Job job(argc, argv);
+    rank = job.rank();
+    if (job.size() < 2) fail("needs at least 2 processes");
+    if (scenario.rfind("leave_mid_burst:", 0) == 0) {
+      expected = leave_mid_burst(job, scenario.substr(std::strlen("leave_mid_burst:")));
+    } else if (scenario == "thread0_leaves_first") {
+      expected = threads_leave(job, 0);
+    } else if (scenario == "thread1_leaves_first") {
+      expected = threads_leave(job, 1);
+    } else if (scenario == "thread_throws") {
+      thread_throws(job);
+    } else if (scenario == "spin") {
+      spin(argc > 2 ? argv[2] : ".");
+    } else {
+      fail("unknown scenario '" + scenario + "'");
+    }
+  }
+  const std::uint64_t got = ran.load();
+  if (got != expected)
+    fail("process " + std::to_string(rank) + " ran " + std::to_string(got) + " calls, expected " + std::to_string(expected));
+  std::printf("teardown %s: ok (process %u ran %llu calls)\n", scenario.c_str(), rank,
+              static_cast<unsigned long long>(got));
+  return 0;
+}
