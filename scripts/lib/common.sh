@@ -41,8 +41,10 @@ rdmx_missing_packages() {
 }
 
 # rdmx_install_packages: apt-get install whatever is missing; a no-op (one
-# dpkg-query per package) when everything is already there. Needs root, or
-# passwordless sudo, only when something is missing.
+# dpkg-query per package) when everything is already there. Run as root it
+# installs directly (a container often has no sudo); run as a user it asks
+# sudo, which prompts for a password if it needs one. Only the install step
+# is privileged: the build stays the user's.
 rdmx_install_packages() {
   if ! command -v dpkg-query >/dev/null 2>&1; then
     rdmx_warn "no dpkg-query: not a Debian system; install the equivalent of: ${RDMX_PACKAGES[*]}"
@@ -57,11 +59,9 @@ rdmx_install_packages() {
   rdmx_log "installing packages: ${missing[*]}"
   local sudo=()
   if [ "$(id -u)" != 0 ]; then
-    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-      sudo=(sudo -n)
-    else
-      rdmx_die "missing packages (${missing[*]}); run as root: sudo bash $0"
-    fi
+    command -v sudo >/dev/null 2>&1 \
+      || rdmx_die "missing packages (${missing[*]}) and no sudo: run 'bash $0' as root"
+    sudo=(sudo)
   fi
   local apt_opts=(-y -q -o DPkg::Lock::Timeout=300 -o Dpkg::Use-Pty=0)
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" update </dev/null \
