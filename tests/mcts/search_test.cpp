@@ -107,7 +107,9 @@ TEST(Search, TimeBudgetStopsTheSearch) {
   with_engine({}, [&](Engine<Hex>& engine) {
     const auto r = engine.search(Hex(11), Budget{0, 0.3});
     EXPECT_GE(r.seconds, 0.3);
-    EXPECT_LT(r.seconds, 5.0);
+    // The search stops: bounded, with room for a machine busy with other
+    // work (a sanitizer build beside other tests), not a speed check.
+    EXPECT_LT(r.seconds, 60.0);
     EXPECT_GT(r.rollouts, 0u);
     EXPECT_EQ(r.nodes + r.terminals, r.rollouts);
     // Many short searches: the stop races with threads starting rollouts
