@@ -359,7 +359,16 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
         for (std::uint32_t s = 0; s < slots(); ++s) c->endpoint(p, s);
 }
 
+Runtime* Runtime::current_ = nullptr;
+
+Runtime& Runtime::current() {
+  if (current_ == nullptr) throw Error(Errc::invalid_argument, "no rdmx::Job exists in this process (create one in main)");
+  return *current_;
+}
+
 void Runtime::start() {
+  collectives_ = std::make_unique<detail::Collectives>(threads_);
+  current_ = this;
   // Only once the Job is published: service calls use Job::current().
   service_thread_ = std::thread([this] { service_loop(); });
   for (std::uint32_t h = 0; h < helpers_; ++h) helper_threads_.emplace_back([this, h] { helper_loop(threads_ + h); });
@@ -529,6 +538,7 @@ Runtime::~Runtime() {
   module_count_.store(0, std::memory_order_release);
   modules_.clear();  // before the contexts and arenas their state lives in
   contexts_.clear();
+  if (current_ == this) current_ = nullptr;
 }
 
 std::span<const std::byte> Runtime::worker_address(std::uint32_t process, std::uint32_t slot) const {

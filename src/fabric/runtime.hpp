@@ -21,6 +21,7 @@
 
 #include "rdmx/fabric/bootstrap.hpp"
 #include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/collective.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/invoke/detail/lane.hpp"
 #include "rdmx/memory/arena.hpp"
@@ -115,6 +116,39 @@ class PendingReplies {
 };
 
 class Runtime;
+
+namespace detail {
+// The state of the worker collectives (collective.cpp): the root's open
+// accumulators (process 0), released results waiting for this process's
+// threads, and each worker's count of collectives.
+class Collectives {
+ public:
+  explicit Collectives(std::uint32_t workers) : epochs_(workers, 0) {}
+  std::uint64_t& epoch_of(std::uint32_t worker) { return epochs_.at(worker); }
+  void fold(const Ticket& ticket, std::span<const std::byte> value, Combine combine);
+  void release(std::uint64_t epoch, bool mismatch, std::span<const std::byte> result);
+  // Copies collective `epoch`'s result once released (false before); the
+  // last of `waiters` threads to take it frees it. Throws when the threads
+  // met in different collectives.
+  bool take(std::uint64_t epoch, std::span<std::byte> result, std::uint32_t waiters, const char* what);
+
+ private:
+  struct Open {
+    std::uint32_t arrived = 0;
+    std::vector<std::byte> acc;
+    Combine combine = nullptr;
+  };
+  struct Released {
+    bool mismatch = false;
+    std::vector<std::byte> bytes;
+    std::uint32_t taken = 0;
+  };
+  std::mutex mutex_;
+  std::map<std::uint64_t, Open> open_;
+  std::map<std::uint64_t, Released> released_;
+  std::vector<std::uint64_t> epochs_;
+};
+}  // namespace detail
 
 // A layer above the fabric (invoke, ...) that keeps per-process state. The
 // fabric polls it whenever a worker thread progresses, so waiting on anything
@@ -217,6 +251,9 @@ class Runtime {
  public:
   Runtime(Job::Options options, std::vector<std::string>& args);
   ~Runtime();    // shutdown(), then frees
+  // The process's runtime, from start() to the end of its destructor;
+  // throws when there is none.
+  static Runtime& current();
   void start();  // starts the service thread
   // Leaves the job: drains (every process serves what is addressed to it
   // until all have arrived here), then stops the service thread. Everything
@@ -244,6 +281,7 @@ class Runtime {
   std::size_t max_message() const noexcept { return max_message_; }
   std::size_t max_closure() const noexcept { return max_closure_; }
   PendingReplies& pending() { return pending_; }
+  detail::Collectives& collectives() { return *collectives_; }
   void report_dropped(const CallHeader& header, const std::string& why);
 
   Bootstrap& bootstrap() { return *bootstrap_; }
@@ -311,6 +349,8 @@ class Runtime {
   std::vector<std::vector<std::byte>> addresses_;  // [process*slots + slot]
   std::unique_ptr<std::atomic<bool>[]> failed_;
   PendingReplies pending_;
+  std::unique_ptr<detail::Collectives> collectives_;
+  static Runtime* current_;
   std::mutex arenas_mutex_;
   std::map<int, std::unique_ptr<memory::Arena>> arenas_;
   std::map<std::pair<std::uint32_t, std::uint64_t>, memory::Block> allocations_;
