@@ -175,7 +175,7 @@ transfer::Transmitter& ThreadContext::transmitter(std::uint32_t process) {
   return *tx;
 }
 
-void ThreadContext::flush() {
+void ThreadContext::flush(const std::function<void()>& also) {
   // Flush what is still outgoing so nothing sent before teardown is lost.
   // Endpoint by endpoint: a worker-wide flush can end as soon as one
   // endpoint has failed (a dead peer), leaving what is queued towards live
@@ -196,9 +196,19 @@ void ThreadContext::flush() {
     return false;
   };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (busy() && std::chrono::steady_clock::now() < deadline) poll(nullptr);
-  for (void* r : requests)
-    if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
+  while (busy() && std::chrono::steady_clock::now() < deadline) {
+    poll(nullptr);
+    if (also) also();
+  }
+  std::size_t unfinished = 0;
+  for (void* r : requests) {
+    if (ucp_request_check_status(r) != UCS_INPROGRESS)
+      ucp_request_free(r);
+    else
+      ++unfinished;
+  }
+  if (unfinished != 0)
+    std::fprintf(stderr, "rdmx: %s: gave up flushing %zu endpoints after 5 s\n", rdmx::to_string(id_).c_str(), unfinished);
 }
 
 // ---- Runtime ----
@@ -720,7 +730,7 @@ void Runtime::service_loop() {
       idle = 0;
     }
   }
-  ctx.flush();
+  ctx.flush([this] { stand_in_for_idle_threads(); });
   unbind_current_thread();
 }
 

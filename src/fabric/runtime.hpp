@@ -193,7 +193,8 @@ class ThreadContext {
   bool poll(std::size_t* executed);
   // Complete everything this thread sent (its worker makes progress only
   // while its thread drives it); bounded so a dead peer cannot hang us.
-  void flush();
+  // `also` runs between polls: what else must progress meanwhile.
+  void flush(const std::function<void()>& also = {});
 
   // Whoever drives this context's worker holds `driver`: its own thread while
   // bound to it, otherwise the service thread, which then only receives
