@@ -103,7 +103,7 @@ std::size_t Channel::poll(SlotState& runner, std::size_t budget) {
 // thread itself rather than a helper thread).
 bool Channel::read_ready(const std::byte* record, const wire::RecordHeader& h) {
   if ((h.flags & wire::kind_mask) != wire::kind_buffer || !(h.flags & wire::has_remote_buffer)) return true;
-  if (read_.active) return read_.length == 0 || read_.done.ready();
+  if (read_.active) return !read_.starting && (read_.length == 0 || read_.done.ready());
   const std::size_t at = sizeof h + ((h.flags & wire::has_extension) ? sizeof(wire::Extension) : 0);
   if (h.size < at + sizeof(wire::RemoteBuffer)) return true;  // execute reports it
   wire::RemoteBuffer rb;
@@ -113,12 +113,15 @@ bool Channel::read_ready(const std::byte* record, const wire::RecordHeader& h) {
   read_.length = rb.length;
   read_.data.resize(rb.length);
   if (rb.length == 0) return true;
+  read_.starting = true;
   try {
     read_.done = rdmx::get(read_.data.data(), RemoteLocator{source_.process, rb.region, rb.offset, rb.length});
   } catch (const Error&) {
+    read_.starting = false;
     read_.active = false;  // execute reads synchronously and reports the error
     return true;
   }
+  read_.starting = false;
   return read_.done.ready();
 }
 

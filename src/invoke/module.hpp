@@ -204,6 +204,10 @@ class Channel {
   bool pushing_ = false;
   struct Read {  // the buffer of the call at offset_, being read from its caller
     bool active = false;
+    // Starting the read may wait (the caller's rkey is looked up by a
+    // service call), and that wait polls this channel again: the nested
+    // poll must see the read as not ready rather than an empty `done`.
+    bool starting = false;
     std::size_t length = 0;
     std::vector<std::byte> data;
     Future<void> done;
