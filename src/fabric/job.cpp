@@ -460,6 +460,7 @@ bool Runtime::quiesce() {
       });
       if (!fenced || any_failed()) return false;
       bool gave_up = false;
+      bool unsettled = false;
       for (std::uint32_t s = 0; s < workers() && !gave_up; ++s)
         drive(s, [&](ThreadContext& c) {
           std::size_t n = 0;
@@ -478,9 +479,13 @@ bool Runtime::quiesce() {
             ran += n;
             idle = active ? 0 : idle + 1;
           }
+          for (std::size_t m = 0; m < modules; ++m) unsettled = unsettled || !module_list_[m].load()->settled(s);
         });
       if (gave_up) return false;
-      const std::byte mine[1] = {static_cast<std::byte>(ran != 0)};
+      // A call still waiting on the network (its argument read from a
+      // caller) keeps every process in the rounds: the next fence progresses
+      // the caller, whose worker answers the read.
+      const std::byte mine[1] = {static_cast<std::byte>(ran != 0 || unsettled)};
       bool any = false;
       // Every process is in here now, so nothing waits on this exchange;
       // what arrives meanwhile is run by the next round's drain.

@@ -161,6 +161,10 @@ class Module {
   virtual std::size_t poll(std::uint32_t slot) = 0;
   // Teardown, on behalf of `slot`: make everything it sent visible to peers.
   virtual void flush(std::uint32_t slot) = 0;
+  // Teardown: false while something `slot` received still waits on the
+  // network before it can run (a call whose argument is being read from its
+  // caller). A drain that found nothing to run is not the end then.
+  virtual bool settled(std::uint32_t slot) const = 0;
 };
 
 class ThreadContext {

@@ -107,6 +107,13 @@ std::size_t SlotState::poll() {
   return ran;
 }
 
+bool SlotState::settled() const {
+  if (!written_.empty()) return false;
+  for (const auto& c : channels_)
+    if (c->reading()) return false;
+  return true;
+}
+
 std::size_t SlotState::consume(SlotState& runner) {
   // Nested progress (a call that waits) re-enters here; channels tolerate
   // it, but taking announcements while iterating the channel list does not.

@@ -161,6 +161,8 @@ class Channel {
   // Errc::protocol for a corrupted chunk.
   std::size_t poll(SlotState& runner, std::size_t budget);
   ThreadId source() const noexcept { return source_; }
+  // A call's buffer is being read from its caller: the call has arrived but not run.
+  bool reading() const noexcept { return read_.active; }
   void add_pending(const std::vector<Chunk>& chunks) { pending_.insert(pending_.end(), chunks.begin(), chunks.end()); }
 
  private:
@@ -237,6 +239,8 @@ class SlotState {
     serves_.push_back(&worker);
   }
   void publish_all();
+  // Nothing that arrived waits on the network to run, no written buffer waits to be reported.
+  bool settled() const;
   void announce(Announcement a);  // any thread (the service thread)
   void take_announcements();      // this slot's thread
   void unpublished(Messenger& m) { pending_publish_.push_back(&m); }
@@ -284,6 +288,7 @@ class Module final : public fabric::Module {
   explicit Module(fabric::Runtime& runtime);
   std::size_t poll(std::uint32_t slot) override;
   void flush(std::uint32_t slot) override;
+  bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
   SlotState& slot(std::uint32_t index) { return *slots_.at(index); }
   const MessengerOptions& options() const noexcept { return options_; }
   // The calling worker thread's state; throws for other threads.

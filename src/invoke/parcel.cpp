@@ -138,6 +138,7 @@ class Slot {
   void send_release(ThreadId to, std::uint64_t token);
 
   std::size_t poll();
+  bool settled() const noexcept { return pulls_.empty(); }  // no arrived parcel waits for its chunks
   Handler handler(std::uint64_t id) {
     auto& e = handlers_[id % handlers_.size()];
     if (e.first != id || e.second == nullptr) e = {id, find_action(id)};
@@ -176,6 +177,7 @@ class ParcelModule final : public fabric::Module {
   ~ParcelModule() override;
   std::size_t poll(std::uint32_t slot) override { return slots_[slot]->poll(); }
   void flush(std::uint32_t) override {}  // parcels travel as one-sided calls: invoke's flush publishes them
+  bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
   Slot& slot(std::uint32_t thread) { return *slots_.at(thread); }
 
   serial::RegistrationCache registrations;
@@ -606,8 +608,8 @@ std::size_t Slot::poll() {
     ++ran;
   }
   if ((in_use_ != 0 || !pulls_.empty()) && (++tick_ & 255) == 0) check_failures();
-  // Pulls in flight count as work, so that waiting keeps spinning and the
-  // job's teardown keeps draining until they have landed.
+  // Pulls in flight count as work, so that waiting keeps spinning until
+  // they have landed.
   return ran + (pulls_.empty() ? 0 : 1);
 }
 
