@@ -324,8 +324,21 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   const long wanted = static_cast<long>(infos[rank_].local_processes) * workers();  // helpers poll too
   pin = pin_mode == "on" || (pin_mode == "auto" && wanted <= cores);
   oversubscribed_ = wanted > cores;
-  Backoff::set_idle_spins(static_cast<unsigned>(
-      std::min<std::uint64_t>(env::get_size("RDMX_IDLE_SPINS", Backoff::default_spins), UINT32_MAX)));
+  // Progress: threads that share cores yield soon, so that the thread with
+  // work gets the core (a spinning waiter would hold it for its time slice).
+  const std::string progress_mode = env::get("RDMX_PROGRESS").value_or("auto");
+  if (progress_mode == "spin") {
+    Backoff::set_mode(Progress::spin);
+  } else if (progress_mode == "block") {
+    Backoff::set_mode(Progress::block);
+  } else if (progress_mode == "yield" || progress_mode == "auto") {
+    Backoff::set_mode(Progress::yield);
+  } else {
+    throw Error(Errc::invalid_argument, "RDMX_PROGRESS='" + progress_mode + "' must be auto, spin, yield or block");
+  }
+  const unsigned spins = progress_mode == "auto" && oversubscribed_ ? Backoff::shared_core_spins : Backoff::default_spins;
+  Backoff::set_idle_spins(
+      static_cast<unsigned>(std::min<std::uint64_t>(env::get_size("RDMX_IDLE_SPINS", spins), UINT32_MAX)));
   pin_reason = pin ? "pinned" : (pin_mode == "off" ? "not pinned (RDMX_PIN=off)"
                                                    : "not pinned (" + std::to_string(wanted) + " threads on " +
                                                          std::to_string(cores) + " cores)");
@@ -808,7 +821,8 @@ std::string Job::describe() const {
   return "rdmx job: layout " + rt.layout.to_string() + " (" + std::to_string(size()) + (size() == 1 ? " process" : " processes") + ", launcher " +
          launcher() + "), UCX_TLS=" + (tls != nullptr ? tls : "(UCX default)") +
          (rt.helpers() != 0 ? ", " + std::to_string(rt.helpers()) + " helper threads per process" : "") + ", threads " +
-         rt.pin_reason;
+         rt.pin_reason + ", progress " + to_string(Backoff::mode()) + " after " + std::to_string(Backoff::idle_spins()) +
+         " idle polls";
 }
 
 void Job::run(const std::function<void(ThreadId)>& fn) {

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rdmx/core/backoff.hpp"
 #include "rdmx/fabric/bootstrap.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/collective.hpp"
@@ -249,6 +250,10 @@ extern thread_local ThreadContext* stand_in_home;
 inline void set_current_context(ThreadContext* c) noexcept {
   current_context = c;
   invoke::detail::current_lane = c != nullptr ? &c->lane : nullptr;
+  // RDMX_PROGRESS=block: an idle wait sleeps on this context's UCX worker.
+  Backoff::set_sleeper(c == nullptr ? Sleeper{nullptr, nullptr}
+                                    : Sleeper{[](void* w, int ms) { return static_cast<transfer::Worker*>(w)->wait(ms); },
+                                                       &c->worker()});
 }
 
 // Process-wide state behind rdmx::Job.
