@@ -54,21 +54,6 @@ std::uint32_t get_u32(const std::vector<std::byte>& in, std::size_t& at) {
   return v;
 }
 
-// Takes --rdmx-NAME=VALUE out of args.
-std::optional<std::string> take_option(std::vector<std::string>& args, const std::string& name) {
-  std::optional<std::string> value;
-  const std::string prefix = "--rdmx-" + name + "=";
-  for (auto it = args.begin(); it != args.end();) {
-    if (it->rfind(prefix, 0) == 0) {
-      value = it->substr(prefix.size());
-      it = args.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return value;
-}
-
 }  // namespace
 
 std::string to_string(const ThreadId& id) {
@@ -219,25 +204,33 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   CPU_ZERO(&main_affinity_);
   main_affinity_saved_ = pthread_getaffinity_np(pthread_self(), sizeof main_affinity_, &main_affinity_) == 0;
   // Configuration: explicit options, then command line, then environment.
-  auto layout_text = take_option(args, "layout");
-  if (!layout_text) layout_text = env::get("RDMX_LAYOUT");
-  auto threads_text = take_option(args, "threads");
-  if (!threads_text) threads_text = env::get("RDMX_THREADS");
-  auto pin_text = take_option(args, "pin");
-  auto helpers_text = take_option(args, "helpers");
-  if (!helpers_text) helpers_text = env::get("RDMX_HELPERS");
-  if (!pin_text) pin_text = options.pin ? options.pin : env::get("RDMX_PIN");
+  // Every setting is checked here, when the job starts, not when a module
+  // first reads it: a mistyped option or an out-of-range value stops the
+  // job with a message naming it.
+  const auto given = env::take_options(args);
+  env::check_environment();
+  auto setting = [&](const char* name) -> std::optional<std::string> {
+    if (auto it = given.find(name); it != given.end()) return it->second;
+    return env::get(name);
+  };
+  auto number = [](const char* name, const std::string& text) {  // already checked: fits its range
+    return static_cast<std::uint32_t>(env::parse(*env::find(name), text, name));
+  };
+  auto layout_text = setting("RDMX_LAYOUT");
+  auto threads_text = setting("RDMX_THREADS");
+  auto helpers_text = setting("RDMX_HELPERS");
+  auto pin_text = given.count("RDMX_PIN") ? setting("RDMX_PIN") : options.pin ? options.pin : env::get("RDMX_PIN");
   threads_ = options.threads;
   std::optional<Layout> requested;
   if (layout_text) requested = Layout::parse(*layout_text, "RDMX_LAYOUT / --rdmx-layout");
-  if (threads_ == 0 && threads_text) threads_ = static_cast<std::uint32_t>(env::parse_count(*threads_text, "RDMX_THREADS / --rdmx-threads"));
+  if (threads_ == 0 && threads_text) threads_ = number("RDMX_THREADS", *threads_text);  // range-checked: 1 to 1024
   if (threads_ == 0 && requested) threads_ = requested->threads_per_process;
   if (threads_ == 0) threads_ = 1;
   if (threads_ > 1024) throw Error(Errc::invalid_argument, "at most 1024 worker threads per process");
   if (options.helpers) {
     helpers_ = *options.helpers;
   } else if (helpers_text) {
-    helpers_ = *helpers_text == "0" ? 0 : static_cast<std::uint32_t>(env::parse_count(*helpers_text, "RDMX_HELPERS / --rdmx-helpers"));
+    helpers_ = number("RDMX_HELPERS", *helpers_text);
   }
   if (helpers_ > threads_)
     throw Error(Errc::invalid_argument, "RDMX_HELPERS=" + std::to_string(helpers_) + ": at most one helper thread per worker thread (" +
@@ -326,19 +319,10 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   oversubscribed_ = wanted > cores;
   // Progress: threads that share cores yield soon, so that the thread with
   // work gets the core (a spinning waiter would hold it for its time slice).
-  const std::string progress_mode = env::get("RDMX_PROGRESS").value_or("auto");
-  if (progress_mode == "spin") {
-    Backoff::set_mode(Progress::spin);
-  } else if (progress_mode == "block") {
-    Backoff::set_mode(Progress::block);
-  } else if (progress_mode == "yield" || progress_mode == "auto") {
-    Backoff::set_mode(Progress::yield);
-  } else {
-    throw Error(Errc::invalid_argument, "RDMX_PROGRESS='" + progress_mode + "' must be auto, spin, yield or block");
-  }
+  const std::string progress_mode = setting("RDMX_PROGRESS").value_or("auto");  // checked: one of the choices
+  Backoff::set_mode(progress_mode == "spin" ? Progress::spin : progress_mode == "block" ? Progress::block : Progress::yield);
   const unsigned spins = progress_mode == "auto" && oversubscribed_ ? Backoff::shared_core_spins : Backoff::default_spins;
-  Backoff::set_idle_spins(
-      static_cast<unsigned>(std::min<std::uint64_t>(env::get_size("RDMX_IDLE_SPINS", spins), UINT32_MAX)));
+  Backoff::set_idle_spins(static_cast<unsigned>(env::get_count("RDMX_IDLE_SPINS", spins)));  // < 2^32
   pin_reason = pin ? "pinned" : (pin_mode == "off" ? "not pinned (RDMX_PIN=off)"
                                                    : "not pinned (" + std::to_string(wanted) + " threads on " +
                                                          std::to_string(cores) + " cores)");

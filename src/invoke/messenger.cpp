@@ -6,6 +6,7 @@
 #include "module.hpp"
 #include "tsan.hpp"
 #include "../fabric/causality.hpp"
+#include "rdmx/core/checked_size.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/memory/arena.hpp"
 
@@ -170,13 +171,17 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::R
                                             ? "call_buffer: the destination buffer must be in the destination's process"
                                             : "call_buffer: the buffer to read must be in the caller's process");
   const bool ext = call.kind != fabric::CallKind::call || (call.sync != nullptr && call.notify == Notify::consumed);
-  const std::size_t size = sizeof(wire::RecordHeader) + (ext ? sizeof(wire::Extension) : 0) +
-                           (buffer != nullptr ? sizeof(wire::RemoteBuffer) : 0) +
-                           (call.kind == fabric::CallKind::broadcast ? sizeof(wire::BroadcastRoot) : 0) +
-                           (forward != nullptr ? forward->targets.size_bytes() : 0) +
-                           (call.remote_counter != nullptr ? sizeof(wire::RemoteReply) : 0) +
-                           wire::align_up(call.closure_size) +
-                           (buffer != nullptr ? 0 : wire::align_up(call.data.size()));
+  const std::size_t fixed = sizeof(wire::RecordHeader) + (ext ? sizeof(wire::Extension) : 0) +
+                            (buffer != nullptr ? sizeof(wire::RemoteBuffer) : 0) +
+                            (call.kind == fabric::CallKind::broadcast ? sizeof(wire::BroadcastRoot) : 0) +
+                            (forward != nullptr ? forward->targets.size_bytes() : 0) +
+                            (call.remote_counter != nullptr ? sizeof(wire::RemoteReply) : 0) +
+                            wire::align_up(call.closure_size);
+  // The data's length is the caller's: summed unchecked, a length near
+  // SIZE_MAX would wrap to a small record and pass the room check.
+  const std::size_t data_bytes =
+      buffer != nullptr ? 0 : checked_round_up(call.data.size(), wire::record_align, "a one-sided call's data", Errc::message_too_large);
+  const std::size_t size = checked_add(fixed, data_bytes, "a one-sided call", Errc::message_too_large);
   const std::size_t room = owner_.options.chunk_size - wire::header_bytes;
   if (size > room)
     throw Error(Errc::message_too_large,

@@ -10,8 +10,8 @@ namespace rdmx {
 MessengerOptions MessengerOptions::from_env() {
   MessengerOptions o;
   o.chunk_size = env::get_size("RDMX_CHUNK_SIZE", o.chunk_size);
-  o.chunks = static_cast<std::uint32_t>(env::get_size("RDMX_CHUNKS", o.chunks));
-  o.max_chunks = static_cast<std::uint32_t>(env::get_size("RDMX_MAX_CHUNKS", o.max_chunks));
+  o.chunks = static_cast<std::uint32_t>(env::get_count("RDMX_CHUNKS", o.chunks));  // at most 127
+  o.max_chunks = static_cast<std::uint32_t>(env::get_count("RDMX_MAX_CHUNKS", o.max_chunks));
   o.publish_bytes = env::get_size("RDMX_PUBLISH_BYTES", o.publish_bytes);
   o.mapped_chunks = env::get_bool("RDMX_MAPPED_CHUNKS", o.mapped_chunks);
   if (o.chunk_size < 4096 || o.chunk_size % invoke::wire::record_align != 0 || o.chunk_size > invoke::wire::max_end)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "free_list.hpp"
+#include "rdmx/core/checked_size.hpp"
 #include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/memory/region_table.hpp"
@@ -36,7 +37,11 @@ std::size_t base_page_size() {
   return size;
 }
 
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+// Only ever given segment sizes (configuration) and sizes already checked
+// to be at most one segment, so an overflow is a bad setting.
+std::size_t round_up(std::size_t n, std::size_t to) {
+  return checked_round_up(n, to, "arena: segment size (RDMX_ARENA_SEGMENT)", Errc::invalid_argument);
+}
 
 // Our own anonymous mapping (hugetlb or THP), unmapped when dropped.
 class Mapping {
@@ -344,13 +349,15 @@ Block Arena::allocate_chunk(std::size_t bytes, std::size_t align) {
   if (bytes == 0) throw Error(Errc::invalid_argument, "arena: chunk of 0 bytes");
   if (align == 0 || (align & (align - 1)) != 0)
     throw Error(Errc::invalid_argument, "arena: alignment " + std::to_string(align) + " is not a power of two");
-  const std::size_t rounded = round_up(bytes, 64);
   const std::string who = options_.numa_node >= 0 ? "arena node " + std::to_string(options_.numa_node) : "arena";
-  if (rounded > plan_.segment_size || align > plan_.segment_size)
-    throw Error(Errc::out_of_memory, who + ": a chunk of " + size_text(bytes) + " does not fit in a segment of " +
+  // Checked: a size near SIZE_MAX (a hostile allocate_remote) must not wrap to a tiny chunk.
+  if (bytes > plan_.segment_size || align > plan_.segment_size)
+    throw Error(Errc::out_of_memory, who + ": a chunk of " + std::to_string(bytes) + " bytes (" + size_text(bytes) +
+                                         ") does not fit in a segment of " +
                                          size_text(plan_.segment_size) +
                                          "; segments are registered whole and chunks cannot span them: raise RDMX_ARENA_SEGMENT");
 
+  const std::size_t rounded = round_up(bytes, 64);  // <= segment size, itself a multiple of 64
   std::lock_guard lock(mutex_);
   auto take = [&](Segment& s) -> std::optional<Block> {
     auto offset = s.free.allocate(rounded, align, detail::Fit::first);

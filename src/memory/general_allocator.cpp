@@ -5,6 +5,7 @@
 #include <string>
 
 #include "free_list.hpp"
+#include "rdmx/core/checked_size.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/memory/arena.hpp"
 
@@ -12,7 +13,7 @@ namespace rdmx::memory {
 
 namespace {
 constexpr std::size_t granule = 16;  // every allocation is a multiple: keeps holes usable
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+std::size_t round_up(std::size_t n, std::size_t to) { return checked_round_up(n, to, "general allocator"); }
 }  // namespace
 
 struct GeneralAllocator::Chunk {

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <string>
 
+#include "rdmx/core/checked_size.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/memory/arena.hpp"
 #include "size_text.hpp"
@@ -50,7 +51,7 @@ UnitRing::UnitRing(Arena& arena, const RingOptions& options, const char* owner)
   if (align == 0 || (align & (align - 1)) != 0)
     throw Error(Errc::invalid_argument, std::string(owner) + ": alignment " + std::to_string(align) + " is not a power of two");
   options_.alignment = std::max<std::size_t>(align, 64);  // units start on cache lines
-  stride_ = (options.unit_size + options_.alignment - 1) / options_.alignment * options_.alignment;
+  stride_ = checked_round_up(options.unit_size, options_.alignment, owner, Errc::invalid_argument);
   if (stride_ > arena.segment_size())
     throw Error(Errc::invalid_argument, std::string(owner) + ": unit size " + size_text(options.unit_size) +
                                             " exceeds the arena's segment of " + size_text(arena.segment_size()) +

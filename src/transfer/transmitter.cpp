@@ -11,7 +11,7 @@ namespace rdmx::transfer {
 namespace {
 
 unsigned default_u_max() {
-  static const unsigned value = static_cast<unsigned>(env::get_size("RDMX_U_MAX", 64));
+  static const unsigned value = static_cast<unsigned>(env::get_count("RDMX_U_MAX", 64));  // at most 2^20
   return value;
 }
 

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <cstdint>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -104,6 +106,32 @@ TEST(RmaErrors, BadLocatorsAreRejected) {
   expect_code([&] { allocate_remote(next_process(), std::size_t{1} << 40); }, Errc::out_of_memory);
   free_remote(remote);
   expect_code([&] { free_remote(remote); }, Errc::invalid_argument);  // double free
+  job().barrier();
+}
+
+// A size near SIZE_MAX used to round up to a 0-byte chunk on the owner,
+// whose zero-fill then overran it and killed the process: one message from
+// any peer took a process down. Now the asker gets an error naming the size
+// and the owner goes on serving.
+TEST(RmaErrors, HugeRemoteAllocationsFailWithoutHurtingTheOwner) {
+  if (job().rank() == 1) {
+    for (std::size_t bytes : {SIZE_MAX - 10, std::size_t{1} << 62}) {
+      try {
+        allocate_remote(0, bytes);
+        ADD_FAILURE() << "allocate_remote(0, " << bytes << ") succeeded";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), Errc::out_of_memory) << e.what();
+        EXPECT_NE(std::string(e.what()).find(std::to_string(bytes)), std::string::npos) << e.what();
+      }
+    }
+    // Process 0 is alive and still allocates.
+    RemoteLocator remote = allocate_remote(0, 4096);
+    std::vector<std::uint8_t> out(4096, 0x5a), in(4096, 0);
+    put(out.data(), remote).get();
+    get(in.data(), remote).get();
+    EXPECT_EQ(in, out);
+    free_remote(remote);
+  }
   job().barrier();
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "rdmx/core/error.hpp"
 #include "rdmx/memory/region_table.hpp"
 #include "rdmx/transfer/memory_region.hpp"
+#include "../error_from.hpp"
 #include "support.hpp"
 
 namespace rdmx::memory {
@@ -22,17 +24,7 @@ using testing::small_arena;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// The error `f` throws, or a failure when it throws none.
-template <class F>
-Error error_from(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no rdmx::Error thrown";
-  return Error(Errc::transport, "none");
-}
+using rdmx::testing::error_from;
 
 TEST(Arena, ChunksAreRegisteredAndWritable) {
   Arena arena(context(), small_arena());
@@ -240,6 +232,28 @@ class ScopedEnv {
   std::string old_;
   bool had_ = false;
 };
+
+// round_up(bytes, 64) used to wrap to 0 near SIZE_MAX and hand out a 0-byte chunk.
+TEST(Arena, HugeChunkSizesAreOutOfMemoryNamingTheSize) {
+  Arena arena(context(), small_arena());
+  for (std::size_t bytes : {SIZE_MAX, SIZE_MAX - 63, SIZE_MAX - 10, std::size_t{1} << 62}) {
+    Error e = error_from([&] { arena.allocate_chunk(bytes); });
+    EXPECT_EQ(e.code(), Errc::out_of_memory) << bytes;
+    EXPECT_TRUE(contains(e.what(), std::to_string(bytes))) << e.what();
+  }
+  EXPECT_EQ(arena.used_bytes(), 0u);
+  EXPECT_EQ(error_from([&] { arena.allocate_chunk(0); }).code(), Errc::invalid_argument);
+  Block b = arena.allocate_chunk(64);  // still serves ordinary requests
+  EXPECT_EQ(b.size, 64u);
+}
+
+TEST(Arena, SegmentSizeNearTheTopIsInvalidArgument) {
+  for (std::size_t segment : {SIZE_MAX, SIZE_MAX - 10}) {
+    Error e = error_from([&] { Arena arena(context(), small_arena(segment, SIZE_MAX)); });
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_TRUE(contains(e.what(), "RDMX_ARENA_SEGMENT")) << e.what();
+  }
+}
 
 TEST(ArenaOptions, DefaultsComeFromTheEnvironment) {
   {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -50,6 +51,16 @@ struct Holes {
     g.deallocate(c);
   }
 };
+
+// round_up(n, 16) used to wrap to 0 near SIZE_MAX: a block of nothing for a huge request.
+TEST_F(General, HugeRequestsAreOutOfMemory) {
+  GeneralAllocator g(arena);
+  for (std::size_t n : {SIZE_MAX, SIZE_MAX - 15, SIZE_MAX - 63, std::size_t{1} << 62})
+    EXPECT_EQ(code_of([&] { g.allocate(n); }), Errc::out_of_memory) << n;
+  EXPECT_EQ(code_of([&] { g.allocate(0); }), Errc::invalid_argument);
+  Block b = g.allocate(100);
+  EXPECT_EQ(b.size, 100u);
+}
 
 TEST_F(General, BestFitPicksTheTightestHole) {
   GeneralAllocator g(arena, {.policy = FitPolicy::best_fit, .chunk_size = 64 * KiB});

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <set>
 
 #include "rdmx/core/error.hpp"
@@ -122,6 +123,19 @@ TEST_F(LinearCircular, GrowsAndStopsAtTheLimit) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(linear.try_allocate(1024)) << i;
   EXPECT_EQ(linear.units(), 5u);  // 2, 4, then capped at 5
   EXPECT_FALSE(linear.try_allocate(1024));
+}
+
+// The unit stride used to round SIZE_MAX up to 0, pass the segment check
+// and divide by zero when the ring first grew.
+TEST_F(LinearCircular, UnitSizeNearTheTopIsInvalidArgument) {
+  for (std::size_t unit : {SIZE_MAX, SIZE_MAX - 63}) {
+    try {
+      ring(1, 2, Growth::linear, unit);
+      ADD_FAILURE() << "unit size " << unit << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+    }
+  }
 }
 
 TEST_F(LinearCircular, DoubleTagAndForeignBlockAreInvalidArgument) {

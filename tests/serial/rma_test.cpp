@@ -57,6 +57,20 @@ const std::byte* address_of(RmaKey key) {
   return region == nullptr ? nullptr : region->data() + key.offset;
 }
 
+// Sizes near SIZE_MAX used to round up to a tiny block that was handed out.
+TEST_F(Rma, HugeAllocationsAreOutOfMemory) {
+  for (std::size_t n : {SIZE_MAX, SIZE_MAX - 63, std::size_t{1} << 62}) {
+    std::string message;
+    EXPECT_EQ(error_of([&] { memory.allocate(n); }, &message), Errc::out_of_memory) << n;
+    EXPECT_NE(message.find(std::to_string(n)), std::string::npos) << message;
+  }
+  rma_vector<std::uint64_t> v(&memory);
+  std::string message;
+  EXPECT_EQ(error_of([&] { v.reserve(SIZE_MAX / 4); }, &message), Errc::out_of_memory);
+  EXPECT_NE(message.find("rma_vector"), std::string::npos) << message;
+  EXPECT_EQ(memory.allocate(100).size, 100u);
+}
+
 TEST_F(Rma, VectorLivesInRegisteredMemoryAndCopiesShare) {
   rma_vector<double> v(&memory);
   for (int i = 0; i < 1000; ++i) v.push_back(i * 0.5);

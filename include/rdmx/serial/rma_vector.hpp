@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "rdmx/core/checked_size.hpp"
 #include "rdmx/serial/bitwise.hpp"
 #include "rdmx/serial/input_archive.hpp"
 #include "rdmx/serial/output_archive.hpp"
@@ -135,8 +136,8 @@ class rma_vector {
   static constexpr std::size_t alignment = std::max<std::size_t>(alignof(T), 16);
 
   void reallocate(std::size_t n) {
-    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::length_error("rma_vector: " + std::to_string(n) + " elements");
-    RmaBytes bigger = RmaMemory::resolve(state_->memory, "rma_vector").allocate(n * sizeof(T), alignment);
+    const std::size_t bytes = checked_mul(n, sizeof(T), "rma_vector");
+    RmaBytes bigger = RmaMemory::resolve(state_->memory, "rma_vector").allocate(bytes, alignment);
     if (!empty()) std::memcpy(bigger.data.get(), data(), size() * sizeof(T));
     state_->storage = std::move(bigger);
   }
