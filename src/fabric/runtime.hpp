@@ -161,6 +161,11 @@ class Module {
   virtual std::size_t poll(std::uint32_t slot) = 0;
   // Teardown, on behalf of `slot`: make everything it sent visible to peers.
   virtual void flush(std::uint32_t slot) = 0;
+  // `process` failed (`why` names it). Called once per process, from
+  // whichever thread learnt it, after the fabric failed its own waits on it:
+  // the layer fails what it waits for from that process, so that nothing
+  // waits on a dead process for ever.
+  virtual void process_failed(std::uint32_t process, const std::string& why) = 0;
 };
 
 class ThreadContext {
