@@ -17,6 +17,7 @@
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/invoke/messenger.hpp"
+#include "rdmx/memory/arena.hpp"
 
 using namespace rdmx;
 using Clock = std::chrono::steady_clock;
@@ -30,8 +31,11 @@ constexpr auto handshake_limit = std::chrono::seconds(60);
 std::atomic<std::uint64_t> victim_ran{0};  // calls the victim ran
 // What a survivor got from the other: calls in sequence, and its final count.
 std::atomic<std::uint64_t> peer_got{0}, peer_disorder{0}, peer_total{~std::uint64_t{0}};
-std::array<std::byte, 256> survivor_buffer{};  // the victim reads it (call_buffer by RDMA read)
-std::array<std::byte, 256> victim_buffer{};    // the survivors read it
+// 256 bytes of registered memory: the victim reads the survivors', the survivors read the victim's.
+RemoteLocator shared_buffer() {
+  static const RemoteLocator where = local_locator(Job::current().arena().allocate_chunk(256).data, 256);
+  return where;
+}
 
 int fail(const std::string& what) {
   std::fprintf(stderr, "invoke_peer_failure: process %u: FAILED: %s\n", Job::current().rank(), what.c_str());
@@ -45,7 +49,7 @@ int fail(const std::string& what) {
 // 1.13 limitation over TCP"). The survivors go on sending meanwhile.
 [[noreturn]] void run_victim() {
   MessengerGlobal messenger;
-  const RemoteLocator mine = local_locator(victim_buffer.data(), victim_buffer.size());
+  const RemoteLocator mine = shared_buffer();
   const auto until = Clock::now() + handshake_limit;
   while (victim_ran.load() < 400 && Clock::now() < until) {
     for (std::uint32_t s = 0; s < victim; ++s)
@@ -63,7 +67,7 @@ int fail(const std::string& what) {
 // failure's text once the victim's death surfaces, "" while it lives.
 std::string burst_to_victim(const MessengerGlobal& messenger, Clock::time_point deadline, bool& hung) {
   const ThreadId v{victim, 0};
-  const RemoteLocator mine = local_locator(survivor_buffer.data(), survivor_buffer.size());
+  const RemoteLocator mine = shared_buffer();
   Synchronizer sync;
   std::int64_t result = 0;
   try {
