@@ -5,6 +5,10 @@
 // to the dead process), never hang; the survivors' calls to each other must
 // all run, exactly once and in order; and both must leave the job cleanly.
 // Its own main: the job cannot end with a collective.
+//   invoke_peer_failure [--expect-wait]
+// --expect-wait: the failure must surface in a wait on notifications (the
+// victim stops consuming before it dies, and rings large enough that no call
+// waits for room): that is the wait that hung.
 #include <signal.h>
 
 #include <array>
@@ -121,6 +125,8 @@ int main(int argc, char** argv) {
   if (job.size() != 3) return fail("needs exactly 3 processes");
   job.barrier();
   if (job.rank() == victim) run_victim();
+  bool expect_wait = false;
+  for (int i = 1; i < argc; ++i) expect_wait = expect_wait || std::string(argv[i]) == "--expect-wait";
 
   const MessengerGlobal messenger;
   const auto start = Clock::now();
@@ -136,6 +142,8 @@ int main(int argc, char** argv) {
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (hung) return fail("a wait on the victim hung past the deadline after: " + failure);
   if (failure.find("process 2") == std::string::npos) return fail("the failure does not name process 2: " + failure);
+  if (expect_wait && failure.find("waiting on it") == std::string::npos)
+    return fail("the failure did not end a wait on notifications: " + failure);
 
   // Later calls to the dead process fail at once; the other survivor still answers.
   try {
