@@ -271,7 +271,7 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::RemoteB
   puts_since_publish_ = true;
   if (call.sync != nullptr && call.notify == Notify::sent) {
     call.sync->add();
-    owner_.notify_when_free(*tx_, tag, call.sync);
+    owner_.notify_when_free(*tx_, dest_.process, tag, call.sync);
   }
 }
 

@@ -152,6 +152,11 @@ std::size_t SlotState::poll() {
   // Buffers RDMA-written by call_buffer: tell their callers once they are reusable.
   while (!written_.empty()) {
     Written& w = written_.front();
+    if (!w.tag.is_free() && runtime.process_failed(w.process)) {  // its completion may never come
+      w.sync->fail(Errc::peer_failed, failure_of(w.process) + "; a call_buffer's write into it did not complete");
+      written_.pop_front();
+      continue;
+    }
     if (!w.tag.is_free()) {
       if (w.tag.value >= w.tag.epoch->current()) w.tx->start_flush();  // its epoch is still open
       break;

@@ -250,9 +250,10 @@ class SlotState {
   void announce(Announcement a);  // any thread (the service thread)
   void take_announcements();      // this slot's thread
   void unpublished(Messenger& m) { pending_publish_.push_back(&m); }
-  // A call_buffer's RDMA write from the caller's buffer: notify `sync` once `tag` is free.
-  void notify_when_free(transfer::Transmitter& tx, transfer::EpochTag tag, Synchronizer* sync) {
-    written_.push_back({&tx, tag, sync});
+  // A call_buffer's RDMA write from the caller's buffer into `process`:
+  // notify `sync` once `tag` is free (fail it if `process` fails first).
+  void notify_when_free(transfer::Transmitter& tx, std::uint32_t process, transfer::EpochTag tag, Synchronizer* sync) {
+    written_.push_back({&tx, process, tag, sync});
   }
   // The registry's lookup takes a lock; calls mostly repeat a few functions.
   fabric::Invoker find_function(std::uint64_t id) {
@@ -298,6 +299,7 @@ class SlotState {
   std::vector<Messenger*> pending_publish_;
   struct Written {
     transfer::Transmitter* tx;
+    std::uint32_t process;
     transfer::EpochTag tag;
     Synchronizer* sync;
   };

@@ -41,6 +41,9 @@ RemoteLocator shared_buffer() {
   return where;
 }
 
+RemoteLocator victim_memory;                 // a survivor's buffer in the victim, RDMA-written by call_buffer
+std::array<std::byte, 1024> written_bytes{};  // what is written there
+
 int fail(const std::string& what) {
   std::fprintf(stderr, "invoke_peer_failure: process %u: FAILED: %s\n", Job::current().rank(), what.c_str());
   return 1;
@@ -67,7 +70,8 @@ int fail(const std::string& what) {
 }
 
 // One round of calls to the victim: consumed notifications, a returned
-// value, a buffer it reads, and plain calls that fill the ring. Returns the
+// value, a buffer it reads, one written into it, and plain calls that fill
+// the ring. Returns the
 // failure's text once the victim's death surfaces, "" while it lives.
 std::string burst_to_victim(const MessengerGlobal& messenger, Clock::time_point deadline, bool& hung) {
   const ThreadId v{victim, 0};
@@ -79,6 +83,8 @@ std::string burst_to_victim(const MessengerGlobal& messenger, Clock::time_point 
     messenger.call_return(v, [] { return std::int64_t{7}; }, &result, sync);
     messenger.call_buffer<Policy::retry, Notify::consumed>(v, [](std::span<std::byte>) { victim_ran.fetch_add(1); }, mine,
                                                             &sync);
+    messenger.call_buffer<Policy::retry, Notify::sent>(v, [](std::span<std::byte>) { victim_ran.fetch_add(1); },
+                                                       written_bytes, victim_memory, &sync);
     std::array<std::byte, 512> pad{};  // plain calls: the ring fills when the victim stops consuming
     for (int i = 0; i < 64; ++i) messenger.call(v, [pad] { victim_ran.fetch_add(pad.size() != 0 ? 1 : 0); });
   } catch (const Error& e) {
@@ -122,6 +128,7 @@ void burst_to_peer(const MessengerGlobal& messenger, std::uint64_t& sent) {
 // A survivor's part; `report` says what it saw.
 int survive(Job& job, int argc, char** argv, std::string& report) {
   if (job.size() != 3) return fail("needs exactly 3 processes");
+  if (job.rank() != victim) victim_memory = allocate_remote(victim, written_bytes.size());
   job.barrier();
   if (job.rank() == victim) run_victim();
   bool expect_wait = false;
