@@ -326,13 +326,9 @@ void Channel::notify_caller(ThreadId owner, std::uint64_t sync, const std::strin
   const auto text = failure != nullptr ? std::as_bytes(std::span(failure->data(), failure->size()))
                                        : std::span<const std::byte>();
   const auto c = static_cast<std::uint32_t>(code);
-  if (!counted) {  // the fallback of an answer by RDMA atomic: the caller counted nothing
+  if (!counted) {  // an answer by RDMA atomic that failed: the caller counted nothing
     back.call_buffer(owner, [sync, c](std::span<std::byte> text) {
-      auto* s = reinterpret_cast<Synchronizer*>(sync);
-      if (text.empty())
-        s->notify();
-      else
-        s->fail(static_cast<Errc>(c), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+      reinterpret_cast<Synchronizer*>(sync)->fail(static_cast<Errc>(c), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
     }, text);
   } else if (failure != nullptr) {
     back.call_buffer(owner, [sync, c](std::span<std::byte> text) {
