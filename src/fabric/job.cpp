@@ -576,6 +576,8 @@ void Runtime::peer_failed(std::uint32_t process, const std::string& why) {
   if (process >= size_ || shutting_down_.load(std::memory_order_acquire) || failed_[process].exchange(true)) return;
   std::fprintf(stderr, "rdmx: process %u: %s\n", rank_, why.c_str());
   pending_.fail_process(process, why);
+  const std::size_t count = module_count_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < count; ++i) module_list_[i].load(std::memory_order_relaxed)->process_failed(process, why);
 }
 
 bool Runtime::any_process_failed() const {

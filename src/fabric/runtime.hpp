@@ -166,6 +166,11 @@ class Module {
   // network before it can run (a call whose argument is being read from its
   // caller). A drain that found nothing to run is not the end then.
   virtual bool settled(std::uint32_t slot) const = 0;
+  // `process` failed (`why` names it). Called once per process, from
+  // whichever thread learnt it, after the fabric failed its own waits on it:
+  // the layer fails what it waits for from that process, so that nothing
+  // waits on a dead process for ever.
+  virtual void process_failed(std::uint32_t process, const std::string& why) = 0;
 };
 
 class ThreadContext {

@@ -20,6 +20,16 @@ namespace {
 std::string name(ThreadId t) { return std::to_string(t.process) + "/" + std::to_string(t.thread); }
 
 thread_local SlotState* running_for = nullptr;  // the owner of the channel this thread polls
+thread_local std::uint32_t running_from = 0;    // the process its sender is in
+
+// A notification for the Synchronizer at `sync` (the caller's, whose thread
+// owns the channel being polled) runs: the Synchronizer, or nullptr when it
+// has already failed for the process it waited on (nothing to count down,
+// and nothing to write: its owner may have moved on).
+Synchronizer* owed(std::uint64_t sync) {
+  auto* s = reinterpret_cast<Synchronizer*>(sync);
+  return running_for->settle(running_from, s) ? s : nullptr;
+}
 
 }  // namespace
 
@@ -35,11 +45,34 @@ void Channel::corrupted(const std::string& what) {
 
 std::size_t Channel::poll(SlotState& runner, std::size_t budget) {
   if (broken_) return 0;
+  // A dead sender's calls are not run: what they would answer cannot reach
+  // it, and what it owed this thread has failed (SlotState::check_failures).
+  if (owner_.runtime.process_failed(source_.process)) {
+    broken_ = true;
+    return 0;
+  }
+  try {
+    return poll_now(runner, budget);
+  } catch (const Error&) {
+    // Answering (or reporting consumed chunks to) a sender that died
+    // meanwhile: its channel closes, and the wait this poll runs in goes on.
+    if (!owner_.runtime.process_failed(source_.process)) throw;
+    broken_ = true;
+    return 0;
+  }
+}
+
+std::size_t Channel::poll_now(SlotState& runner, std::size_t budget) {
   struct RunningFor {  // Module::destination() for the calls run here (polls nest)
     SlotState* saved;
-    explicit RunningFor(SlotState* d) : saved(std::exchange(running_for, d)) {}
-    ~RunningFor() { running_for = saved; }
-  } running_for_owner{&owner_};
+    std::uint32_t saved_from;
+    RunningFor(SlotState* d, std::uint32_t from)
+        : saved(std::exchange(running_for, d)), saved_from(std::exchange(running_from, from)) {}
+    ~RunningFor() {
+      running_for = saved;
+      running_from = saved_from;
+    }
+  } running_for_owner{&owner_, source_.process};
   std::size_t ran = 0;
   for (;;) {
     if (offset_ == end_) {
@@ -158,7 +191,7 @@ void Channel::push_consumed() {
   } reset{pushing_};
   transfer::Transmitter& tx = rdmx::transmitter(source_.process);
   if (feedback_address_.rkey == nullptr) feedback_address_ = rdmx::resolve(feedback_);
-  std::uint64_t* word = words_.next(tx);
+  std::uint64_t* word = words_.next(tx, source_.process);
   *word = finished_;
   words_.used(tx.post_put(word, sizeof *word, feedback_address_));
   pushed_ = finished_;
@@ -288,15 +321,24 @@ void Channel::answer_by_rdma(const wire::RemoteReply& reply, bool returning, std
                      ~std::uint64_t{0});
 }
 
-void Channel::notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code) {
+void Channel::notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code, bool counted) {
   MessengerGlobal back;
-  if (failure != nullptr) {
-    const auto c = static_cast<std::uint32_t>(code);
+  const auto text = failure != nullptr ? std::as_bytes(std::span(failure->data(), failure->size()))
+                                       : std::span<const std::byte>();
+  const auto c = static_cast<std::uint32_t>(code);
+  if (!counted) {  // an answer by RDMA atomic that failed: the caller counted nothing
     back.call_buffer(owner, [sync, c](std::span<std::byte> text) {
       reinterpret_cast<Synchronizer*>(sync)->fail(static_cast<Errc>(c), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
-    }, std::as_bytes(std::span(failure->data(), failure->size())));
+    }, text);
+  } else if (failure != nullptr) {
+    back.call_buffer(owner, [sync, c](std::span<std::byte> text) {
+      if (Synchronizer* s = owed(sync))
+        s->fail(static_cast<Errc>(c), std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+    }, text);
   } else {
-    back.call(owner, [sync] { reinterpret_cast<Synchronizer*>(sync)->notify(); });
+    back.call(owner, [sync] {
+      if (Synchronizer* s = owed(sync)) s->notify();
+    });
   }
 }
 
@@ -443,11 +485,13 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
   if (failure.empty() && kind == wire::kind_returning) {
     const std::uint64_t orig = ext.aux;
     MessengerGlobal().call_buffer(source_, [sync, orig](std::span<std::byte> value) {
-      std::memcpy(reinterpret_cast<void*>(orig), value.data(), value.size());
-      reinterpret_cast<Synchronizer*>(sync)->notify();
+      if (Synchronizer* s = owed(sync)) {
+        std::memcpy(reinterpret_cast<void*>(orig), value.data(), value.size());
+        s->notify();
+      }
     }, std::span<const std::byte>(result.bytes, result.size));
   } else {
-    notify_caller(forward.root, sync, failure.empty() ? nullptr : &failure, code);
+    notify_caller(forward.root, sync, failure.empty() ? nullptr : &failure, code, !remote_reply);
   }
 }
 

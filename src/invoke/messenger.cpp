@@ -62,7 +62,7 @@ void Messenger::close_lane() {
 
 void Messenger::open_lane() {
   detail::Lane& lane = owner_.lane;
-  if (ring_.empty() || ring_[cur_].mapped == nullptr || !overflow_.empty() || busy_) return;
+  if (ring_.empty() || ring_[cur_].mapped == nullptr || !overflow_.empty() || busy_ || dead()) return;
   if (lane.holder != nullptr && lane.holder != this) static_cast<Messenger*>(lane.holder)->close_lane();
   const std::size_t limit = std::min(owner_.options.chunk_size, std::max(write_, published_ + owner_.options.publish_bytes));
   const auto base = reinterpret_cast<std::uintptr_t>(ring_[cur_].mapped);
@@ -71,6 +71,14 @@ void Messenger::open_lane() {
 
 void Messenger::publish_lane() {
   if (written() != published_) publish();
+}
+
+bool Messenger::dead() const { return owner_.runtime.process_failed(dest_.process); }
+
+void Messenger::throw_if_dead() const {
+  if (dead())
+    throw Error(Errc::peer_failed, "one-sided call to thread " + std::to_string(dest_.process) + "/" +
+                                       std::to_string(dest_.thread) + ": " + owner_.failure_of(dest_.process));
 }
 
 void Messenger::setup() {
@@ -148,7 +156,7 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
 void Messenger::activate(std::size_t index) {
   cur_ = index;
   Chunk& c = ring_[cur_];
-  wait_until_free(*tx_, c.tag);  // the mirror's last write must be done before we overwrite it
+  wait_until_free(*tx_, dest_.process, c.tag);  // the mirror's last write must be done before we overwrite it
   c.seq = ++activations_;
   write_ = put_from_ = published_ = wire::header_bytes;
 }
@@ -268,13 +276,14 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::RemoteB
   puts_since_publish_ = true;
   if (call.sync != nullptr && call.notify == Notify::sent) {
     call.sync->add();
-    owner_.notify_when_free(*tx_, tag, call.sync);
+    owner_.notify_when_free(*tx_, dest_.process, tag, call.sync);
   }
 }
 
 bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer,
                        const Forward* forward) {
   const std::size_t size = record_size(call, buffer, forward);
+  throw_if_dead();
   const LaneClosed closed(*this);  // calls run by a wait below must not write into it
   if (ring_.empty() && !busy_) {
     // Setting up waits for d's service thread, and waiting runs calls; one
@@ -286,6 +295,12 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   // buffer the destination reads has been read.
   const bool consumed = call.sync != nullptr &&
                         (call.notify == Notify::consumed || (buffer != nullptr && buffer->how == detail::RemoteBuffer::read));
+  // Counted down by d's answer, or failed with d's process (an answer by
+  // RDMA atomic is not seen here, so not counted).
+  auto owe = [&] {
+    call.sync->add();
+    if (call.remote_counter == nullptr) owner_.owe(dest_.process, call.sync);
+  };
   // Calls queued earlier go first (FIFO per sender).
   if (!overflow_.empty() && !busy_) drain_overflow();
   if (!overflow_.empty() || busy_) {
@@ -293,32 +308,38 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
     // could deadlock; queueing keeps the order and the thread moving.
     if (busy_ || mode.overflow || mode.policy == Policy::retry_async) {
       if (!enqueue_overflow(call, buffer, forward, size, mode)) return false;
-      if (consumed) call.sync->add();
+      if (consumed) owe();
       return true;
     }
     if (mode.policy == Policy::fail) return false;
     Scoped guard(busy_, true);
     while (!overflow_.empty()) {
       drain_overflow_now();
-      if (!overflow_.empty()) progress();
+      if (!overflow_.empty()) {
+        progress();
+        throw_if_dead();  // d will never free room
+      }
     }
   }
   if (!reserve(size)) {
     if (mode.overflow || mode.policy == Policy::retry_async) {
       if (!enqueue_overflow(call, buffer, forward, size, mode)) return false;
-      if (consumed) call.sync->add();
+      if (consumed) owe();
       return true;
     }
     if (mode.policy == Policy::fail) return false;
     Scoped guard(busy_, true);
-    while (!reserve(size)) progress();
+    while (!reserve(size)) {
+      progress();
+      throw_if_dead();  // d will never free room
+    }
   }
   // Zero copy: the call is serialized once, into registered memory the
   // RDMA write goes from.
   write_buffer(call, buffer);
   serialize(call, buffer, forward, ring_[cur_].base() + write_, size);
   write_ += size;
-  if (consumed) call.sync->add();
+  if (consumed) owe();
   if (write_ - put_from_ >= mode.put_bytes) put_pending();
   // A caller that asked to hear back is about to wait: publish now rather
   // than at its next progress.
@@ -398,17 +419,26 @@ void Messenger::write_word(bool closed, std::uint8_t grow) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   // Same process: the chunk's address is the receiver's too (see tsan.hpp).
   if (dest_.process == owner_.self.process) tsan_release(reinterpret_cast<const void*>(c.remote.address));
-  std::uint64_t* word = words_.next(*tx_);
+  std::uint64_t* word = words_.next(*tx_, dest_.process);
   *word = encoded;
   words_.used(tx_->post_put(word, sizeof *word, c.remote));
   published_ = write_;
 }
 
 void Messenger::publish() {
-  if (ring_.empty()) return;
+  // Nothing goes to a dead process; whoever waits on it fails instead
+  // (SlotState::check_failures).
+  if (ring_.empty() || dead()) return;
   const LaneClosed closed(*this);
-  if (!overflow_.empty() && !busy_) drain_overflow();
-  if (published_ != write_) write_word(false, 0);
+  try {
+    if (!overflow_.empty() && !busy_) drain_overflow();
+    if (published_ != write_) write_word(false, 0);
+  } catch (const Error&) {
+    // Publishing runs inside any wait of this thread: a destination that
+    // died meanwhile must not fail an unrelated one.
+    if (!dead()) throw;
+    return;
+  }
   if (!overflow_.empty()) mark_unpublished();
 }
 

@@ -26,28 +26,82 @@ MessengerOptions MessengerOptions::from_env() {
 
 namespace invoke {
 
-void wait_until_free(transfer::Transmitter& tx, const transfer::EpochTag& tag) {
+void wait_until_free(transfer::Transmitter& tx, std::uint32_t process, const transfer::EpochTag& tag) {
   if (tag.is_free()) [[likely]]
     return;
   if (tag.value >= tag.epoch->current()) tx.start_flush();  // its epoch is still open: close it
   // Only the worker, never calls: the caller is in the middle of an update.
+  // A peer watched by pid (shared memory) fails without its endpoint knowing.
+  fabric::Runtime& rt = fabric::Runtime::current();
   while (!tag.is_free()) {
     tx.endpoint().check_alive();
+    if (rt.process_failed(process)) throw Error(Errc::peer_failed, "process " + std::to_string(process) + " has failed");
     tx.endpoint().worker().progress();
   }
 }
 
-std::uint64_t* WordSlots::next(transfer::Transmitter& tx) {
+std::uint64_t* WordSlots::next(transfer::Transmitter& tx, std::uint32_t process) {
   last_ = (last_ + 1) % count;
-  wait_until_free(tx, tags_[last_]);
+  wait_until_free(tx, process, tags_[last_]);
   return &words_[last_];
 }
 
 // ---- SlotState ----
 
-SlotState::SlotState(fabric::Runtime& rt, std::uint32_t slot, const MessengerOptions& opts)
-    : runtime(rt), self{rt.rank(), slot}, lane(rt.context(slot).lane), options(opts) {
+SlotState::SlotState(Module& module, fabric::Runtime& rt, std::uint32_t slot, const MessengerOptions& opts)
+    : runtime(rt), self{rt.rank(), slot}, lane(rt.context(slot).lane), options(opts), module_(module),
+      failures_handled_(rt.size(), false) {
   messengers_.resize(std::size_t{rt.size()} * rt.workers());
+}
+
+void SlotState::owe(std::uint32_t process, Synchronizer* sync, std::int64_t n) {
+  std::lock_guard lock(owed_mutex_);
+  owed_[{process, sync}] += n;
+}
+
+bool SlotState::settle(std::uint32_t process, Synchronizer* sync) {
+  std::lock_guard lock(owed_mutex_);
+  auto it = owed_.find({process, sync});
+  if (it == owed_.end()) it = owed_.find({any_process, sync});
+  if (it == owed_.end()) return false;
+  if (--it->second == 0) owed_.erase(it);
+  return true;
+}
+
+std::string SlotState::failure_of(std::uint32_t process) const { return module_.failure_of(process); }
+
+void SlotState::check_failures() {
+  const std::uint64_t failures = module_.failures();
+  if (failures == failures_seen_) [[likely]]
+    return;
+  failures_seen_ = failures;
+  for (std::uint32_t p = 0; p < runtime.size(); ++p) {
+    if (failures_handled_[p] || !runtime.process_failed(p)) continue;
+    failures_handled_[p] = true;
+    // What p owes, and what every broadcast (whose tree p was part of) still
+    // waits for, fails now. Their late notifications, should any come from
+    // live processes, find nothing owed and are dropped.
+    std::vector<std::pair<Synchronizer*, std::int64_t>> failed;
+    {
+      std::lock_guard lock(owed_mutex_);
+      for (auto it = owed_.begin(); it != owed_.end();) {
+        if (it->first.first != p && it->first.first != any_process) {
+          ++it;
+          continue;
+        }
+        failed.emplace_back(it->first.second, it->second);
+        it = owed_.erase(it);
+      }
+    }
+    const std::string why = failure_of(p) + "; one-sided calls waiting on it fail";
+    for (auto [sync, n] : failed) {
+      sync->fail(Errc::peer_failed, why);
+      while (--n > 0) sync->notify();
+    }
+  }
+  // call() would go on writing into the dead process's chunk unseen.
+  if (lane.holder != nullptr && static_cast<Messenger*>(lane.holder)->dead())
+    static_cast<Messenger*>(lane.holder)->close_lane();
 }
 
 SlotState::~SlotState() = default;
@@ -91,12 +145,18 @@ void SlotState::take_announcements() {
 }
 
 std::size_t SlotState::poll() {
+  check_failures();
   std::size_t ran = served_ ? 0 : consume(*this);
   for (SlotState* worker : serves_) ran += worker->consume(*this);
   publish_all();
   // Buffers RDMA-written by call_buffer: tell their callers once they are reusable.
   while (!written_.empty()) {
     Written& w = written_.front();
+    if (!w.tag.is_free() && runtime.process_failed(w.process)) {  // its completion may never come
+      w.sync->fail(Errc::peer_failed, failure_of(w.process) + "; a call_buffer's write into it did not complete");
+      written_.pop_front();
+      continue;
+    }
     if (!w.tag.is_free()) {
       if (w.tag.value >= w.tag.epoch->current()) w.tx->start_flush();  // its epoch is still open
       break;
@@ -145,7 +205,7 @@ void SlotState::publish_all() {
 // ---- Module ----
 
 Module::Module(fabric::Runtime& rt) : runtime_(rt), options_(MessengerOptions::from_env()) {
-  for (std::uint32_t s = 0; s < rt.workers(); ++s) slots_.push_back(std::make_unique<SlotState>(rt, s, options_));
+  for (std::uint32_t s = 0; s < rt.workers(); ++s) slots_.push_back(std::make_unique<SlotState>(*this, rt, s, options_));
   // Worker w's calls go to helper w mod H, always the same one: a channel is
   // only ever consumed by one thread, so no consumer-side state is shared.
   for (std::uint32_t w = 0; rt.helpers() != 0 && w < rt.threads(); ++w)
@@ -155,6 +215,20 @@ Module::Module(fabric::Runtime& rt) : runtime_(rt), options_(MessengerOptions::f
 std::size_t Module::poll(std::uint32_t slot) { return slots_[slot]->poll(); }
 
 void Module::flush(std::uint32_t slot) { slots_[slot]->publish_all(); }
+
+void Module::process_failed(std::uint32_t process, const std::string& why) {
+  {
+    std::lock_guard lock(failures_mutex_);
+    why_[process] = why;
+  }
+  failures_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::string Module::failure_of(std::uint32_t process) const {
+  std::lock_guard lock(failures_mutex_);
+  auto it = why_.find(process);
+  return it != why_.end() ? it->second : "process " + std::to_string(process) + " has failed";
+}
 
 SlotState& Module::current() {
   fabric::ThreadContext* c = fabric::current_context;
@@ -214,7 +288,11 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffe
   // written, `call.data` is free (the tree forwards from the buffers).
   if (dest_buffers.empty() || consumed) o.sync = nullptr;
   if (!slot.messenger(slot.self).append(o, mode, buffer, &forward)) return false;
-  if (consumed) call.sync->add(static_cast<std::int64_t>(slot.runtime.size()) * slot.runtime.threads());
+  if (consumed) {
+    const auto threads = static_cast<std::int64_t>(slot.runtime.size()) * slot.runtime.threads();
+    call.sync->add(threads);
+    slot.owe(SlotState::any_process, call.sync, threads);
+  }
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -25,6 +26,7 @@
 namespace rdmx::invoke {
 
 class SlotState;
+class Module;
 
 // A broadcast record on its way down the tree: its root, and the root's
 // Synchronizer (an address in the root's process; 0: none).
@@ -34,16 +36,17 @@ struct Forward {
   std::span<const wire::Target> targets;  // broadcast_buffer into destination buffers: one per thread of the job
 };
 
-// Wait until the operation `tag` covers has completed (flushing its epoch if
-// it is still open), progressing only the UCX worker.
-void wait_until_free(transfer::Transmitter& tx, const transfer::EpochTag& tag);
+// Wait until the operation `tag` covers, towards `process`, has completed
+// (flushing its epoch if it is still open), progressing only the UCX worker;
+// throws Errc::peer_failed once `process` is known to have failed.
+void wait_until_free(transfer::Transmitter& tx, std::uint32_t process, const transfer::EpochTag& tag);
 
 // Small words a thread RDMA-writes (Producer words, consumed counts). A put's
 // source must stay untouched until the put completes locally, so words
 // rotate through a few slots, each reused only once its epoch is flushed.
 class WordSlots {
  public:
-  std::uint64_t* next(transfer::Transmitter& tx);
+  std::uint64_t* next(transfer::Transmitter& tx, std::uint32_t process);
   void used(transfer::EpochTag tag) { tags_[last_] = tag; }
 
  private:
@@ -73,6 +76,9 @@ class Messenger {
   void close_lane();
   // The lane's holder: publish what call() wrote into it, if anything.
   void publish_lane();
+  ThreadId destination() const noexcept { return dest_; }
+  // Its destination's process has failed: nothing more goes out, and calls throw.
+  bool dead() const;
   bool listed = false;  // on the owner's list of messengers with unpublished calls
 
  private:
@@ -107,6 +113,7 @@ class Messenger {
   void drain_overflow_now();
   void progress();
   void mark_unpublished();
+  void throw_if_dead() const;
   // The lane (rdmx/invoke/detail/lane.hpp): every entry first takes over
   // what call() wrote into it and closes it; every exit leaves the room up to
   // the next publish open to call() when calls may go straight in (open_lane).
@@ -166,6 +173,7 @@ class Channel {
   void add_pending(const std::vector<Chunk>& chunks) { pending_.insert(pending_.end(), chunks.begin(), chunks.end()); }
 
  private:
+  std::size_t poll_now(SlotState& runner, std::size_t budget);
   [[noreturn]] void corrupted(const std::string& what);
   void finish_chunk();
   void push_consumed();
@@ -174,8 +182,10 @@ class Channel {
   // The buffer of a call: RDMA-written here, or read from `holder` (the caller's process, a broadcast's root's).
   std::span<std::byte> remote_buffer(const wire::RemoteBuffer& rb, std::uint32_t holder, std::vector<std::byte>& fetched);
   bool read_ready(const std::byte* record, const wire::RecordHeader& h);
-  // Count a Synchronizer of thread `owner` down (or fail it) through this thread's messenger to it.
-  void notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code);
+  // Count a Synchronizer of thread `owner` down (or fail it) through this
+  // thread's messenger to it; `counted`: the owner counts what it is owed
+  // (SlotState::owe), as for every notification but an RDMA answer's fallback.
+  void notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code, bool counted = true);
   void answer_by_rdma(const wire::RemoteReply& reply, bool returning, std::span<const std::byte> result);
   // Send a broadcast record on to this thread's children in the tree, with
   // its buffer inline (rb == nullptr: in.data), as a reference to read it by
@@ -227,7 +237,7 @@ struct Announcement {
 
 class SlotState {
  public:
-  SlotState(fabric::Runtime& runtime, std::uint32_t slot, const MessengerOptions& options);
+  SlotState(Module& module, fabric::Runtime& runtime, std::uint32_t slot, const MessengerOptions& options);
   ~SlotState();
 
   Messenger& messenger(ThreadId dest);
@@ -244,9 +254,10 @@ class SlotState {
   void announce(Announcement a);  // any thread (the service thread)
   void take_announcements();      // this slot's thread
   void unpublished(Messenger& m) { pending_publish_.push_back(&m); }
-  // A call_buffer's RDMA write from the caller's buffer: notify `sync` once `tag` is free.
-  void notify_when_free(transfer::Transmitter& tx, transfer::EpochTag tag, Synchronizer* sync) {
-    written_.push_back({&tx, tag, sync});
+  // A call_buffer's RDMA write from the caller's buffer into `process`:
+  // notify `sync` once `tag` is free (fail it if `process` fails first).
+  void notify_when_free(transfer::Transmitter& tx, std::uint32_t process, transfer::EpochTag tag, Synchronizer* sync) {
+    written_.push_back({&tx, process, tag, sync});
   }
   // The registry's lookup takes a lock; calls mostly repeat a few functions.
   fabric::Invoker find_function(std::uint64_t id) {
@@ -254,6 +265,19 @@ class SlotState {
     if (e.first != id || e.second == nullptr) e = {id, fabric::FunctionRegistry::instance().find(id)};
     return e.second;
   }
+
+  // One-sided notifications this thread's Synchronizers wait for (consumed,
+  // returned, buffer read), by the process that owes them; any_process: a
+  // broadcast's, owed by the whole tree. When a process fails, what it owes
+  // fails (check_failures). Notifications by RDMA atomic (RemoteObject
+  // Synchronizers) bypass this thread and are not counted.
+  static constexpr std::uint32_t any_process = ~0u;
+  void owe(std::uint32_t process, Synchronizer* sync, std::int64_t n = 1);
+  // A notification for `sync` arrived from `process`: whether to count it
+  // down (false: `sync` was already failed for a process it waited on).
+  bool settle(std::uint32_t process, Synchronizer* sync);
+  // Why `process` failed, for errors about waits on it.
+  std::string failure_of(std::uint32_t process) const;
 
   fabric::Runtime& runtime;
   ThreadId self;
@@ -264,12 +288,22 @@ class SlotState {
  private:
   // Run the calls that arrived for this slot, on the calling thread (`runner`).
   std::size_t consume(SlotState& runner);
+  // This slot's thread: fail what newly failed processes owe, and close a
+  // lane into a dead process's chunk.
+  void check_failures();
+
+  Module& module_;
+  std::mutex owed_mutex_;  // a helper thread settles the notifications its worker waits for
+  std::map<std::pair<std::uint32_t, Synchronizer*>, std::int64_t> owed_;
+  std::uint64_t failures_seen_ = 0;
+  std::vector<bool> failures_handled_;  // by process
 
   std::array<std::pair<std::uint64_t, fabric::Invoker>, 64> functions_{};
   std::vector<std::unique_ptr<Messenger>> messengers_;  // by destination process * threads + thread
   std::vector<Messenger*> pending_publish_;
   struct Written {
     transfer::Transmitter* tx;
+    std::uint32_t process;
     transfer::EpochTag tag;
     Synchronizer* sync;
   };
@@ -289,6 +323,11 @@ class Module final : public fabric::Module {
   std::size_t poll(std::uint32_t slot) override;
   void flush(std::uint32_t slot) override;
   bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
+  // Any thread: recorded here; each slot fails its waits on `process` when
+  // its thread next progresses (SlotState::check_failures).
+  void process_failed(std::uint32_t process, const std::string& why) override;
+  std::uint64_t failures() const noexcept { return failures_.load(std::memory_order_acquire); }
+  std::string failure_of(std::uint32_t process) const;
   SlotState& slot(std::uint32_t index) { return *slots_.at(index); }
   const MessengerOptions& options() const noexcept { return options_; }
   // The calling worker thread's state; throws for other threads.
@@ -302,6 +341,11 @@ class Module final : public fabric::Module {
   fabric::Runtime& runtime_;
   MessengerOptions options_;
   std::vector<std::unique_ptr<SlotState>> slots_;
+  mutable std::mutex failures_mutex_;
+  std::map<std::uint32_t, std::string> why_;
+  // Starts above the slots' count: their first poll also sees processes
+  // that failed before this module existed.
+  std::atomic<std::uint64_t> failures_{1};
 };
 
 }  // namespace rdmx::invoke

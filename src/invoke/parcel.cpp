@@ -178,6 +178,8 @@ class ParcelModule final : public fabric::Module {
   std::size_t poll(std::uint32_t slot) override { return slots_[slot]->poll(); }
   void flush(std::uint32_t) override {}  // parcels travel as one-sided calls: invoke's flush publishes them
   bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
+  // Each slot fails its own entries when it next polls (Slot::check_failures).
+  void process_failed(std::uint32_t, const std::string&) override {}
   Slot& slot(std::uint32_t thread) { return *slots_.at(thread); }
 
   serial::RegistrationCache registrations;
