@@ -379,9 +379,15 @@ void complete_with(const std::shared_ptr<FutureState<U>>& next, Call&& call) {
 template <class T>
 class Promise {
  public:
-  explicit Promise(ProgressHook progress = {}) : state_(std::make_shared<detail::FutureState<T>>()) {
+  Promise() : Promise(ProgressHook{}) {}
+  explicit Promise(ProgressHook progress) : state_(std::make_shared<detail::FutureState<T>>()) {
     state_->progress = progress;
   }
+  // One producer, as std::promise: a copy would hand out a second future.
+  Promise(Promise&&) noexcept = default;
+  Promise& operator=(Promise&&) noexcept = default;
+  Promise(const Promise&) = delete;
+  Promise& operator=(const Promise&) = delete;
   // Once: the future owns the value it hands out.
   Future<T> get_future() {
     if (retrieved_) throw Error(Errc::invalid_argument, "rdmx::Promise::get_future: the future was already retrieved");
