@@ -152,6 +152,16 @@ std::uint64_t count_words(std::vector<std::string> words) { return words.size();
 
 void barrier() { job().barrier(); }
 
+// A slow destination: hold() runs until release() arrives (served by its
+// own nested progress), so its caller sees it pending for as long as it likes.
+std::atomic<bool> let_go{false};
+int hold(int v) {
+  const auto until = Clock::now() + std::chrono::seconds(60);
+  while (!let_go.load() && Clock::now() < until) progress();
+  return let_go.load() ? v : -1;
+}
+void release() { let_go = true; }
+
 }  // namespace
 
 TEST(Action, SmallArgumentsAndResults) {
@@ -167,8 +177,9 @@ TEST(Action, SmallArgumentsAndResults) {
   EXPECT_EQ(text.get(), "hello rdmx;hello rdmx;");
   EXPECT_EQ(there.get(), to.process);
   EXPECT_EQ(moved.get(), (Point{7, "p+", {1.5, 2.5, 3.5}}));
-  EXPECT_EQ(std::get<0>(m.get().at("c")), 2);
-  EXPECT_DOUBLE_EQ(std::get<1>(m.get().at("b")), 0.5);
+  const auto map = m.get();
+  EXPECT_EQ(std::get<0>(map.at("c")), 2);
+  EXPECT_DOUBLE_EQ(std::get<1>(map.at("b")), 0.5);
   barrier();
 }
 
@@ -345,6 +356,81 @@ TEST(Action, ThenAndWhenAll) {
   auto [a, b] = when_all(async(action<&add>, to, 1, 2), async(action<&greet>, to, std::string("x"), 1)).get();
   EXPECT_EQ(a.get(), 3);
   EXPECT_EQ(b.get(), "hello x;");
+  barrier();
+}
+
+TEST(Action, GetReturnsAValueThatOutlivesItsFuture) {
+  const ThreadId to = next_rank();
+  // A reference to get()'s result of a temporary future: by value, it lives on.
+  const std::string& text = async(action<&greet>, to, std::string("dropped"), 3).get();
+  EXPECT_EQ(text, "hello dropped;hello dropped;hello dropped;");
+  Future<int> once = async(action<&add>, to, 1, 2);
+  EXPECT_EQ(once.get(), 3);
+  EXPECT_FALSE(once.valid());
+  try {
+    once.get();
+    ADD_FAILURE() << "a second get() returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("already taken by get()"), std::string::npos) << e.what();
+  }
+  barrier();
+}
+
+TEST(Action, WaitForTimesOutOnASlowDestinationThenSucceeds) {
+  let_go = false;
+  barrier();
+  if (job().rank() == 0) {  // one caller: holds in a ring would wait for each other
+    const ThreadId to{1, 0};
+    Future<int> f = async(action<&hold>, to, 7);
+    EXPECT_EQ(f.wait_for(std::chrono::milliseconds(50)), future_status::timeout);  // held: cannot be ready
+    EXPECT_FALSE(f.ready());
+    post(action<&release>, to);
+    EXPECT_EQ(f.wait_for(std::chrono::seconds(60)), future_status::ready);
+    EXPECT_EQ(f.get(), 7);
+  }
+  barrier();
+}
+
+TEST(Action, WhenAnyReturnsTheFirstReadyCall) {
+  let_go = false;
+  barrier();
+  if (job().rank() == 0) {
+    const ThreadId held{1, 0};
+    std::vector<Future<int>> calls;
+    calls.push_back(async(action<&hold>, held, 1));
+    calls.push_back(async(action<&add>, next_rank(), 2, 3));  // answered while the first is held
+    calls.push_back(async(action<&hold>, held, 2));
+    EXPECT_EQ(wait_any(calls), 1u);
+    auto [index, futures] = when_any(std::move(calls)).get();
+    EXPECT_EQ(index, 1u);
+    EXPECT_EQ(futures[1].get(), 5);
+    EXPECT_FALSE(futures[0].ready());
+    EXPECT_FALSE(futures[2].ready());
+    Promise<std::string> never;  // no progress hook: waiting progresses the call's
+    auto [which, pair] = when_any(never.get_future(), async(action<&add>, held, 1, 1)).get();
+    EXPECT_EQ(which, 1u);
+    EXPECT_EQ(std::get<1>(pair).get(), 2);
+    post(action<&release>, held);
+    EXPECT_EQ(futures[0].get(), 1);
+    EXPECT_EQ(futures[2].get(), 2);
+  }
+  barrier();
+}
+
+TEST(Action, SharedFutureIsReadByEveryThread) {
+  SharedFuture<std::string> s = async(action<&greet>, next_rank(), std::string("s"), 2).share();
+  std::vector<std::string> seen(job().threads_per_process());
+  std::vector<const std::string*> where(job().threads_per_process());
+  job().run([&seen, &where, s](ThreadId me) {
+    const SharedFuture<std::string> mine = s;  // a copy per thread; thread 0 progresses the call
+    seen[me.thread] = mine.get();
+    where[me.thread] = &mine.get();
+  });
+  for (std::size_t t = 0; t < seen.size(); ++t) {
+    EXPECT_EQ(seen[t], "hello s;hello s;");
+    EXPECT_EQ(where[t], &s.get()) << "one value, shared, never copied";
+  }
   barrier();
 }
 

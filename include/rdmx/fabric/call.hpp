@@ -97,17 +97,55 @@ struct ReturnWrapper {
   }
 };
 
+template <class>
+inline constexpr bool always_false = false;
+
+// One-sentence errors for every entry point of the call family (here, in
+// messengers and aggregators), which all build their Outgoing below. False:
+// the invoker is not instantiated, so no page of follow-up errors.
+template <template <class> class Wrapper, class F>
+constexpr bool check_callee() {
+  if constexpr (std::is_function_v<F> || std::is_pointer_v<F> || std::is_member_pointer_v<F>) {
+    static_assert(always_false<F>, "rdmx: a remote call takes a lambda, not a function or function pointer: a pointer's value differs between processes (wrap it: [] { f(); })");
+    return false;
+  } else if constexpr (!std::is_trivially_copyable_v<F>) {
+    static_assert(always_false<F>, "rdmx: a remotely called lambda must capture only trivially copyable values "
+                                   "(send bulk data with call_buffer, or capture a RemoteLocator)");
+    return false;
+  } else if constexpr (std::is_same_v<Wrapper<F>, BufferWrapper<F>>) {
+    constexpr bool ok = std::is_invocable_v<F&, std::span<std::byte>> || std::is_invocable_v<F&, void*, std::uint64_t>;
+    static_assert(ok, "rdmx: a call_buffer lambda takes (std::span<std::byte>) or (void*, std::uint64_t)");
+    return ok;
+  } else if constexpr (!std::is_invocable_v<F&>) {
+    static_assert(always_false<F>, "rdmx: a remotely called lambda takes no arguments: what it needs travels in its captures");
+    return false;
+  } else if constexpr (std::is_same_v<Wrapper<F>, ReturnWrapper<F>>) {
+    using R = std::invoke_result_t<F&>;
+    constexpr bool ok = !std::is_void_v<R> && std::is_trivially_copyable_v<R>;
+    static_assert(ok, "rdmx: a call_return lambda must return a trivially copyable value");
+    return ok;
+  } else {
+    return true;
+  }
+}
+
+// call_return writes F's result into an R: they must be one type.
+template <class F, class R>
+constexpr void check_result_type() {
+  static_assert(!std::is_invocable_v<const F&> || std::is_same_v<std::invoke_result_t<F&>, R>,
+                "rdmx: call_return's result object is not of the type the lambda returns");
+}
+
 template <template <class> class Wrapper, class F>
 Outgoing outgoing(ThreadId dest, CallKind kind, const F& f, Synchronizer* sync, Notify notify) {
-  static_assert(std::is_trivially_copyable_v<F>,
-                "rdmx: a remotely called lambda must capture only trivially copyable values "
-                "(send bulk data with call_buffer, or capture a RemoteLocator)");
   Outgoing o;
   o.destination = dest;
   o.kind = kind;
-  o.function = FunctionId<Wrapper<F>>::value;
-  o.closure = &f;
-  o.closure_size = sizeof(F);
+  if constexpr (check_callee<Wrapper, F>()) {
+    o.function = FunctionId<Wrapper<F>>::value;
+    o.closure = &f;
+    o.closure_size = sizeof(F);
+  }
   o.sync = sync;
   o.notify = notify;
   return o;
@@ -141,9 +179,9 @@ void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer
 
 // Thread dest runs func(); its (trivially copyable) result is written into
 // *orig, after which sync counts down.
-template <class F, class R = std::invoke_result_t<const F&>>
+template <class F, class R>
 void call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) {
-  static_assert(std::is_trivially_copyable_v<R>, "rdmx: call_return needs a trivially copyable result type");
+  fabric::check_result_type<F, R>();
   auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, &sync, Notify::consumed);
   o.result = orig;
   o.result_size = sizeof(R);

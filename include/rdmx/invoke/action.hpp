@@ -187,6 +187,62 @@ struct ActionWrapper {
   static inline const std::uint64_t id = invoke::parcel::register_action(typeid(ActionWrapper).name(), &handle);
 };
 
+// One-sentence errors for the public entry points instead of a page of
+// template instantiations. Each check asserts what is wrong and returns
+// false, so the caller instantiates nothing more.
+template <class>
+inline constexpr bool always_false = false;
+
+template <class A>
+constexpr bool check_action_kind() {
+  if constexpr (std::is_function_v<A> || std::is_pointer_v<A> || std::is_member_pointer_v<A>) {
+    static_assert(always_false<A>, "rdmx: pass a function as rdmx::action<&f>: an action is named at compile time, a function pointer value cannot be");
+    return false;
+  } else if constexpr (captureless<A> || requires { typename action_traits<A>::params; }) {
+    return true;
+  } else if constexpr (std::is_class_v<A> && requires { &A::operator(); }) {
+    static_assert(always_false<A>, "rdmx actions must be captureless lambdas or functions: captures cannot travel to another process (pass the values as arguments)");
+    return false;
+  } else if constexpr (std::is_class_v<A> && std::is_empty_v<A>) {
+    static_assert(always_false<A>, "rdmx: an action lambda cannot be generic (auto parameters): its parameter types decide what is sent");
+    return false;
+  } else {
+    static_assert(always_false<A>, "rdmx: not an action: pass rdmx::action<&f>, a captureless lambda or an rdmx::remote_action<R(A...)>");
+    return false;
+  }
+}
+
+template <class A, class... V>
+constexpr bool check_arguments() {
+  using T = action_traits<A>;
+  if constexpr (sizeof...(V) != T::arity) {
+    static_assert(always_false<A>, "rdmx: wrong number of arguments for this action");
+    return false;
+  } else {
+    return []<class... P>(types<P...>) {
+      constexpr bool converts = (std::is_constructible_v<std::remove_cvref_t<P>, V&&> && ...);
+      static_assert(converts, "rdmx: an argument does not convert to the type of the action's parameter");
+      constexpr bool serial = (serial::serializable<std::remove_cvref_t<P>> && ...);
+      static_assert(!converts || serial,
+                    "rdmx: a parameter type of the action cannot be serialized: give it a serialize(Archive&) member "
+                    "(rdmx/serial/access.hpp), or include rdmx/serial/serial.hpp for standard types");
+      using R = typename T::result;
+      constexpr bool result = std::is_void_v<R> || serial::serializable<R>;
+      static_assert(!converts || !serial || result, "rdmx: the action's result type cannot be serialized");
+      return converts && serial && result;
+    }(typename T::params{});
+  }
+}
+
+// The action A can be called with arguments V... (else one static_assert said why).
+template <class A, class... V>
+constexpr bool callable() {
+  if constexpr (!check_action_kind<A>())
+    return false;
+  else
+    return check_arguments<A, V...>();
+}
+
 template <class A>
 std::uint64_t id_of(const A& a) {
   if constexpr (requires { a.id(); })
@@ -243,7 +299,6 @@ void save_argument(serial::OutputArchive& ar, V&& value) {
 template <class A, class... V>
 void save_arguments(serial::OutputArchive& ar, V&&... values) {
   using T = action_traits<A>;
-  static_assert(sizeof...(V) == T::arity, "rdmx: wrong number of arguments for this action");
   ar.set_signature(T::argument_signature());
   [&]<class... P>(types<P...>) { (save_argument<std::remove_cvref_t<P>>(ar, std::forward<V>(values)), ...); }(
       typename T::params{});
@@ -307,13 +362,19 @@ Future<typename action_traits<std::remove_cvref_t<A>>::result> send(const A& a, 
 // The id under which an action travels (for remote_action in another program).
 template <class A>
 std::uint64_t action_id(const A& a) {
-  return invoke::detail::id_of(a);
+  if constexpr (invoke::detail::check_action_kind<A>())
+    return invoke::detail::id_of(a);
+  else
+    return 0;
 }
 
 // dest runs the action with `args`; the future completes with its result.
 template <class A, class... V>
 auto async(const A& a, ThreadId dest, V&&... args) {
-  return invoke::detail::send(a, dest, static_cast<std::nullptr_t*>(nullptr), std::forward<V>(args)...);
+  if constexpr (invoke::detail::callable<A, V...>())
+    return invoke::detail::send(a, dest, static_cast<std::nullptr_t*>(nullptr), std::forward<V>(args)...);
+  else
+    return Future<void>();  // after the static_assert: no second error about the result
 }
 
 // As async, and `callback()` (or callback(const rdmx::Error*), nullptr on
@@ -325,16 +386,21 @@ template <class A, class Callback, class... V>
 auto async_cb(const A& a, ThreadId dest, Callback callback, V&&... args) {
   static_assert(std::is_invocable_v<Callback&> || std::is_invocable_v<Callback&, const Error*>,
                 "rdmx::async_cb: the callback takes () or (const rdmx::Error*)");
-  return invoke::detail::send(a, dest, &callback, std::forward<V>(args)...);
+  if constexpr (invoke::detail::callable<A, V...>())
+    return invoke::detail::send(a, dest, &callback, std::forward<V>(args)...);
+  else
+    return Future<void>();
 }
 
 // Fire and forget: dest runs the action; nothing comes back (an exception
 // it throws is printed there). Throws what prevented sending.
 template <class A, class... V>
 void post(const A& a, ThreadId dest, V&&... args) {
-  invoke::parcel::ArchiveLease lease;
-  invoke::detail::save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(args)...);
-  invoke::parcel::send_request(dest, invoke::detail::id_of(a), lease, nullptr, nullptr);
+  if constexpr (invoke::detail::callable<A, V...>()) {
+    invoke::parcel::ArchiveLease lease;
+    invoke::detail::save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(args)...);
+    invoke::parcel::send_request(dest, invoke::detail::id_of(a), lease, nullptr, nullptr);
+  }
 }
 
 }  // namespace rdmx

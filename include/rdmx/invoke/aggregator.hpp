@@ -51,9 +51,9 @@ class Aggregator {
     o.data = buffer;
     return send(o);
   }
-  template <class F, class R = std::invoke_result_t<const F&>>
+  template <class F, class R>
   bool call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) {
-    static_assert(std::is_trivially_copyable_v<R>, "rdmx: call_return needs a trivially copyable result type");
+    fabric::check_result_type<F, R>();
     auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, &sync, Notify::consumed);
     o.result = orig;
     o.result_size = sizeof(R);

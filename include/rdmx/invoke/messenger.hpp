@@ -120,9 +120,9 @@ class MessengerGlobal {
   // Thread dest runs func(); its trivially copyable result lands in *orig
   // (written by the destination through its messenger back to this thread),
   // then sync counts down.
-  template <Policy P = Policy::retry, class F, class R = std::invoke_result_t<const F&>>
+  template <Policy P = Policy::retry, class F, class R>
   bool call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) const {
-    static_assert(std::is_trivially_copyable_v<R>, "rdmx: call_return needs a trivially copyable result type");
+    fabric::check_result_type<F, R>();
     auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, &sync, Notify::consumed);
     o.result = orig;
     o.result_size = sizeof(R);
@@ -140,9 +140,9 @@ class MessengerGlobal {
   }
   // call_return answered by RDMA: the destination writes the result into
   // `result` (registered memory), then counts `sync` down with one atomic.
-  template <Policy P = Policy::retry, class F, class R = std::invoke_result_t<const F&>>
+  template <Policy P = Policy::retry, class F, class R>
   bool call_return(ThreadId dest, const F& func, RemoteObject<R>& result, RemoteObject<Synchronizer>& sync) const {
-    static_assert(std::is_trivially_copyable_v<R>, "rdmx: call_return needs a trivially copyable result type");
+    fabric::check_result_type<F, R>();
     auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, sync.get(), Notify::consumed);
     o.result = result.get();
     o.result_size = sizeof(R);

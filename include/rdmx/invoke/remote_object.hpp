@@ -13,6 +13,7 @@
 #pragma once
 #include <cstddef>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include "rdmx/memory/block.hpp"
@@ -30,8 +31,13 @@ std::uint32_t this_process();
 template <class T>
 class RemoteObject {
  public:
+  // Implicit, so `RemoteObject<T> o = {};` and std::vector<RemoteObject<T>>(n) compile.
+  RemoteObject() : RemoteObject(std::in_place) {}
+  template <class A0, class... Args>
+    requires(!std::is_same_v<std::remove_cvref_t<A0>, RemoteObject> && !std::is_same_v<std::remove_cvref_t<A0>, std::in_place_t>)
+  explicit RemoteObject(A0&& a0, Args&&... args) : RemoteObject(std::in_place, std::forward<A0>(a0), std::forward<Args>(args)...) {}
   template <class... Args>
-  explicit RemoteObject(Args&&... args) : block_(invoke::detail::allocate_registered(sizeof(T))) {
+  explicit RemoteObject(std::in_place_t, Args&&... args) : block_(invoke::detail::allocate_registered(sizeof(T))) {
     try {
       new (block_.data) T(std::forward<Args>(args)...);
     } catch (...) {

@@ -32,6 +32,12 @@ template <class>
 inline constexpr bool unsupported = false;
 }  // namespace detail
 
+// Whether T has a way to be serialized (its own; the types it contains are
+// checked when it is). For one-sentence errors at rdmx's entry points.
+template <class T>
+concept serializable = is_bitwise_serializable_v<T> || detail::member_serializable<T, OutputArchive> ||
+                       detail::free_serializable<T, OutputArchive>;
+
 template <archive A, class T>
 void serialize_value(A& ar, T& value) {
   if constexpr (is_bitwise_serializable_v<T>) {

@@ -44,7 +44,8 @@ class rma_vector {
 
   // `memory`: where the elements live; nullptr: RmaMemory::process_default()
   // when memory is first needed.
-  explicit rma_vector(RmaMemory* memory = nullptr) : state_(std::make_shared<State>(memory)) {}
+  rma_vector() : rma_vector(nullptr) {}  // implicit: `rma_vector<T> v = {};` and vector<rma_vector<T>>(n)
+  explicit rma_vector(RmaMemory* memory) : state_(std::make_shared<State>(memory)) {}
   explicit rma_vector(std::size_t n, RmaMemory* memory = nullptr) : rma_vector(memory) { resize(n); }
   rma_vector(std::size_t n, const T& value, RmaMemory* memory = nullptr) : rma_vector(memory) { resize(n, value); }
   rma_vector(std::initializer_list<T> values, RmaMemory* memory = nullptr) : rma_vector(memory) {
