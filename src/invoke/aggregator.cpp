@@ -27,12 +27,12 @@ Aggregator::~Aggregator() {
   }
 }
 
-bool Aggregator::send(const fabric::Outgoing& call) {
+void Aggregator::send(const fabric::Outgoing& call) {
   if (shut_down_) throw Error(Errc::shut_down, "Aggregator: call after shutdown()");
   invoke::SlotState& slot = invoke::Module::current();
-  const bool sent = slot.messenger(call.destination).append(call, how_);
-  if (sent) called_[std::size_t{call.destination.process} * threads_ + call.destination.thread] = true;
-  return sent;
+  // how_ never says Policy::fail: append waits for room (or throws) rather than refuse.
+  slot.messenger(call.destination).append(call, how_);
+  called_[std::size_t{call.destination.process} * threads_ + call.destination.thread] = true;
 }
 
 void Aggregator::flush() { invoke::Module::current().publish_all(); }

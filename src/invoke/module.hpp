@@ -101,11 +101,12 @@ class Messenger {
   std::size_t record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward) const;
   void serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward, std::byte* at,
                  std::size_t size) const;
-  bool enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward,
+  void enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward,
                         std::size_t size, const detail::Mode& mode);
   void drain_overflow();      // unless an outer frame of this thread already is
   void drain_overflow_now();
-  void progress();
+  // Progress while d has no room; throws Errc::peer_failed once d's process has failed.
+  void wait_for_room();
   void mark_unpublished();
   // The lane (rdmx/invoke/detail/lane.hpp): every entry first takes over
   // what call() wrote into it and closes it; every exit leaves the room up to

@@ -5,9 +5,15 @@
 //  - Aggregation::ovfl: every call is written at once, as with a Messenger,
 //    and calls are batched only while the messenger cannot make progress (its
 //    destination has not consumed its chunks yet); past overflow_limit bytes
-//    of such exceeding calls, calls fail (return false).
+//    of such queued calls, a call waits (back-pressure, below).
 // Either way a call is serialized exactly once, into registered memory the
 // RDMA write then goes from (zero copy).
+//
+// No call is ever dropped. When the destination lags (trad: its ring is
+// full; ovfl: overflow_limit is reached), call() progresses, flushing and
+// serving this thread's incoming calls, until there is room, then returns.
+// If the destination's process dies meanwhile, call() throws
+// Errc::peer_failed naming it.
 //
 //   rdmx::Aggregator agg(rdmx::Aggregation::trad);
 //   for (...) agg.call(dest, [=] { ... });
@@ -25,7 +31,10 @@ enum class Aggregation { trad, ovfl };
 
 struct AggregatorOptions {
   std::size_t flush_bytes = 4096;              // trad: one RDMA write per this many bytes
-  std::size_t overflow_limit = 64 << 20;       // ovfl: most bytes of exceeding calls per destination
+  // ovfl: bytes of queued calls per destination past which call() waits for
+  // room (0: no limit). Calls made from inside such a wait, by the calls it
+  // serves, may queue beyond it.
+  std::size_t overflow_limit = 64 << 20;
 };
 
 class Aggregator {
@@ -36,28 +45,28 @@ class Aggregator {
   Aggregator& operator=(const Aggregator&) = delete;
 
   template <Notify N = Notify::sent, class F>
-  bool call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) {
+  void call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) {
     // As MessengerGlobal::call: straight into the chunk left open, when there is one.
     if (sync == nullptr && !shut_down_ &&
         invoke::detail::write_in_lane(dest, fabric::FunctionId<fabric::CallWrapper<F>>::value, func)) [[likely]] {
       called_[std::size_t{dest.process} * threads_ + dest.thread] = true;
-      return true;
+      return;
     }
-    return send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N));
+    send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N));
   }
   template <Notify N = Notify::sent, class F>
-  bool call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) {
+  void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) {
     auto o = fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync, N);
     o.data = buffer;
-    return send(o);
+    send(o);
   }
   template <class F, class R = std::invoke_result_t<const F&>>
-  bool call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) {
+  void call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) {
     static_assert(std::is_trivially_copyable_v<R>, "rdmx: call_return needs a trivially copyable result type");
     auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, &sync, Notify::consumed);
     o.result = orig;
     o.result_size = sizeof(R);
-    return send(o);
+    send(o);
   }
 
   // Write and publish everything batched so far.
@@ -72,7 +81,7 @@ class Aggregator {
   Aggregation mode() const noexcept { return mode_; }
 
  private:
-  bool send(const fabric::Outgoing& call);
+  void send(const fabric::Outgoing& call);
   Aggregation mode_;
   invoke::detail::Mode how_;
   std::vector<bool> called_;  // by destination thread, job-wide index
