@@ -397,10 +397,7 @@ TEST(Messenger, BackPressureFailsThenRecovers) {
 TEST(Aggregator, TradAndOvflDeliverEverythingInOrder) {
   for (Aggregation mode : {Aggregation::trad, Aggregation::ovfl}) {
     reset_tables();
-    // Counted before any peer can signal (a helper thread counts at once).
-    std::vector<std::uint64_t> before(job().threads_per_process());
-    job().run([&](ThreadId me) { before[me.thread] = Aggregator::shutdowns_received(); });
-    job().barrier();
+    job().barrier();  // no peer calls here before the tables are reset
     constexpr std::uint64_t n = load_calls / 2;
     const std::uint32_t total = job().total_threads();
     job().run([&](ThreadId me) {
@@ -422,7 +419,7 @@ TEST(Aggregator, TradAndOvflDeliverEverythingInOrder) {
       EXPECT_THROW(agg.call(me, [] {}), Error);
       // A shutdown runs after everything its aggregator sent: once all peers
       // are counted, all their calls have run here.
-      while (Aggregator::shutdowns_received() - before[me.thread] < total) progress();
+      agg.wait_for_shutdowns(total);
       for (std::uint32_t g = 0; g < total; ++g) EXPECT_EQ(last_seen[me.thread][g].load(), n);
     });
     EXPECT_EQ(out_of_order.load(), 0u) << (mode == Aggregation::trad ? "trad" : "ovfl");

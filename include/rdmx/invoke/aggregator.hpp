@@ -17,7 +17,14 @@
 //
 //   rdmx::Aggregator agg(rdmx::Aggregation::trad);
 //   for (...) agg.call(dest, [=] { ... });
-//   agg.flush();      // or let the destructor shut it down
+//   agg.shutdown();                 // or let the destructor shut it down
+//   agg.wait_for_shutdowns(peers);  // every peer that called here is done
+//
+// Phases: each Aggregator belongs to one, and its shutdown signals count
+// only for that phase, so a phase can end while faster peers already signal
+// the next. By default the k-th Aggregator a thread makes is in the phase
+// after its (k-1)-th: threads that make their aggregators in the same order
+// agree on the numbers. AggregatorOptions::phase sets one explicitly.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +42,9 @@ struct AggregatorOptions {
   // room (0: no limit). Calls made from inside such a wait, by the calls it
   // serves, may queue beyond it.
   std::size_t overflow_limit = 64 << 20;
+  // The phase this aggregator's shutdowns count for; later ones of the thread
+  // follow on from it. 0: the one after the thread's previous aggregator.
+  std::uint64_t phase = 0;
 };
 
 class Aggregator {
@@ -72,13 +82,18 @@ class Aggregator {
   // Write and publish everything batched so far.
   void flush();
   // flush(), then tell every thread this aggregator called that it is done:
-  // each of them counts it in shutdowns_received(). Further calls throw.
+  // each of them counts it for this phase. Further calls throw.
   void shutdown();
-  // Aggregators (of any thread in the job) that shut down after calling
-  // the calling thread; a phase can end once all peers are counted.
-  static std::uint64_t shutdowns_received();
+  // Aggregators of this phase (of any thread in the job) that called this
+  // thread and have shut down since; their calls have all run here.
+  std::uint64_t shutdowns_received() const;
+  // End of the phase here: progress (serving calls) until `count` of them
+  // are counted. Throws Errc::peer_failed, naming the process, once a
+  // process of the job has failed before they are.
+  void wait_for_shutdowns(std::uint64_t count) const;
 
   Aggregation mode() const noexcept { return mode_; }
+  std::uint64_t phase() const noexcept { return phase_; }
 
  private:
   void send(const fabric::Outgoing& call);
@@ -86,6 +101,7 @@ class Aggregator {
   invoke::detail::Mode how_;
   std::vector<bool> called_;  // by destination thread, job-wide index
   std::uint32_t threads_ = 0;  // worker threads per process
+  std::uint64_t phase_ = 0;
   bool shut_down_ = false;
 };
 
