@@ -116,11 +116,19 @@ void set_phase(int phase, std::uint64_t size = 0, std::uint64_t messages = 0) {
   sync.wait();
 }
 
-// Wait until rank 1 has run everything sent before (calls run in order).
-void drain_rank1() {
+std::uint64_t g_made = 0;  // rank 0: calls made so far, of every variant
+
+// Wait until rank 1 has run everything sent before (calls run in order), and
+// check that it ran each call exactly once, so that a lost call is caught
+// with the variant that lost it.
+void drain_rank1(const char* variant) {
   rdmx::Synchronizer sync;
-  rdmx::MessengerGlobal().call<rdmx::Policy::retry, rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] {}, &sync);
+  std::uint64_t received = 0;
+  rdmx::MessengerGlobal().call_return(rdmx::ThreadId{1, 0}, [] { return g_received; }, &received, sync);
   sync.wait();
+  if (received != g_made)
+    throw rdmx::Error(rdmx::Errc::protocol, std::string("after ") + variant + ": rank 1 ran " + std::to_string(received) +
+                                                " calls, " + std::to_string(g_made) + " were made");
 }
 
 // N bytes of captures, every word of them i. (A one-byte store into a
@@ -146,7 +154,7 @@ double run_write(std::size_t n) {
   const rdmx::ThreadId dest{1, 0};
   const auto t0 = Clock::now();
   for (std::size_t i = 0; i < n; ++i) messenger.call(dest, make_call<N>(i));
-  drain_rank1();
+  drain_rank1("write");
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -157,7 +165,7 @@ double run_aggregated(rdmx::Aggregation mode, std::size_t n) {
   const auto t0 = Clock::now();
   for (std::size_t i = 0; i < n; ++i) agg.call(dest, make_call<N>(i));
   agg.flush();
-  drain_rank1();
+  drain_rank1(mode == rdmx::Aggregation::trad ? "trad" : "ovfl");
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -379,7 +387,6 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
     const std::size_t messages = std::min(std::max(raw_ring, MiB / size), target_bytes / size);
     return raw.run(size, n, Window{target_base, messages * size});
   };
-  std::uint64_t calls_made = 0;
 
   std::fprintf(stderr, "%6s %11s %11s %11s %11s %11s %11s %11s %9s %9s %9s %9s\n", "size", "raw/s", "raw-read/s",
                "write/s", "ovfl/s", "trad/s", "send/s", "mpi/s", "write/raw", "w/rawread", "ovfl/wr", "trad/mpi");
@@ -408,10 +415,10 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
     set_phase(phase_raw);
     const std::size_t n = calibrate([&](std::size_t k) { return raw_run(size, k); }, o.seconds, u_max);
     set_phase(phase_rdmx);
-    auto write = [&] { calls_made += n; return by_size(size, [&](auto c) { return run_write<decltype(c)::value>(n); }); };
-    auto ovfl = [&] { calls_made += n; return by_size(size, [&](auto c) { return run_aggregated<decltype(c)::value>(rdmx::Aggregation::ovfl, n); }); };
-    auto trad = [&] { calls_made += n; return by_size(size, [&](auto c) { return run_aggregated<decltype(c)::value>(rdmx::Aggregation::trad, n); }); };
-    auto send = [&] { calls_made += n; return by_size(size, [&](auto c) { return run_send<decltype(c)::value>(n); }); };
+    auto write = [&] { g_made += n; return by_size(size, [&](auto c) { return run_write<decltype(c)::value>(n); }); };
+    auto ovfl = [&] { g_made += n; return by_size(size, [&](auto c) { return run_aggregated<decltype(c)::value>(rdmx::Aggregation::ovfl, n); }); };
+    auto trad = [&] { g_made += n; return by_size(size, [&](auto c) { return run_aggregated<decltype(c)::value>(rdmx::Aggregation::trad, n); }); };
+    auto send = [&] { g_made += n; return by_size(size, [&](auto c) { return run_send<decltype(c)::value>(n); }); };
     auto mpi = [&] {
       set_phase(phase_mpi_rate, size, n);
       const double t = mpi_rate_sender(size, round_up(n, mpi_window));
@@ -477,7 +484,7 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
         m.call<rdmx::Policy::retry, rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] { ++g_received; }, &sync);
         sync.wait();
       }
-      calls_made += n;
+      g_made += n;
       return std::chrono::duration<double>(Clock::now() - t0).count();
     };
     // The same, answered by one RDMA atomic into a registered Synchronizer.
@@ -489,7 +496,7 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
         m.call(rdmx::ThreadId{1, 0}, [] { ++g_received; }, remote_sync);
         remote_sync->wait();
       }
-      calls_made += n;
+      g_made += n;
       return std::chrono::duration<double>(Clock::now() - t0).count();
     };
     auto send_rt = [&] {
@@ -499,7 +506,7 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
         rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] { ++g_received; }, sync);
         sync.wait();
       }
-      calls_made += n;
+      g_made += n;
       return std::chrono::duration<double>(Clock::now() - t0).count();
     };
     std::vector<double> t_write, t_rdma, t_send, t_am, t_mpi, ratio, ratio_rdma;
@@ -558,7 +565,7 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
         if (how == 2) m.broadcast_buffer<rdmx::Policy::retry, rdmx::Notify::consumed>(f, data, dest, &sync);
         sync.wait();
       }
-      calls_made += n;
+      g_made += n;
       return std::chrono::duration<double>(Clock::now() - t0).count() / n * 1e6;
     };
     const char* names[3] = {"broadcast-inline", "broadcast-read", "broadcast-written"};
@@ -592,9 +599,9 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
   rdmx::call_return(rdmx::ThreadId{1, 0}, [] { return g_received; }, &received, sync);
   sync.wait();
   set_phase(phase_stop);
-  if (received != calls_made) {
+  if (received != g_made) {
     std::fprintf(stderr, "rdmx-bench-invoke: rank 1 ran %llu calls, %llu were made\n",
-                 static_cast<unsigned long long>(received), static_cast<unsigned long long>(calls_made));
+                 static_cast<unsigned long long>(received), static_cast<unsigned long long>(g_made));
     return 1;
   }
   return 0;

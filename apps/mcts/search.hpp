@@ -324,8 +324,7 @@ template <Game G>
 void Engine<G>::continue_at(NodeRef<G> child) {
   if (here(child.owner)) return select_from(child);
   ++worker().stats.remote_calls;
-  if (!worker().aggregator->call(child.owner, [child] { Engine::current().select_from(child); }))
-    throw Error(Errc::out_of_memory, "rdmx mcts: aggregator full (select)");
+  worker().aggregator->call(child.owner, [child] { Engine::current().select_from(child); });
 }
 
 template <Game G>
@@ -336,7 +335,7 @@ void Engine<G>::expand(Node<G>& parent, std::uint16_t slot, const G& child) {
   const NodeRef<G> up = parent.ref();
   if (here(owner)) return create(up, slot, child, owner);
   ++w.stats.remote_calls;
-  const bool sent = w.aggregator->call_buffer(
+  w.aggregator->call_buffer(
       owner,
       [up, slot](std::span<std::byte> bytes) {
         if (bytes.size() != sizeof(G)) throw Error(Errc::protocol, "rdmx mcts: a child state of the wrong size arrived");
@@ -345,7 +344,6 @@ void Engine<G>::expand(Node<G>& parent, std::uint16_t slot, const G& child) {
         Engine::current().create(up, slot, state, this_thread());
       },
       std::as_bytes(std::span(&child, 1)));
-  if (!sent) throw Error(Errc::out_of_memory, "rdmx mcts: aggregator full (expand)");
 }
 
 template <Game G>
@@ -372,10 +370,7 @@ void Engine<G>::backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0,
   while (at) {
     if (!here(at.owner)) {
       ++w.stats.remote_calls;
-      if (!w.aggregator->call(at.owner, [at, slot, wins0, new_child] {
-            Engine::current().backprop(at, slot, wins0, new_child);
-          }))
-        throw Error(Errc::out_of_memory, "rdmx mcts: aggregator full (backprop)");
+      w.aggregator->call(at.owner, [at, slot, wins0, new_child] { Engine::current().backprop(at, slot, wins0, new_child); });
       return;
     }
     Node<G>& node = *at.node;

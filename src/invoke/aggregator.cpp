@@ -1,6 +1,7 @@
 #include "rdmx/invoke/aggregator.hpp"
 
 #include <cstdio>
+#include <string>
 
 #include "module.hpp"
 
@@ -16,23 +17,27 @@ Aggregator::Aggregator(Aggregation mode, AggregatorOptions options) : mode_(mode
   }
   threads_ = slot.runtime.workers();
   called_.assign(std::size_t{slot.runtime.size()} * threads_, false);
+  phase_ = options.phase != 0 ? options.phase : slot.aggregator_phase + 1;
+  slot.aggregator_phase = phase_;
 }
 
 Aggregator::~Aggregator() {
-  if (shut_down_) return;
   try {
     shutdown();
+    // Nobody can ask for this phase's count any more. (Signals of it that
+    // arrive later leave an entry until a later phase's aggregator goes.)
+    invoke::Module::current().forget_shutdowns(phase_);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rdmx: Aggregator shutdown failed: %s\n", e.what());
   }
 }
 
-bool Aggregator::send(const fabric::Outgoing& call) {
+void Aggregator::send(const fabric::Outgoing& call) {
   if (shut_down_) throw Error(Errc::shut_down, "Aggregator: call after shutdown()");
   invoke::SlotState& slot = invoke::Module::current();
-  const bool sent = slot.messenger(call.destination).append(call, how_);
-  if (sent) called_[std::size_t{call.destination.process} * threads_ + call.destination.thread] = true;
-  return sent;
+  // how_ never says Policy::fail: append waits for room (or throws) rather than refuse.
+  slot.messenger(call.destination).append(call, how_);
+  called_[std::size_t{call.destination.process} * threads_ + call.destination.thread] = true;
 }
 
 void Aggregator::flush() { invoke::Module::current().publish_all(); }
@@ -47,14 +52,27 @@ void Aggregator::shutdown() {
     if (!called_[g]) continue;
     const ThreadId dest{static_cast<std::uint32_t>(g / threads_), static_cast<std::uint32_t>(g % threads_)};
     // Counted for the destination thread, whichever thread runs it (a helper).
-    slot.messenger(dest).append(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, [] {
-      invoke::Module::destination().shutdowns_received.fetch_add(1);
+    slot.messenger(dest).append(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, [phase = phase_] {
+      invoke::Module::destination().count_shutdown(phase);
     }, nullptr, Notify::sent), last);
   }
   shut_down_ = true;
   slot.publish_all();
 }
 
-std::uint64_t Aggregator::shutdowns_received() { return invoke::Module::current().shutdowns_received.load(); }
+std::uint64_t Aggregator::shutdowns_received() const { return invoke::Module::current().shutdowns(phase_); }
+
+void Aggregator::wait_for_shutdowns(std::uint64_t count) const {
+  invoke::SlotState& slot = invoke::Module::current();
+  while (slot.shutdowns(phase_) < count) {
+    // A dead peer will never signal: the phase cannot end.
+    for (std::uint32_t p = 0; p < slot.runtime.size(); ++p)
+      if (slot.runtime.process_failed(p))
+        throw Error(Errc::peer_failed, "Aggregator: process " + std::to_string(p) + " has failed before phase " +
+                                           std::to_string(phase_) + " ended (" + std::to_string(slot.shutdowns(phase_)) +
+                                           " of " + std::to_string(count) + " shutdowns received)");
+    progress();
+  }
+}
 
 }  // namespace rdmx

@@ -307,7 +307,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
     // Blocking here while an outer call of this thread is blocked (busy_)
     // could deadlock; queueing keeps the order and the thread moving.
     if (busy_ || mode.overflow || mode.policy == Policy::retry_async) {
-      if (!enqueue_overflow(call, buffer, forward, size, mode)) return false;
+      enqueue_overflow(call, buffer, forward, size, mode);
       if (consumed) owe();
       return true;
     }
@@ -315,24 +315,18 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
     Scoped guard(busy_, true);
     while (!overflow_.empty()) {
       drain_overflow_now();
-      if (!overflow_.empty()) {
-        progress();
-        throw_if_dead();  // d will never free room
-      }
+      if (!overflow_.empty()) wait_for_room();
     }
   }
   if (!reserve(size)) {
     if (mode.overflow || mode.policy == Policy::retry_async) {
-      if (!enqueue_overflow(call, buffer, forward, size, mode)) return false;
+      enqueue_overflow(call, buffer, forward, size, mode);
       if (consumed) owe();
       return true;
     }
     if (mode.policy == Policy::fail) return false;
     Scoped guard(busy_, true);
-    while (!reserve(size)) {
-      progress();
-      throw_if_dead();  // d will never free room
-    }
+    while (!reserve(size)) wait_for_room();
   }
   // Zero copy: the call is serialized once, into registered memory the
   // RDMA write goes from.
@@ -448,11 +442,32 @@ void Messenger::mark_unpublished() {
   owner_.unpublished(*this);
 }
 
-void Messenger::progress() { rdmx::progress(); }
+void Messenger::wait_for_room() {
+  // Room comes only from d consuming; a dead d never will. Its death is
+  // noticed by the pid watch (same host) or UCX (elsewhere) within a
+  // fraction of a second, so this wait ends in bounded time either way.
+  if (dead() || owner_.runtime.process_failed(dest_.process))
+    throw Error(Errc::peer_failed, "one-sided call to thread " + std::to_string(dest_.process) + "/" +
+                                       std::to_string(dest_.thread) + ": " + owner_.failure_of(dest_.process) +
+                                       (overflow_bytes_ != 0 ? "; " + std::to_string(overflow_bytes_) +
+                                                                   " bytes of queued calls cannot be delivered"
+                                                             : std::string()));
+  rdmx::progress();
+}
 
-bool Messenger::enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer,
+void Messenger::enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer,
                                  const Forward* forward, std::size_t size, const detail::Mode& mode) {
-  if (mode.overflow && mode.overflow_limit != 0 && overflow_bytes_ + size > mode.overflow_limit) return false;
+  // Back-pressure (Aggregation::ovfl): past the limit the caller waits, serving
+  // its own incoming calls, until the queue has drained enough. A call made
+  // from inside such a wait (busy_) queues beyond the limit instead: blocking
+  // there could deadlock, and it is bounded by what the calls served make.
+  if (mode.overflow && mode.overflow_limit != 0 && !busy_ && overflow_bytes_ + size > mode.overflow_limit) {
+    Scoped guard(busy_, true);
+    while (overflow_bytes_ != 0 && overflow_bytes_ + size > mode.overflow_limit) {
+      drain_overflow_now();
+      if (overflow_bytes_ != 0 && overflow_bytes_ + size > mode.overflow_limit) wait_for_room();
+    }
+  }
   if (overflow_.empty() || overflow_.back().block.size - overflow_.back().used < size) {
     Segment s;
     const std::size_t want = std::max(overflow_segment, size);
@@ -473,7 +488,6 @@ bool Messenger::enqueue_overflow(const fabric::Outgoing& call, const detail::Rem
   s.used += size;
   overflow_bytes_ += size;
   mark_unpublished();
-  return true;
 }
 
 void Messenger::drain_overflow() {

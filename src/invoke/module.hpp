@@ -107,11 +107,12 @@ class Messenger {
   std::size_t record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward) const;
   void serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward, std::byte* at,
                  std::size_t size) const;
-  bool enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward,
+  void enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward,
                         std::size_t size, const detail::Mode& mode);
   void drain_overflow();      // unless an outer frame of this thread already is
   void drain_overflow_now();
-  void progress();
+  // Progress while d has no room; throws Errc::peer_failed once d's process has failed.
+  void wait_for_room();
   void mark_unpublished();
   void throw_if_dead() const;
   // The lane (rdmx/invoke/detail/lane.hpp): every entry first takes over
@@ -283,7 +284,22 @@ class SlotState {
   ThreadId self;
   detail::Lane& lane;  // this worker's (its ThreadContext's)
   const MessengerOptions& options;
-  std::atomic<std::uint64_t> shutdowns_received{0};  // Aggregator::shutdowns_received(); a helper may count
+  // Aggregator shutdowns counted for this thread, by phase (a helper may count).
+  void count_shutdown(std::uint64_t phase) {
+    std::lock_guard lock(shutdowns_mutex_);
+    ++shutdowns_[phase];
+  }
+  std::uint64_t shutdowns(std::uint64_t phase) {
+    std::lock_guard lock(shutdowns_mutex_);
+    auto it = shutdowns_.find(phase);
+    return it == shutdowns_.end() ? 0 : it->second;
+  }
+  // A phase's aggregator is gone here: drop its counts and any older ones.
+  void forget_shutdowns(std::uint64_t up_to_phase) {
+    std::lock_guard lock(shutdowns_mutex_);
+    shutdowns_.erase(shutdowns_.begin(), shutdowns_.upper_bound(up_to_phase));
+  }
+  std::uint64_t aggregator_phase = 0;  // of the last Aggregator made on this thread
 
  private:
   // Run the calls that arrived for this slot, on the calling thread (`runner`).
@@ -312,6 +328,8 @@ class SlotState {
   std::mutex announce_mutex_;
   std::deque<Announcement> announcements_;
   std::atomic<bool> announced_{false};
+  std::mutex shutdowns_mutex_;
+  std::map<std::uint64_t, std::uint64_t> shutdowns_;  // phase -> shutdowns received
   bool polling_ = false;
   bool served_ = false;             // a helper consumes this worker's channels
   std::vector<SlotState*> serves_;  // a helper: the workers it consumes for

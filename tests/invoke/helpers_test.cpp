@@ -129,21 +129,17 @@ TEST(Helpers, CallBuffersReachBusyWorkers) {
 TEST(Helpers, BroadcastAndAggregatorShutdown) {
   const std::uint32_t threads = job().threads_per_process();
   reset();
-  // Read before any thread can have signalled: helpers count at once.
-  std::array<std::uint64_t, max_threads> before{};
-  job().run([&](ThreadId me) { before[me.thread] = Aggregator::shutdowns_received(); });
-  job().barrier();
+  job().barrier();  // no peer calls here before the counts are reset
   const std::uint32_t next = (job().rank() + 1) % job().size();
   job().run([&](ThreadId me) {
     Synchronizer sync;
     if (job().rank() == 0 && me.thread == 0)
       MessengerGlobal().broadcast<Policy::retry, Notify::consumed>([] { runs.fetch_add(1); }, &sync);
-    {
-      Aggregator aggregator(Aggregation::trad);
-      for (std::uint32_t i = 0; i < 1000; ++i) aggregator.call({next, me.thread}, [t = me.thread] { got[t].fetch_add(1); });
-    }  // shuts down: one signal to {next, me.thread}
+    Aggregator aggregator(Aggregation::trad);
+    for (std::uint32_t i = 0; i < 1000; ++i) aggregator.call({next, me.thread}, [t = me.thread] { got[t].fetch_add(1); });
+    aggregator.shutdown();  // one signal to {next, me.thread}
     EXPECT_TRUE(busy_until([&] { return got[me.thread].load() == 1000; }));
-    EXPECT_TRUE(busy_until([&] { return Aggregator::shutdowns_received() == before[me.thread] + 1; }));
+    EXPECT_TRUE(busy_until([&] { return aggregator.shutdowns_received() == 1; }));
     if (job().rank() == 0 && me.thread == 0) sync.wait();
   });
   job().barrier();

@@ -5,13 +5,26 @@
 //  - Aggregation::ovfl: every call is written at once, as with a Messenger,
 //    and calls are batched only while the messenger cannot make progress (its
 //    destination has not consumed its chunks yet); past overflow_limit bytes
-//    of such exceeding calls, calls fail (return false).
+//    of such queued calls, a call waits (back-pressure, below).
 // Either way a call is serialized exactly once, into registered memory the
 // RDMA write then goes from (zero copy).
 //
+// No call is ever dropped. When the destination lags (trad: its ring is
+// full; ovfl: overflow_limit is reached), call() progresses, flushing and
+// serving this thread's incoming calls, until there is room, then returns.
+// If the destination's process dies meanwhile, call() throws
+// Errc::peer_failed naming it.
+//
 //   rdmx::Aggregator agg(rdmx::Aggregation::trad);
 //   for (...) agg.call(dest, [=] { ... });
-//   agg.flush();      // or let the destructor shut it down
+//   agg.shutdown();                 // or let the destructor shut it down
+//   agg.wait_for_shutdowns(peers);  // every peer that called here is done
+//
+// Phases: each Aggregator belongs to one, and its shutdown signals count
+// only for that phase, so a phase can end while faster peers already signal
+// the next. By default the k-th Aggregator a thread makes is in the phase
+// after its (k-1)-th: threads that make their aggregators in the same order
+// agree on the numbers. AggregatorOptions::phase sets one explicitly.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +38,13 @@ enum class Aggregation { trad, ovfl };
 
 struct AggregatorOptions {
   std::size_t flush_bytes = 4096;              // trad: one RDMA write per this many bytes
-  std::size_t overflow_limit = 64 << 20;       // ovfl: most bytes of exceeding calls per destination
+  // ovfl: bytes of queued calls per destination past which call() waits for
+  // room (0: no limit). Calls made from inside such a wait, by the calls it
+  // serves, may queue beyond it.
+  std::size_t overflow_limit = 64 << 20;
+  // The phase this aggregator's shutdowns count for; later ones of the thread
+  // follow on from it. 0: the one after the thread's previous aggregator.
+  std::uint64_t phase = 0;
 };
 
 class Aggregator {
@@ -36,47 +55,53 @@ class Aggregator {
   Aggregator& operator=(const Aggregator&) = delete;
 
   template <Notify N = Notify::sent, class F>
-  bool call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) {
+  void call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) {
     // As MessengerGlobal::call: straight into the chunk left open, when there is one.
     if (sync == nullptr && !shut_down_ &&
         invoke::detail::write_in_lane(dest, fabric::FunctionId<fabric::CallWrapper<F>>::value, func)) [[likely]] {
       called_[std::size_t{dest.process} * threads_ + dest.thread] = true;
-      return true;
+      return;
     }
-    return send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N));
+    send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N));
   }
   template <Notify N = Notify::sent, class F>
-  bool call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) {
+  void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) {
     auto o = fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync, N);
     o.data = buffer;
-    return send(o);
+    send(o);
   }
   template <class F, class R>
-  bool call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) {
+  void call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) {
     fabric::check_result_type<F, R>();
     auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, &sync, Notify::consumed);
     o.result = orig;
     o.result_size = sizeof(R);
-    return send(o);
+    send(o);
   }
 
   // Write and publish everything batched so far.
   void flush();
   // flush(), then tell every thread this aggregator called that it is done:
-  // each of them counts it in shutdowns_received(). Further calls throw.
+  // each of them counts it for this phase. Further calls throw.
   void shutdown();
-  // Aggregators (of any thread in the job) that shut down after calling
-  // the calling thread; a phase can end once all peers are counted.
-  static std::uint64_t shutdowns_received();
+  // Aggregators of this phase (of any thread in the job) that called this
+  // thread and have shut down since; their calls have all run here.
+  std::uint64_t shutdowns_received() const;
+  // End of the phase here: progress (serving calls) until `count` of them
+  // are counted. Throws Errc::peer_failed, naming the process, once a
+  // process of the job has failed before they are.
+  void wait_for_shutdowns(std::uint64_t count) const;
 
   Aggregation mode() const noexcept { return mode_; }
+  std::uint64_t phase() const noexcept { return phase_; }
 
  private:
-  bool send(const fabric::Outgoing& call);
+  void send(const fabric::Outgoing& call);
   Aggregation mode_;
   invoke::detail::Mode how_;
   std::vector<bool> called_;  // by destination thread, job-wide index
   std::uint32_t threads_ = 0;  // worker threads per process
+  std::uint64_t phase_ = 0;
   bool shut_down_ = false;
 };
 
