@@ -124,8 +124,16 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
     ep = endpoint_index_[index].load(std::memory_order_acquire);
     if (ep == nullptr) {
       ThreadId peer{process, slot == runtime_.workers() ? service_thread : slot};
-      auto owned = std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
-                                                        "thread " + rdmx::to_string(peer));
+      std::unique_ptr<transfer::Endpoint> owned;
+      try {
+        owned = std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
+                                                     "thread " + rdmx::to_string(peer));
+      } catch (const Error& e) {
+        // Over shared memory, connecting to a process that died fails in
+        // UCX (its segments are gone): that is the peer's failure.
+        if (!runtime_.gone(process)) throw;
+        throw Error(Errc::peer_failed, "cannot reach thread " + rdmx::to_string(peer) + ": " + runtime_.failure_of(process));
+      }
       Runtime* rt = &runtime_;
       owned->on_failure([rt, process](ucs_status_t status) {
         rt->peer_failed(process, "process " + std::to_string(process) + " failed: " + ucs_status_string(status));
@@ -241,6 +249,8 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   rank_ = bootstrap_->rank();
   size_ = bootstrap_->size();
   failed_ = std::make_unique<std::atomic<bool>[]>(size_);
+  survivor_flushed_ = std::make_unique<std::atomic<std::uint64_t>[]>(size_);
+  survivor_voted_ = std::make_unique<std::atomic<std::uint64_t>[]>(size_);
 
   for (std::uint32_t slot = 0; slot < workers(); ++slot)
     contexts_.push_back(std::make_unique<ThreadContext>(*this, slot, transfer::Worker::Sharing::single_thread));
@@ -455,7 +465,7 @@ bool Runtime::quiesce() {
         ran += serve_idle_workers();
         return any_failed();
       });
-      if (!fenced || any_failed()) return false;
+      if (!fenced || any_failed()) return quiesce_survivors();
       bool gave_up = false;
       bool unsettled = false;
       for (std::uint32_t s = 0; s < workers() && !gave_up; ++s)
@@ -478,7 +488,7 @@ bool Runtime::quiesce() {
           }
           for (std::size_t m = 0; m < modules; ++m) unsettled = unsettled || !module_list_[m].load()->settled(s);
         });
-      if (gave_up) return false;
+      if (gave_up) return quiesce_survivors();
       // A call still waiting on the network (its argument read from a
       // caller) keeps every process in the rounds: the next fence progresses
       // the caller, whose worker answers the read.
@@ -486,7 +496,14 @@ bool Runtime::quiesce() {
       bool any = false;
       // Every process is in here now, so nothing waits on this exchange;
       // what arrives meanwhile is run by the next round's drain.
-      for (const auto& v : bootstrap_->allgather(mine, any_failed)) any = any || v.at(0) != std::byte{0};
+      std::vector<std::vector<std::byte>> votes;
+      try {
+        votes = bootstrap_->allgather(mine, any_failed);
+      } catch (const Error&) {
+        if (!any_failed()) throw;
+        return quiesce_survivors();
+      }
+      for (const auto& v : votes) any = any || v.at(0) != std::byte{0};
       if (!any) return true;
       if (round == 1000) {
         std::fprintf(stderr, "rdmx: teardown: calls still running after %d rounds; giving up on them\n", round);
@@ -494,8 +511,99 @@ bool Runtime::quiesce() {
       }
     }
   } catch (const Error& e) {
+    if (any_failed()) return quiesce_survivors();  // the launcher's collectives fail with a dead member
     std::fprintf(stderr, "rdmx: teardown collective failed: %s\n", e.what());
   }
+  return false;
+}
+
+void Runtime::survivor_note(bool vote, std::uint32_t from, std::uint64_t round, bool busy) {
+  if (from >= size_) return;
+  auto& mark = (vote ? survivor_voted_ : survivor_flushed_)[from];
+  const std::uint64_t value = round * 2 + (busy ? 1 : 0);
+  // Rounds only move forward; a late duplicate must not move one back.
+  for (std::uint64_t seen = mark.load(std::memory_order_acquire); seen < value;)
+    if (mark.compare_exchange_weak(seen, value, std::memory_order_acq_rel)) break;
+}
+
+bool Runtime::survivors_reach(const std::unique_ptr<std::atomic<std::uint64_t>[]>& marks, std::uint64_t round,
+                              std::uint64_t& served) {
+  Backoff backoff;
+  for (;;) {
+    bool all = true, busy = false;
+    for (std::uint32_t p = 0; p < size_; ++p) {
+      if (p == rank_ || process_failed(p)) continue;
+      const std::uint64_t m = marks[p].load(std::memory_order_acquire);
+      if (m / 2 < round) all = false;
+      else if (m / 2 == round && (m & 1) != 0) busy = true;
+    }
+    if (all) return busy;
+    // Serve meanwhile: a live peer may still be in its program, calling us.
+    bool active = false;
+    served += serve_idle_workers(&active);
+    backoff(active);
+  }
+}
+
+bool Runtime::quiesce_survivors() {
+  // Each round: flush, tell every live process "flushed", wait for theirs
+  // (what they sent us has landed then), drain, vote, wait for the votes.
+  // The notes are send-based calls to the service threads, which keep
+  // running; a process that fails meanwhile drops out of the waits.
+  std::fprintf(stderr, "rdmx: process %u: leaving with the processes still alive\n", rank_);
+  auto drive = [&](std::size_t s, auto&& what) {
+    std::lock_guard lock(contexts_[s]->driver);
+    set_current_context(contexts_[s].get());
+    what(*contexts_[s]);
+    set_current_context(nullptr);
+  };
+  auto tell = [&](bool vote, std::uint64_t round, bool busy) {
+    const std::uint32_t me = rank_;
+    for (std::uint32_t p = 0; p < size_; ++p) {
+      if (p == rank_ || process_failed(p)) continue;
+      try {
+        call(ThreadId{p, service_thread},
+             [vote, me, round, busy] { Runtime::current().survivor_note(vote, me, round, busy); });
+      } catch (const Error&) {  // it failed just now: it drops out of the waits
+      }
+    }
+  };
+  const std::size_t modules = module_count_.load(std::memory_order_acquire);
+  for (std::uint64_t round = 1; round <= 1000; ++round) {
+    for (std::uint32_t s = 0; s < workers(); ++s)
+      drive(s, [&](ThreadContext& c) {
+        for (std::size_t m = 0; m < modules; ++m) module_list_[m].load()->flush(s);
+        c.flush();
+      });
+    tell(false, round, false);
+    std::uint64_t ran = 0;
+    survivors_reach(survivor_flushed_, round, ran);  // what they sent us before their note has landed
+    bool unsettled = false;
+    for (std::uint32_t s = 0; s < workers(); ++s)
+      drive(s, [&](ThreadContext& c) {
+        // Bounded: a worker whose calls go to a dead peer may stay busy.
+        for (int idle = 0, polls = 0; idle < 100 && polls < 1000000; ++polls) {
+          std::size_t n = 0;
+          bool active = true;
+          try {
+            active = c.poll(&n);
+          } catch (const Error& e) {
+            std::fprintf(stderr, "rdmx: teardown: %s\n", e.what());
+          }
+          ran += n;
+          idle = active ? 0 : idle + 1;
+        }
+        for (std::size_t m = 0; m < modules; ++m) unsettled = unsettled || !module_list_[m].load()->settled(s);
+      });
+    // Every survivor decides from the same votes. A call whose argument is
+    // still being read keeps the rounds going, for a while: one read from a
+    // process that died may never settle.
+    const bool mine = ran != 0 || (unsettled && round < 20);
+    tell(true, round, mine);
+    const bool busy = survivors_reach(survivor_voted_, round, ran) || mine;
+    if (!busy) return false;
+  }
+  std::fprintf(stderr, "rdmx: teardown: calls still running after 1000 rounds; giving up on them\n");
   return false;
 }
 
@@ -575,9 +683,28 @@ ThreadContext& Runtime::calling_context() {
 void Runtime::peer_failed(std::uint32_t process, const std::string& why) {
   if (process >= size_ || shutting_down_.load(std::memory_order_acquire) || failed_[process].exchange(true)) return;
   std::fprintf(stderr, "rdmx: process %u: %s\n", rank_, why.c_str());
+  {
+    std::lock_guard lock(failures_mutex_);
+    failures_.resize(size_);
+    failures_[process] = why;
+  }
   pending_.fail_process(process, why);
   const std::size_t count = module_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) module_list_[i].load(std::memory_order_relaxed)->process_failed(process, why);
+}
+
+std::string Runtime::failure_of(std::uint32_t process) const {
+  std::lock_guard lock(failures_mutex_);
+  if (process < failures_.size() && !failures_[process].empty()) return failures_[process];
+  return "process " + std::to_string(process) + " has failed";
+}
+
+bool Runtime::gone(std::uint32_t process) {
+  if (process >= size_) return false;
+  if (process_failed(process)) return true;
+  if (process == rank_ || infos[process].hostname != infos[rank_].hostname || process_alive(pids_[process])) return false;
+  peer_failed(process, "process " + std::to_string(process) + " (pid " + std::to_string(pids_[process]) + ") has exited");
+  return true;
 }
 
 bool Runtime::any_process_failed() const {

@@ -292,6 +292,10 @@ class Runtime {
   void validate(ThreadId id) const;
   bool process_failed(std::uint32_t process) const { return failed_[process].load(std::memory_order_acquire); }
   void peer_failed(std::uint32_t process, const std::string& why);
+  // Whether `process` has failed, or (on this host) has exited, which then
+  // counts as its failure.
+  bool gone(std::uint32_t process);
+  std::string failure_of(std::uint32_t process) const;  // why it failed, as first reported
   bool any_process_failed() const;
   std::size_t max_message() const noexcept { return max_message_; }
   std::size_t max_closure() const noexcept { return max_closure_; }
@@ -355,6 +359,20 @@ class Runtime {
   // Teardown: rounds of flush, fence, drain until no process ran anything;
   // false when a process failed on the way.
   bool quiesce();
+  // The same rounds among the live processes once one has failed: the
+  // launcher's fence would wait for the dead, so the survivors tell each
+  // other's service threads (survivor_note) where they are.
+  bool quiesce_survivors();
+  // Waits, serving (adds what ran to `served`), until every live process
+  // has noted `round` in `marks`; returns whether any noted it busy.
+  bool survivors_reach(const std::unique_ptr<std::atomic<std::uint64_t>[]>& marks, std::uint64_t round,
+                       std::uint64_t& served);
+ public:
+  // Process `from` has flushed (voted) for survivor round `round`; `busy`: it ran something.
+  void survivor_note(bool vote, std::uint32_t from, std::uint64_t round, bool busy);
+
+ private:
+  std::unique_ptr<std::atomic<std::uint64_t>[]> survivor_flushed_, survivor_voted_;  // [process]: round * 2 + busy
   std::vector<std::uint32_t> pids_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::uint32_t rank_ = 0, size_ = 1, threads_ = 1, helpers_ = 0;
@@ -363,6 +381,8 @@ class Runtime {
   std::vector<std::unique_ptr<ThreadContext>> contexts_;
   std::vector<std::vector<std::byte>> addresses_;  // [process*slots + slot]
   std::unique_ptr<std::atomic<bool>[]> failed_;
+  mutable std::mutex failures_mutex_;
+  std::vector<std::string> failures_;  // [process]: why, once failed
   PendingReplies pending_;
   std::unique_ptr<detail::Collectives> collectives_;
   static Runtime* current_;
