@@ -1,6 +1,7 @@
 // The sending Messenger: sender-controlled buffer management (Seriema 4.4.1).
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 
 #include "module.hpp"
@@ -83,6 +84,14 @@ void Messenger::throw_if_dead() const {
 
 void Messenger::setup() {
   tx_ = &rdmx::transmitter(dest_.process);
+  // Say once per process that the ring is slow where RDMA is emulated, and
+  // what to do about it: nothing else would tell the program why.
+  static std::atomic<bool> told{false};
+  if (tx_->endpoint().rma_emulated() && !told.exchange(true))
+    std::fprintf(stderr,
+                 "rdmx: one-sided calls to process %u go over RDMA that UCX emulates (TCP): each waits for that "
+                 "process's progress; send-based calls (rdmx::call) and async are much faster there\n",
+                 dest_.process);
   feedback_ = arena_of(owner_).allocate_chunk(64);
   std::memset(feedback_.data, 0, 64);
   add_chunks(owner_.options.chunks, true);
