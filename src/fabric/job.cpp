@@ -147,6 +147,16 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
   return *ep;
 }
 
+std::vector<ThreadId> ThreadContext::contacted_workers() const {
+  std::vector<ThreadId> out;
+  const std::uint32_t slots = runtime_.slots();
+  std::lock_guard lock(endpoints_mutex_);
+  for (std::size_t i = 0; i < endpoint_index_.size(); ++i)
+    if (i % slots < runtime_.threads() && endpoint_index_[i].load(std::memory_order_acquire) != nullptr)
+      out.push_back(ThreadId{static_cast<std::uint32_t>(i / slots), static_cast<std::uint32_t>(i % slots)});
+  return out;
+}
+
 transfer::Transmitter& ThreadContext::transmitter(std::uint32_t process) {
   transfer::Endpoint& ep = endpoint(process, runtime_.workers());  // one-sided traffic targets the service worker
   std::lock_guard lock(endpoints_mutex_);

@@ -184,6 +184,9 @@ class ThreadContext {
   transfer::Endpoint& endpoint(std::uint32_t process, std::uint32_t slot);
   // One-sided operations towards `process` (targeting its service worker).
   transfer::Transmitter& transmitter(std::uint32_t process);
+  // The worker threads this thread holds an endpoint to: every one it has
+  // sent a call to (and some it answered).
+  std::vector<ThreadId> contacted_workers() const;
 
   void send(const Outgoing& call, std::uint64_t token, ThreadId destination, CallKind kind);
   void forward_broadcast(const Outgoing& call, const CallHeader& original, ThreadId child);
@@ -232,7 +235,7 @@ class ThreadContext {
   ThreadId id_;
   bool shared_;
   transfer::Worker worker_;
-  std::mutex endpoints_mutex_;  // endpoint creation (a shared worker is used by many threads)
+  mutable std::mutex endpoints_mutex_;  // endpoint creation (a shared worker is used by many threads)
   std::vector<std::atomic<transfer::Endpoint*>> endpoint_index_;
   std::vector<std::unique_ptr<transfer::Endpoint>> endpoints_;
   std::vector<std::unique_ptr<transfer::Transmitter>> transmitters_;

@@ -119,6 +119,13 @@ Messenger& SlotState::messenger(ThreadId dest) {
   return *m;
 }
 
+std::vector<ThreadId> SlotState::messenger_destinations() const {
+  std::vector<ThreadId> out;
+  for (const auto& m : messengers_)
+    if (m) out.push_back(m->destination());
+  return out;
+}
+
 void SlotState::announce(Announcement a) {
   {
     std::lock_guard lock(announce_mutex_);

@@ -242,6 +242,8 @@ class SlotState {
   ~SlotState();
 
   Messenger& messenger(ThreadId dest);
+  // The destinations of the messengers this thread has made (quiet()).
+  std::vector<ThreadId> messenger_destinations() const;
   std::size_t poll();
   // Helper threads (RDMX_HELPERS): this helper runs `worker`'s calls, which
   // then never runs them itself.

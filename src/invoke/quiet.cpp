@@ -1,0 +1,27 @@
+#include "rdmx/invoke/quiet.hpp"
+
+#include "../fabric/runtime.hpp"
+#include "module.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/synchronizer.hpp"
+#include "rdmx/invoke/messenger.hpp"
+
+namespace rdmx {
+
+void quiet() {
+  fabric::ThreadContext* self = fabric::current_context;
+  if (self == nullptr || self->id().is_service())
+    throw Error(Errc::invalid_argument, "rdmx::quiet() is for worker threads (inside Job::run)");
+  invoke::SlotState& slot = invoke::Module::current();
+  Synchronizer sync;
+  // The markers go after everything this thread made: the send path's
+  // calls to each worker it holds an endpoint to, and each messenger's ring.
+  for (const ThreadId dest : self->contacted_workers()) call<Notify::consumed>(dest, [] {}, sync);
+  const MessengerGlobal messenger;
+  for (const ThreadId dest : slot.messenger_destinations())
+    messenger.call<Policy::retry, Notify::consumed>(dest, [] {}, &sync);
+  messenger.flush();
+  sync.wait();
+}
+
+}  // namespace rdmx
