@@ -37,6 +37,8 @@ constexpr Variable table[] = {
     {"RDMX_EAGER_ENDPOINTS", nullptr, Kind::flag, 0, 1, nullptr, "0", "create every endpoint at start-up"},
     {"RDMX_SERVE_IDLE", nullptr, Kind::flag, 0, 1, nullptr, "0",
      "the service thread runs worker threads' calls outside Job::run"},
+    {"RDMX_CHECK_ACCESS", nullptr, Kind::flag, 0, 1, nullptr, "0",
+     "debug: every rdmx::put, get and atomic asks the owner whether its locator lies inside one allocation"},
     {"RDMX_MAX_MESSAGE", nullptr, Kind::size, 1, TiB, nullptr, "1G", "largest call_buffer payload"},
     {"RDMX_U_MAX", nullptr, Kind::count, 1, 1ull << 20, nullptr, "64",
      "one-sided operations per completion flush (Seriema's u_max)"},

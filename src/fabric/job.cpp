@@ -343,6 +343,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   Backoff::set_mode(progress_mode == "spin" ? Progress::spin : progress_mode == "block" ? Progress::block : Progress::yield);
   const unsigned spins = progress_mode == "auto" && oversubscribed_ ? Backoff::shared_core_spins : Backoff::default_spins;
   Backoff::set_idle_spins(static_cast<unsigned>(env::get_count("RDMX_IDLE_SPINS", spins)));  // < 2^32
+  check_access_ = env::get_bool("RDMX_CHECK_ACCESS", false);
   pin_reason = pin ? "pinned" : (pin_mode == "off" ? "not pinned (RDMX_PIN=off)"
                                                    : "not pinned (" + std::to_string(wanted) + " threads on " +
                                                          std::to_string(cores) + " cores)");
@@ -730,6 +731,31 @@ int Runtime::numa_node_of(std::uint32_t thread) const {
 void Runtime::remember_allocation(const memory::Block& block) {
   std::lock_guard lock(arenas_mutex_);
   allocations_[{block.region, block.offset}] = block;
+}
+
+void Runtime::remember_grant(const RemoteLocator& where) {
+  if (!check_access_) return;
+  std::lock_guard lock(arenas_mutex_);
+  auto& length = grants_[{where.region, where.offset}];
+  length = std::max<std::uint64_t>(length, where.length);
+}
+
+bool Runtime::access_allowed(std::uint32_t region, std::uint64_t offset, std::uint64_t length) const {
+  std::lock_guard lock(arenas_mutex_);
+  // The piece that starts last at or before `offset`, in either table.
+  auto inside = [&](std::uint64_t start, std::uint64_t size) {
+    return offset >= start && offset - start <= size && length <= size - (offset - start);
+  };
+  if (auto it = allocations_.upper_bound({region, offset}); it != allocations_.begin()) {
+    --it;
+    if (it->first.first == region && inside(it->first.second, it->second.size)) return true;
+  }
+  for (auto it = grants_.upper_bound({region, offset}); it != grants_.begin();) {
+    --it;
+    if (it->first.first != region) break;
+    if (inside(it->first.second, it->second)) return true;  // grants may overlap: look further back
+  }
+  return false;
 }
 
 bool Runtime::forget_allocation(const RemoteLocator& where) {

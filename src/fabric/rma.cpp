@@ -33,6 +33,32 @@ void check_locator(const RemoteLocator& where) {
                                                std::to_string(runtime().size()));
 }
 
+// RDMX_CHECK_ACCESS: the owner confirms that the locator lies inside one
+// piece of memory it handed out (a round trip per operation: a debug mode).
+// Without it, access is checked against the registered region only.
+void check_access(const RemoteLocator& where, const char* what) {
+  fabric::Runtime& rt = runtime();
+  if (!rt.check_access()) return;
+  check_locator(where);
+  std::uint32_t allowed = 0;
+  const std::uint32_t region = where.region;
+  const std::uint64_t offset = where.offset, length = where.length;
+  if (where.process == rt.rank()) {
+    allowed = rt.access_allowed(region, offset, length) ? 1 : 0;
+  } else {
+    Synchronizer sync;
+    call_return(ThreadId{where.process, service_thread}, [region, offset, length]() -> std::uint32_t {
+      return Job::current().impl().runtime.access_allowed(region, offset, length) ? 1u : 0u;
+    }, &allowed, sync);
+    sync.wait();
+  }
+  if (allowed == 0)
+    throw Error(Errc::invalid_argument, std::string(what) + ": locator {process " + std::to_string(where.process) + ", region " +
+                                            std::to_string(region) + ", offset " + std::to_string(offset) + ", length " +
+                                            std::to_string(length) + "} is not inside one allocation of process " +
+                                            std::to_string(where.process) + " (RDMX_CHECK_ACCESS)");
+}
+
 }  // namespace
 
 namespace fabric {
@@ -128,7 +154,9 @@ RemoteLocator local_locator(const void* address, std::size_t length) {
   auto where = memory::RegionTable::process().find(address, length);
   if (!where)
     throw Error(Errc::invalid_argument, "local_locator: the memory is not inside a registered region (allocate it from the arena)");
-  return RemoteLocator{runtime().rank(), where->region, where->offset, length};
+  const RemoteLocator granted{runtime().rank(), where->region, where->offset, length};
+  runtime().remember_grant(granted);
+  return granted;
 }
 
 transfer::RemoteAddress resolve(const RemoteLocator& where) {
@@ -148,15 +176,19 @@ transfer::Transmitter& transmitter(std::uint32_t process) {
 }
 
 Future<void> put(const void* source, const RemoteLocator& target) {
+  check_access(target, "put");
   return transmitter(target.process).put(source, target.length, resolve(target));
 }
 Future<void> get(void* destination, const RemoteLocator& source) {
+  check_access(source, "get");
   return transmitter(source.process).get(destination, source.length, resolve(source));
 }
 transfer::EpochTag post_put(const void* source, const RemoteLocator& target) {
+  check_access(target, "post_put");
   return transmitter(target.process).post_put(source, target.length, resolve(target));
 }
 transfer::EpochTag post_get(void* destination, const RemoteLocator& source) {
+  check_access(source, "post_get");
   return transmitter(source.process).post_get(destination, source.length, resolve(source));
 }
 
@@ -170,9 +202,11 @@ transfer::RemoteAddress resolve_word(const RemoteLocator& word) {
 }  // namespace
 
 Future<std::uint64_t> fetch_add(const RemoteLocator& word, std::uint64_t value) {
+  check_access(word, "fetch_add");
   return transmitter(word.process).fetch_add(resolve_word(word), value);
 }
 Future<std::uint64_t> compare_swap(const RemoteLocator& word, std::uint64_t expected, std::uint64_t desired) {
+  check_access(word, "compare_swap");
   return transmitter(word.process).compare_swap(resolve_word(word), expected, desired);
 }
 void flush(std::uint32_t process) { transmitter(process).flush(); }

@@ -326,6 +326,12 @@ class Runtime {
   int numa_node_of(std::uint32_t thread) const;
   void remember_allocation(const memory::Block& block);
   bool forget_allocation(const RemoteLocator& where);
+  // RDMX_CHECK_ACCESS: memory handed out for remote access (allocate_remote
+  // and local_locator), and whether [offset, offset + length) of `region`
+  // lies inside one piece of it.
+  void remember_grant(const RemoteLocator& where);
+  bool access_allowed(std::uint32_t region, std::uint64_t offset, std::uint64_t length) const;
+  bool check_access() const noexcept { return check_access_; }
   transfer::Context& context() { return context_; }
   std::vector<ProcessInfo> infos;
   Layout layout;
@@ -389,9 +395,11 @@ class Runtime {
   PendingReplies pending_;
   std::unique_ptr<detail::Collectives> collectives_;
   static Runtime* current_;
-  std::mutex arenas_mutex_;
+  mutable std::mutex arenas_mutex_;
   std::map<int, std::unique_ptr<memory::Arena>> arenas_;
   std::map<std::pair<std::uint32_t, std::uint64_t>, memory::Block> allocations_;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> grants_;  // local_locator: length
+  bool check_access_ = false;
   std::vector<int> thread_numa_;                // NUMA node of each pinned worker thread, -1 if unknown
   std::vector<std::vector<int>> thread_cpus_;   // the core (its CPUs) each worker thread is pinned to
   cpu_set_t main_affinity_;                     // the constructing thread's affinity before the Job

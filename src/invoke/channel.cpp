@@ -148,7 +148,9 @@ bool Channel::read_ready(const std::byte* record, const wire::RecordHeader& h) {
   if (rb.length == 0) return true;
   read_.starting = true;
   try {
-    read_.done = rdmx::get(read_.data.data(), RemoteLocator{source_.process, rb.region, rb.offset, rb.length});
+    // The caller's own memory, which it offered: not subject to RDMX_CHECK_ACCESS's round trip.
+    const RemoteLocator from{source_.process, rb.region, rb.offset, rb.length};
+    read_.done = rdmx::transmitter(from.process).get(read_.data.data(), from.length, rdmx::resolve(from));
   } catch (const Error&) {
     read_.starting = false;
     read_.active = false;  // execute reads synchronously and reports the error
@@ -242,7 +244,10 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::u
   if (rb.length > Job::current().impl().runtime.max_message())
     throw Error(Errc::message_too_large, "a buffer of " + std::to_string(rb.length) + " bytes exceeds RDMX_MAX_MESSAGE");
   fetched.resize(rb.length);
-  if (rb.length != 0) rdmx::get(fetched.data(), RemoteLocator{holder, rb.region, rb.offset, rb.length}).get();
+  if (rb.length != 0) {
+    const RemoteLocator from{holder, rb.region, rb.offset, rb.length};  // offered by its holder
+    rdmx::transmitter(holder).get(fetched.data(), from.length, rdmx::resolve(from)).get();
+  }
   return {fetched.data(), fetched.size()};
 }
 
