@@ -441,6 +441,22 @@ bool process_alive(std::uint32_t pid) {
 }
 }  // namespace
 
+void Runtime::drive(std::uint32_t slot, const std::function<void(ThreadContext&)>& what) {
+  // Teardown acts as each worker in turn, holding its driver lock.
+  std::lock_guard lock(contexts_[slot]->driver);
+  set_current_context(contexts_[slot].get());
+  what(*contexts_[slot]);
+  set_current_context(nullptr);
+}
+
+void Runtime::flush_all(std::size_t modules) {
+  for (std::uint32_t s = 0; s < workers(); ++s)
+    drive(s, [&](ThreadContext& c) {
+      for (std::size_t m = 0; m < modules; ++m) module_list_[m].load()->flush(s);
+      c.flush();
+    });
+}
+
 bool Runtime::quiesce() {
   // Deliver what is still in flight. Each round: flush every slot's sends and
   // its modules' pending calls, wait for every process (then all of them
@@ -450,20 +466,10 @@ bool Runtime::quiesce() {
   // forever: give up on it as soon as any failure is known.
   auto any_failed = [this] { return any_process_failed(); };
   unbind_current_thread();
-  auto drive = [&](std::size_t s, auto&& what) {
-    std::lock_guard lock(contexts_[s]->driver);
-    set_current_context(contexts_[s].get());
-    what(*contexts_[s]);
-    set_current_context(nullptr);
-  };
   try {
     for (int round = 0;; ++round) {
       const std::size_t modules = module_count_.load(std::memory_order_acquire);
-      for (std::uint32_t s = 0; s < workers(); ++s)
-        drive(s, [&](ThreadContext& c) {
-          for (std::size_t m = 0; m < modules; ++m) module_list_[m].load()->flush(s);
-          c.flush();
-        });
+      flush_all(modules);
       // A launcher that tolerates failures may complete the fence without a
       // dead member, so failures are checked after it too, and while draining
       // (a worker towards a dead peer can stay busy for ever).
@@ -562,12 +568,6 @@ bool Runtime::quiesce_survivors() {
   // The notes are send-based calls to the service threads, which keep
   // running; a process that fails meanwhile drops out of the waits.
   std::fprintf(stderr, "rdmx: process %u: leaving with the processes still alive\n", rank_);
-  auto drive = [&](std::size_t s, auto&& what) {
-    std::lock_guard lock(contexts_[s]->driver);
-    set_current_context(contexts_[s].get());
-    what(*contexts_[s]);
-    set_current_context(nullptr);
-  };
   auto tell = [&](bool vote, std::uint64_t round, bool busy) {
     const std::uint32_t me = rank_;
     for (std::uint32_t p = 0; p < size_; ++p) {
@@ -581,11 +581,7 @@ bool Runtime::quiesce_survivors() {
   };
   const std::size_t modules = module_count_.load(std::memory_order_acquire);
   for (std::uint64_t round = 1; round <= 1000; ++round) {
-    for (std::uint32_t s = 0; s < workers(); ++s)
-      drive(s, [&](ThreadContext& c) {
-        for (std::size_t m = 0; m < modules; ++m) module_list_[m].load()->flush(s);
-        c.flush();
-      });
+    flush_all(modules);
     tell(false, round, false);
     std::uint64_t ran = 0;
     survivors_reach(survivor_flushed_, round, ran);  // what they sent us before their note has landed

@@ -372,6 +372,10 @@ class Runtime {
   // launcher's fence would wait for the dead, so the survivors tell each
   // other's service threads (survivor_note) where they are.
   bool quiesce_survivors();
+  // Runs `what` as worker `slot` (its context bound, its driver held).
+  void drive(std::uint32_t slot, const std::function<void(ThreadContext&)>& what);
+  // Every worker's sends and its modules' pending calls, made visible to peers.
+  void flush_all(std::size_t modules);
   // Waits, serving (adds what ran to `served`), until every live process
   // has noted `round` in `marks`; returns whether any noted it busy.
   bool survivors_reach(const std::unique_ptr<std::atomic<std::uint64_t>[]>& marks, std::uint64_t round,
