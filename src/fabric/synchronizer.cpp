@@ -4,6 +4,7 @@
 
 #include "rdmx/core/backoff.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "runtime.hpp"
 
 namespace rdmx {
 
@@ -24,9 +25,55 @@ void Synchronizer::rethrow() const {
   throw Error(code_, message_);
 }
 
+void Synchronizer::expect_rdma_answer_from(std::uint32_t process) {
+  if (process < 64) {
+    const std::uint64_t bit = std::uint64_t{1} << process;
+    if ((rdma_answerers_.load(std::memory_order_relaxed) & bit) == 0) rdma_answerers_.fetch_or(bit, std::memory_order_relaxed);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  for (std::uint32_t p : more_rdma_answerers_)
+    if (p == process) return;
+  more_rdma_answerers_.push_back(process);
+  has_more_rdma_answerers_.store(true, std::memory_order_release);
+}
+
+void Synchronizer::check_rdma_answerers() {
+  std::uint64_t mask = rdma_answerers_.load(std::memory_order_relaxed);
+  const bool more = has_more_rdma_answerers_.load(std::memory_order_acquire);
+  if (mask == 0 && !more) return;
+  auto& rt = Job::current().impl().runtime;
+  auto check = [&](std::uint32_t p) {
+    if (!rt.process_failed(p)) return;
+    std::string why = rt.failure_of(p) + " (it owed this Synchronizer answers by RDMA atomic)";
+    {
+      std::lock_guard lock(mutex_);
+      if (!failed_.load(std::memory_order_relaxed)) {
+        code_ = Errc::peer_failed;
+        message_ = std::move(why);
+        failed_.store(true, std::memory_order_release);
+      }
+    }
+    rethrow();
+  };
+  for (; mask != 0; mask &= mask - 1) check(static_cast<std::uint32_t>(__builtin_ctzll(mask)));
+  if (more) {
+    std::vector<std::uint32_t> listed;
+    {
+      std::lock_guard lock(mutex_);
+      listed = more_rdma_answerers_;
+    }
+    for (std::uint32_t p : listed) check(p);
+  }
+}
+
 void Synchronizer::wait() {
   Backoff backoff;
-  while (operations_left() > 0) backoff(progress() != 0);
+  while (operations_left() > 0) {
+    const bool busy = progress() != 0;
+    if (!busy) check_rdma_answerers();
+    backoff(busy);
+  }
   if (failed()) rethrow();
 }
 
@@ -35,7 +82,9 @@ bool Synchronizer::wait_for(int timeout_ms) {
   Backoff backoff;
   while (operations_left() > 0) {
     if (std::chrono::steady_clock::now() > deadline) return false;
-    backoff(progress() != 0);
+    const bool busy = progress() != 0;
+    if (!busy) check_rdma_answerers();
+    backoff(busy);
   }
   if (failed()) rethrow();
   return true;

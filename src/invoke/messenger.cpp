@@ -304,11 +304,14 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   // buffer the destination reads has been read.
   const bool consumed = call.sync != nullptr &&
                         (call.notify == Notify::consumed || (buffer != nullptr && buffer->how == detail::RemoteBuffer::read));
-  // Counted down by d's answer, or failed with d's process (an answer by
-  // RDMA atomic is not seen here, so not counted).
+  // Counted down by d's answer, or failed with d's process. An answer by
+  // RDMA atomic is not seen here: the Synchronizer itself watches d's process.
   auto owe = [&] {
     call.sync->add();
-    if (call.remote_counter == nullptr) owner_.owe(dest_.process, call.sync);
+    if (call.remote_counter == nullptr)
+      owner_.owe(dest_.process, call.sync);
+    else
+      call.sync->expect_rdma_answer_from(dest_.process);
   };
   // Calls queued earlier go first (FIFO per sender).
   if (!overflow_.empty() && !busy_) drain_overflow();

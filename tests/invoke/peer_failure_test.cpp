@@ -5,10 +5,14 @@
 // to the dead process), never hang; the survivors' calls to each other must
 // all run, exactly once and in order; and both must leave the job cleanly.
 // Its own main: the job cannot end with a collective.
-//   invoke_peer_failure [--expect-wait]
+//   invoke_peer_failure [--expect-wait] [--rdma-answers]
 // --expect-wait: the failure must surface in a wait on notifications (the
 // victim stops consuming before it dies, and rings large enough that no call
 // waits for room): that is the wait that hung.
+// --rdma-answers: the victim answers by RDMA atomic into a
+// RemoteObject<Synchronizer> (and writes call_return results by RDMA), which
+// the caller's thread cannot count per call: the Synchronizer's own wait must
+// fail.
 #include <signal.h>
 
 #include <array>
@@ -21,6 +25,7 @@
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/invoke/messenger.hpp"
+#include "rdmx/invoke/remote_object.hpp"
 #include "rdmx/memory/arena.hpp"
 
 using namespace rdmx;
@@ -111,6 +116,28 @@ std::string burst_to_victim(const MessengerGlobal& messenger, Clock::time_point 
   return "";
 }
 
+// The same burst answered by RDMA: consumed counts and a result written
+// into this process's registered memory by the victim.
+std::string burst_rdma_answered(const MessengerGlobal& messenger, Clock::time_point deadline, bool& hung) {
+  const ThreadId v{victim, 0};
+  RemoteObject<Synchronizer> sync;
+  RemoteObject<std::int64_t> result(0);
+  try {
+    for (int i = 0; i < 16; ++i) messenger.call(v, [] { victim_ran.fetch_add(1); }, sync);
+    messenger.call_return(v, [] { return std::int64_t{7}; }, result, sync);
+    const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    if (!sync->wait_for(std::max(left, 1))) {
+      hung = true;
+      return "";
+    }
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) throw;
+    return e.what();
+  }
+  if (*result != 7) throw Error(Errc::protocol, "call_return from the victim wrote " + std::to_string(*result));
+  return "";
+}
+
 // Calls to the other survivor, numbered: each must run once, in order.
 void burst_to_peer(const MessengerGlobal& messenger, std::uint64_t& sent) {
   const ThreadId peer{1 - Job::current().rank(), 0};
@@ -131,8 +158,11 @@ int survive(Job& job, int argc, char** argv, std::string& report) {
   if (job.rank() != victim) victim_memory = allocate_remote(victim, written_bytes.size());
   job.barrier();
   if (job.rank() == victim) run_victim();
-  bool expect_wait = false;
-  for (int i = 1; i < argc; ++i) expect_wait = expect_wait || std::string(argv[i]) == "--expect-wait";
+  bool expect_wait = false, rdma_answers = false;
+  for (int i = 1; i < argc; ++i) {
+    expect_wait = expect_wait || std::string(argv[i]) == "--expect-wait";
+    rdma_answers = rdma_answers || std::string(argv[i]) == "--rdma-answers";
+  }
 
   const MessengerGlobal messenger;
   const auto start = Clock::now();
@@ -141,14 +171,14 @@ int survive(Job& job, int argc, char** argv, std::string& report) {
   std::string failure;
   bool hung = false;
   while (failure.empty() && !hung && Clock::now() < deadline) {
-    failure = burst_to_victim(messenger, deadline, hung);
+    failure = rdma_answers ? burst_rdma_answered(messenger, deadline, hung) : burst_to_victim(messenger, deadline, hung);
     burst_to_peer(messenger, sent);
   }
   if (failure.empty()) return fail("no peer_failed within 30 s of the victim's death (a wait on it hung)");
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (hung) return fail("a wait on the victim hung past the deadline after: " + failure);
   if (failure.find("process 2") == std::string::npos) return fail("the failure does not name process 2: " + failure);
-  if (expect_wait && failure.find("waiting on it") == std::string::npos)
+  if (expect_wait && failure.find(rdma_answers ? "RDMA atomic" : "waiting on it") == std::string::npos)
     return fail("the failure did not end a wait on notifications: " + failure);
 
   // Later calls to the dead process fail at once; the other survivor still answers.

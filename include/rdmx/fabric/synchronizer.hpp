@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "rdmx/core/error.hpp"
 
@@ -31,6 +32,11 @@ class Synchronizer {
   // The 8-byte count a remote process decrements with one RDMA atomic when
   // this Synchronizer lives in registered memory (invoke/remote_object.hpp).
   const void* counter() const noexcept { return &left_; }
+  // `process` will answer by RDMA atomic on counter(). Such answers bypass
+  // the caller's bookkeeping, so should `process` fail while operations are
+  // left, wait() cannot tell which answers it still owed: it fails instead
+  // of waiting for ever.
+  void expect_rdma_answer_from(std::uint32_t process);
 
   // Progress this thread until operations_left() == 0; throws the first failure.
   void wait();
@@ -39,11 +45,17 @@ class Synchronizer {
 
  private:
   void rethrow() const;
+  // Throws peer_failed if a process that answers by RDMA atomic has failed.
+  void check_rdma_answerers();
   std::atomic<std::int64_t> left_{0};
   std::atomic<bool> failed_{false};
   mutable std::mutex mutex_;
   Errc code_ = Errc::transport;
   std::string message_;
+  // Processes answering by RDMA atomic: processes below 64 by bit, the rest listed.
+  std::atomic<std::uint64_t> rdma_answerers_{0};
+  std::vector<std::uint32_t> more_rdma_answerers_;  // under mutex_
+  std::atomic<bool> has_more_rdma_answerers_{false};
 };
 
 }  // namespace rdmx
