@@ -552,7 +552,7 @@ bool ThreadContext::poll(std::size_t* executed) {
     execute(r);
     ++n;
   }
-  if (!id_.is_service()) n += runtime_.poll_modules(id_.thread);
+  if (!id_.is_service()) n += runtime_.poll_layers(id_.thread);
   if (executed != nullptr) *executed = n;
   if (stand_in_home != nullptr && stand_in_home != this) [[unlikely]] {
     // A thread standing in for this worker (the service thread, or one

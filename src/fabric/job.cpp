@@ -20,9 +20,6 @@ namespace rdmx {
 namespace fabric {
 thread_local ThreadContext* current_context = nullptr;
 }  // namespace fabric
-namespace invoke::detail {
-thread_local constinit Lane* current_lane = nullptr;
-}  // namespace invoke::detail
 namespace fabric {
 thread_local ThreadContext* stand_in_home = nullptr;
 }
@@ -449,17 +446,17 @@ void Runtime::drive(std::uint32_t slot, const std::function<void(ThreadContext&)
   set_current_context(nullptr);
 }
 
-void Runtime::flush_all(std::size_t modules) {
+void Runtime::flush_all(std::size_t layers) {
   for (std::uint32_t s = 0; s < workers(); ++s)
     drive(s, [&](ThreadContext& c) {
-      for (std::size_t m = 0; m < modules; ++m) module_list_[m].load()->flush(s);
+      for (std::size_t m = 0; m < layers; ++m) layer_list_[m].load()->flush(s);
       c.flush();
     });
 }
 
 bool Runtime::quiesce() {
   // Deliver what is still in flight. Each round: flush every slot's sends and
-  // its modules' pending calls, wait for every process (then all of them
+  // its layers' pending calls, wait for every process (then all of them
   // have landed), and run what arrived. Running calls may send more, so
   // rounds repeat until no process ran anything. The service thread keeps
   // serving meanwhile. A dead member would hold the launcher's fence
@@ -468,8 +465,8 @@ bool Runtime::quiesce() {
   unbind_current_thread();
   try {
     for (int round = 0;; ++round) {
-      const std::size_t modules = module_count_.load(std::memory_order_acquire);
-      flush_all(modules);
+      const std::size_t layers = layer_count_.load(std::memory_order_acquire);
+      flush_all(layers);
       // A launcher that tolerates failures may complete the fence without a
       // dead member, so failures are checked after it too, and while draining
       // (a worker towards a dead peer can stay busy for ever).
@@ -503,7 +500,7 @@ bool Runtime::quiesce() {
             ran += n;
             idle = active ? 0 : idle + 1;
           }
-          for (std::size_t m = 0; m < modules; ++m) unsettled = unsettled || !module_list_[m].load()->settled(s);
+          for (std::size_t m = 0; m < layers; ++m) unsettled = unsettled || !layer_list_[m].load()->settled(s);
         });
       if (gave_up) return quiesce_survivors();
       // A call still waiting on the network (its argument read from a
@@ -579,9 +576,9 @@ bool Runtime::quiesce_survivors() {
       }
     }
   };
-  const std::size_t modules = module_count_.load(std::memory_order_acquire);
+  const std::size_t layers = layer_count_.load(std::memory_order_acquire);
   for (std::uint64_t round = 1; round <= 1000; ++round) {
-    flush_all(modules);
+    flush_all(layers);
     tell(false, round, false);
     std::uint64_t ran = 0;
     survivors_reach(survivor_flushed_, round, ran);  // what they sent us before their note has landed
@@ -600,7 +597,7 @@ bool Runtime::quiesce_survivors() {
           ran += n;
           idle = active ? 0 : idle + 1;
         }
-        for (std::size_t m = 0; m < modules; ++m) unsettled = unsettled || !module_list_[m].load()->settled(s);
+        for (std::size_t m = 0; m < layers; ++m) unsettled = unsettled || !layer_list_[m].load()->settled(s);
       });
     // Every survivor decides from the same votes. A call whose argument is
     // still being read keeps the rounds going, for a while: one read from a
@@ -612,25 +609,6 @@ bool Runtime::quiesce_survivors() {
   }
   std::fprintf(stderr, "rdmx: teardown: calls still running after 1000 rounds; giving up on them\n");
   return false;
-}
-
-Module* Runtime::find_module(const void* key) {
-  std::lock_guard lock(modules_mutex_);
-  for (auto& [k, m] : modules_)
-    if (k == key) return m.get();
-  return nullptr;
-}
-
-Module& Runtime::add_module(const void* key, const std::function<std::unique_ptr<Module>()>& make) {
-  std::lock_guard lock(modules_mutex_);
-  for (auto& [k, m] : modules_)
-    if (k == key) return *m;
-  const std::size_t n = module_count_.load(std::memory_order_relaxed);
-  if (n == max_modules) throw Error(Errc::invalid_argument, "rdmx: too many fabric modules");
-  modules_.emplace_back(key, make());
-  module_list_[n].store(modules_.back().second.get(), std::memory_order_relaxed);
-  module_count_.store(n + 1, std::memory_order_release);
-  return *modules_.back().second;
 }
 
 void Runtime::shutdown() {
@@ -662,8 +640,8 @@ void Runtime::shutdown() {
 
 Runtime::~Runtime() {
   shutdown();
-  module_count_.store(0, std::memory_order_release);
-  modules_.clear();  // before the contexts and arenas their state lives in
+  layer_count_.store(0, std::memory_order_release);
+  layers_.clear();  // before the contexts and arenas their state lives in
   contexts_.clear();
   if (current_ == this) current_ = nullptr;
 }
@@ -696,8 +674,8 @@ void Runtime::peer_failed(std::uint32_t process, const std::string& why) {
     failures_[process] = why;
   }
   pending_.fail_process(process, why);
-  const std::size_t count = module_count_.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < count; ++i) module_list_[i].load(std::memory_order_relaxed)->process_failed(process, why);
+  const std::size_t count = layer_count_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < count; ++i) layer_list_[i].load(std::memory_order_relaxed)->process_failed(process, why);
 }
 
 std::string Runtime::failure_of(std::uint32_t process) const {

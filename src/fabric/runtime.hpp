@@ -24,7 +24,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/collective.hpp"
 #include "rdmx/fabric/job.hpp"
-#include "rdmx/invoke/detail/lane.hpp"
+#include "rdmx/fabric/layer.hpp"
 #include "rdmx/memory/arena.hpp"
 #include "rdmx/transfer/context.hpp"
 #include "rdmx/transfer/endpoint.hpp"
@@ -151,28 +151,6 @@ class Collectives {
 };
 }  // namespace detail
 
-// A layer above the fabric (invoke, ...) that keeps per-process state. The
-// fabric polls it whenever a worker thread progresses, so waiting on anything
-// in rdmx also serves that layer's traffic, and lets it finish at teardown.
-class Module {
- public:
-  virtual ~Module() = default;
-  // The thread bound to worker `slot` progresses: handle what arrived for
-  // it; returns how many calls ran.
-  virtual std::size_t poll(std::uint32_t slot) = 0;
-  // Teardown, on behalf of `slot`: make everything it sent visible to peers.
-  virtual void flush(std::uint32_t slot) = 0;
-  // Teardown: false while something `slot` received still waits on the
-  // network before it can run (a call whose argument is being read from its
-  // caller). A drain that found nothing to run is not the end then.
-  virtual bool settled(std::uint32_t slot) const = 0;
-  // `process` failed (`why` names it). Called once per process, from
-  // whichever thread learnt it, after the fabric failed its own waits on it:
-  // the layer fails what it waits for from that process, so that nothing
-  // waits on a dead process for ever.
-  virtual void process_failed(std::uint32_t process, const std::string& why) = 0;
-};
-
 class ThreadContext {
  public:
   ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Worker::Sharing sharing);
@@ -215,11 +193,10 @@ class ThreadContext {
   std::mutex driver;
   // Receive without executing (the service thread standing in for an idle thread).
   bool receive_only() { return worker_.progress(); }
-  // The invoke layer's state for this worker thread (invoke/module.hpp), set on first use.
-  void* invoke = nullptr;
-  // Its inlined call path (invoke/detail/lane.hpp): kept here, with the
-  // slot, so it follows whichever OS thread acts as this worker.
-  invoke::detail::Lane lane;
+  // The layers' words for this worker (fabric::acting_word): kept with the
+  // worker, so they follow whichever OS thread acts as it.
+  static constexpr std::size_t max_layer_words = 16;
+  std::array<void*, max_layer_words> layer_words{};
 
  private:
   static ucs_status_t on_call(void* arg, const void* header, std::size_t header_length, void* data,
@@ -254,10 +231,10 @@ extern thread_local ThreadContext* current_context;
 // its own context, which its waits inside that worker's calls keep going.
 extern thread_local ThreadContext* stand_in_home;
 
-// The only way current_context changes: the invoke layer's lane follows it.
+// The only way current_context changes: the layers' words follow it.
 inline void set_current_context(ThreadContext* c) noexcept {
   current_context = c;
-  invoke::detail::current_lane = c != nullptr ? &c->lane : nullptr;
+  detail::acting_words = c != nullptr ? c->layer_words.data() : nullptr;
   // RDMX_PROGRESS=block: an idle wait sleeps on this context's UCX worker.
   Backoff::set_sleeper(c == nullptr ? Sleeper{nullptr, nullptr}
                                     : Sleeper{[](void* w, int ms) { return static_cast<transfer::Worker*>(w)->wait(ms); },
@@ -307,18 +284,13 @@ class Runtime {
   void report_dropped(const CallHeader& header, const std::string& why);
 
   Bootstrap& bootstrap() { return *bootstrap_; }
-  // The process's instance of module M, created on first use (any thread).
-  template <class M>
-  M& module() {
-    static const char key = 0;
-    if (Module* m = find_module(&key)) return static_cast<M&>(*m);
-    return static_cast<M&>(add_module(&key, [this] { return std::unique_ptr<Module>(new M(*this)); }));
-  }
-  // Poll every module for worker `slot` (from ThreadContext::poll).
-  std::size_t poll_modules(std::uint32_t slot) {
+  // The layer registered under `key` (fabric::layer), made by `make` on first use.
+  Layer& layer(const void* key, const std::function<std::unique_ptr<Layer>()>& make);
+  // Poll every layer for worker `slot` (from ThreadContext::poll).
+  std::size_t poll_layers(std::uint32_t slot) {
     std::size_t n = 0;
-    const std::size_t count = module_count_.load(std::memory_order_acquire);
-    for (std::size_t i = 0; i < count; ++i) n += module_list_[i].load(std::memory_order_relaxed)->poll(slot);
+    const std::size_t count = layer_count_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < count; ++i) n += layer_list_[i].load(std::memory_order_relaxed)->poll(slot);
     return n;
   }
   // Arenas by NUMA node (-1: no binding), created on first use.
@@ -363,8 +335,6 @@ class Runtime {
   void helper_loop(std::uint32_t slot);
   void stop_helpers();
   void watch_local_peers();
-  Module* find_module(const void* key);
-  Module& add_module(const void* key, const std::function<std::unique_ptr<Module>()>& make);
   // Teardown: rounds of flush, fence, drain until no process ran anything;
   // false when a process failed on the way.
   bool quiesce();
@@ -374,8 +344,8 @@ class Runtime {
   bool quiesce_survivors();
   // Runs `what` as worker `slot` (its context bound, its driver held).
   void drive(std::uint32_t slot, const std::function<void(ThreadContext&)>& what);
-  // Every worker's sends and its modules' pending calls, made visible to peers.
-  void flush_all(std::size_t modules);
+  // Every worker's sends and its layers' pending calls, made visible to peers.
+  void flush_all(std::size_t layers);
   // Waits, serving (adds what ran to `served`), until every live process
   // has noted `round` in `marks`; returns whether any noted it busy.
   bool survivors_reach(const std::unique_ptr<std::atomic<std::uint64_t>[]>& marks, std::uint64_t round,
@@ -408,12 +378,13 @@ class Runtime {
   std::vector<std::vector<int>> thread_cpus_;   // the core (its CPUs) each worker thread is pinned to
   cpu_set_t main_affinity_;                     // the constructing thread's affinity before the Job
   bool main_affinity_saved_ = false;
-  std::mutex modules_mutex_;
-  std::vector<std::pair<const void*, std::unique_ptr<Module>>> modules_;
-  // Lock-free view for poll(): slots are published once, never removed.
-  static constexpr std::size_t max_modules = 8;
-  std::array<std::atomic<Module*>, max_modules> module_list_{};
-  std::atomic<std::size_t> module_count_{0};
+  std::mutex layers_mutex_;  // making a layer
+  std::vector<std::unique_ptr<Layer>> layers_;
+  // Lock-free view for lookups and poll(): entries are published once, never removed.
+  static constexpr std::size_t max_layers = 8;
+  std::array<std::atomic<const void*>, max_layers> layer_keys_{};
+  std::array<std::atomic<Layer*>, max_layers> layer_list_{};
+  std::atomic<std::size_t> layer_count_{0};
   std::thread service_thread_;
   std::vector<std::thread> helper_threads_;
   std::atomic<bool> stop_helpers_{false};

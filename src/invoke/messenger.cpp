@@ -128,7 +128,7 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
           r.chunks[i] = b.locator(rt.rank());
           r.chunks[i].length = chunk_size;
         }
-        rt.module<Module>().slot(dest_thread).announce(std::move(a));
+        fabric::layer<Module>().slot(dest_thread).announce(std::move(a));
         r.ok = 1;
         r.count = n;
       } catch (const std::exception& e) {

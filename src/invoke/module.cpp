@@ -49,7 +49,7 @@ std::uint64_t* WordSlots::next(transfer::Transmitter& tx, std::uint32_t process)
 // ---- SlotState ----
 
 SlotState::SlotState(Module& module, fabric::Runtime& rt, std::uint32_t slot, const MessengerOptions& opts)
-    : runtime(rt), self{rt.rank(), slot}, lane(rt.context(slot).lane), options(opts), module_(module),
+    : runtime(rt), self{rt.rank(), slot}, options(opts), module_(module),
       failures_handled_(rt.size(), false) {
   messengers_.resize(std::size_t{rt.size()} * rt.workers());
 }
@@ -211,7 +211,8 @@ void SlotState::publish_all() {
 
 // ---- Module ----
 
-Module::Module(fabric::Runtime& rt) : runtime_(rt), options_(MessengerOptions::from_env()) {
+Module::Module(Job& job) : runtime_(job.impl().runtime), options_(MessengerOptions::from_env()) {
+  fabric::Runtime& rt = runtime_;
   for (std::uint32_t s = 0; s < rt.workers(); ++s) slots_.push_back(std::make_unique<SlotState>(*this, rt, s, options_));
   // Worker w's calls go to helper w mod H, always the same one: a channel is
   // only ever consumed by one thread, so no consumer-side state is shared.
@@ -238,15 +239,17 @@ std::string Module::failure_of(std::uint32_t process) const {
 }
 
 SlotState& Module::current() {
+  void** word = fabric::acting_word<SlotState>();
+  if (word != nullptr && *word != nullptr) [[likely]]
+    return *static_cast<SlotState*>(*word);
   fabric::ThreadContext* c = fabric::current_context;
-  if (c != nullptr && c->invoke != nullptr) [[likely]]
-    return *static_cast<SlotState*>(c->invoke);
   if (c == nullptr || c->id().is_service())
     throw Error(Errc::invalid_argument,
                 "one-sided calls are made by worker threads (Job::run); other threads use the send-based rdmx::call");
-  auto& m = Job::current().impl().runtime.module<Module>();
-  c->invoke = &m.slot(c->id().thread);
-  return *static_cast<SlotState*>(c->invoke);
+  SlotState& slot = fabric::layer<Module>().slot(c->id().thread);
+  *word = &slot;
+  *fabric::acting_word<detail::Lane>() = &slot.lane;
+  return slot;
 }
 
 namespace detail {

@@ -284,7 +284,7 @@ class SlotState {
 
   fabric::Runtime& runtime;
   ThreadId self;
-  detail::Lane& lane;  // this worker's (its ThreadContext's)
+  detail::Lane lane;  // this worker's inlined call path (acting_word<Lane>)
   const MessengerOptions& options;
   // Aggregator shutdowns counted for this thread, by phase (a helper may count).
   void count_shutdown(std::uint64_t phase) {
@@ -337,9 +337,9 @@ class SlotState {
   std::vector<SlotState*> serves_;  // a helper: the workers it consumes for
 };
 
-class Module final : public fabric::Module {
+class Module final : public fabric::Layer {
  public:
-  explicit Module(fabric::Runtime& runtime);
+  explicit Module(Job& job);
   std::size_t poll(std::uint32_t slot) override;
   void flush(std::uint32_t slot) override;
   bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }

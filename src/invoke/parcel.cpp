@@ -171,10 +171,10 @@ class Slot {
   std::unordered_map<std::uint64_t, std::unique_ptr<transfer::Transmitter>> thread_transmitters_;
 };
 
-class ParcelModule final : public fabric::Module {
+class ParcelModule final : public fabric::Layer {
  public:
+  explicit ParcelModule(Job& job);
   explicit ParcelModule(fabric::Runtime& rt);
-  ~ParcelModule() override;
   std::size_t poll(std::uint32_t slot) override { return slots_[slot]->poll(); }
   void flush(std::uint32_t) override {}  // parcels travel as one-sided calls: invoke's flush publishes them
   bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
@@ -200,7 +200,8 @@ class ParcelModule final : public fabric::Module {
   std::uint32_t rank_;
 };
 
-std::atomic<ParcelModule*> the_module{nullptr};
+ParcelModule::ParcelModule(Job& job)
+    : ParcelModule(job.impl().runtime) {}
 
 ParcelModule::ParcelModule(fabric::Runtime& rt)
     : registrations(rt.context()),
@@ -221,7 +222,6 @@ ParcelModule::ParcelModule(fabric::Runtime& rt)
   // their destination thread runs itself.
   if (rt.helpers() != 0) forced_ = no;
   for (std::uint32_t t = 0; t < rt.workers(); ++t) slots_.push_back(std::make_unique<Slot>(rt, *this, t));
-  the_module.store(this, std::memory_order_release);
 }
 
 bool ParcelModule::one_sided(std::uint32_t process) {
@@ -236,18 +236,16 @@ bool ParcelModule::one_sided(std::uint32_t process) {
   return c == yes;
 }
 
-ParcelModule::~ParcelModule() { the_module.store(nullptr, std::memory_order_release); }
-
 Slot& current_slot() {
   fabric::ThreadContext* c = fabric::current_context;
   if (c == nullptr || c->id().is_service()) [[unlikely]]
     throw Error(Errc::invalid_argument,
                 "rdmx::async, post and async_cb are called from worker threads (inside Job::run or on the thread that "
                 "made the Job); other threads can use the send-based rdmx::call");
-  ParcelModule* m = the_module.load(std::memory_order_acquire);
-  if (m == nullptr) [[unlikely]]
-    m = &Job::current().impl().runtime.module<ParcelModule>();
-  return m->slot(c->id().thread);
+  void** word = fabric::acting_word<Slot>();
+  if (*word == nullptr) [[unlikely]]
+    *word = &fabric::layer<ParcelModule>().slot(c->id().thread);
+  return *static_cast<Slot*>(*word);
 }
 
 void on_message(const Header& h, std::span<std::byte> data);

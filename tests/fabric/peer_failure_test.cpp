@@ -10,6 +10,7 @@
 
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/layer.hpp"
 #include "rdmx/fabric/rma.hpp"
 
 using namespace rdmx;
@@ -17,6 +18,19 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 std::atomic<bool> released{false};
+
+// A layer above the fabric learns of the death too (once), so it can fail
+// what it waits for.
+std::atomic<int> failed_reports{0};
+std::atomic<std::uint32_t> failed_process{~0u};
+class Watcher final : public fabric::Layer {
+ public:
+  explicit Watcher(Job&) {}
+  void process_failed(std::uint32_t process, const std::string&) override {
+    failed_process.store(process);
+    failed_reports.fetch_add(1);
+  }
+};
 
 int fail(const char* what) {
   std::fprintf(stderr, "peer_failure_test: FAILED: %s\n", what);
@@ -30,6 +44,7 @@ int main(int argc, char** argv) {
   // Memory in the victim, to check one-sided operations fail too.
   RemoteLocator victim_memory{};
   if (job.rank() == 0) victim_memory = allocate_remote(1, 64);
+  fabric::layer<Watcher>();
   job.barrier();
 
   if (job.rank() == 1) {
@@ -78,6 +93,7 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     if (e.code() != Errc::peer_failed) return fail(e.what());
   }
+  if (failed_reports.load() != 1 || failed_process.load() != 1) return fail("a layer was not told once that process 1 failed");
   // Everyone else is still reachable.
   for (std::uint32_t p = 2; p < job.size(); ++p) {
     Synchronizer sync;

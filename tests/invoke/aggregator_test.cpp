@@ -79,7 +79,7 @@ TEST(Aggregator, ThreePhasesEndOneAfterAnother) {
     const std::uint32_t self = global(me);
     for (std::uint64_t k = 0; k < phases; ++k) {
       // The first phase number is set, the next ones follow from it.
-      Aggregator agg(Aggregation::ovfl, {4096, 64, k == 0 ? 1000 : 0});
+      Aggregator agg(Aggregation::ovfl, {4096, 64, k == 0 ? std::uint64_t{1000} : std::uint64_t{0}});
       EXPECT_EQ(agg.phase(), 1000 + k);
       for (std::uint32_t to = 0; to < total; ++to)
         for (std::uint64_t i = 0; i < calls(self, to, k); ++i)

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "rdmx/fabric/identity.hpp"
+#include "rdmx/fabric/layer.hpp"
 
 namespace rdmx::invoke::detail {
 
@@ -37,17 +38,20 @@ inline std::uint8_t record_check(const RecordHeader& h) noexcept {
   return static_cast<std::uint8_t>(x ^ 0xa5);
 }
 
-// Owned by the worker slot (one per ThreadContext, whichever OS thread acts
-// as it), so no pointer in it outlives the messenger that opened it.
+// Owned by the worker's invoke state (whichever OS thread acts as it), so no
+// pointer in it outlives the messenger that opened it.
 struct Lane {
   std::uint64_t dest = ~std::uint64_t{0};  // (process << 32 | thread) of the open chunk's receiver
   std::uintptr_t at = 0, limit = 0;         // free bytes of that chunk before the next publish
   void* holder = nullptr;                   // the Messenger that opened it
 };
 
-// The acting worker slot's lane; nullptr on threads that are not acting as
-// a worker (set together with the fabric's current context).
-extern thread_local constinit Lane* current_lane;
+// The lane of the worker the calling thread acts as, if its messengers have
+// opened one: the worker's fabric::acting_word<Lane>.
+inline Lane* acting_lane() noexcept {
+  void** word = fabric::acting_word<Lane>();
+  return word == nullptr ? nullptr : static_cast<Lane*>(*word);
+}
 
 inline std::uint64_t lane_key(ThreadId t) noexcept { return std::uint64_t{t.process} << 32 | t.thread; }
 
@@ -58,7 +62,7 @@ inline bool write_in_lane(ThreadId dest, std::uint64_t function, const F& func) 
     return false;
   } else {
     constexpr std::size_t size = sizeof(RecordHeader) + (sizeof(F) + record_align - 1) / record_align * record_align;
-    Lane* lane = current_lane;
+    Lane* lane = acting_lane();
     if (lane == nullptr || lane->dest != lane_key(dest) || lane->limit - lane->at < size) return false;
     RecordHeader h{function, static_cast<std::uint32_t>(size), static_cast<std::uint16_t>(sizeof(F)), kind_call, 0};
     h.check = record_check(h);
