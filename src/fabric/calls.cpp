@@ -271,7 +271,7 @@ namespace {
 // Count the call on its Synchronizer and, for Notify::consumed, register the
 // reply(ies) it waits for; undo both if sending throws.
 void issue(const Outgoing& c, ThreadId destination, CallKind kind, std::uint32_t reply_process, std::int64_t replies) {
-  Runtime& rt = Job::current().impl().runtime;
+  Runtime& rt = Runtime::current();
   ThreadContext& ctx = rt.calling_context();
   std::uint64_t token = 0;
   if (c.sync != nullptr) {
@@ -304,12 +304,12 @@ void issue(const Outgoing& c, ThreadId destination, CallKind kind, std::uint32_t
 }  // namespace
 
 void send_call(const Outgoing& c) {
-  Job::current().impl().runtime.validate(c.destination);
+  Runtime::current().validate(c.destination);
   issue(c, c.destination, c.kind, c.destination.process, 1);
 }
 
 void broadcast_call(const Outgoing& c) {
-  Runtime& rt = Job::current().impl().runtime;
+  Runtime& rt = Runtime::current();
   // The root of the tree is this process's service thread; every worker
   // thread of the job acknowledges.
   issue(c, ThreadId{rt.rank(), service_thread}, CallKind::broadcast, ~0u, std::int64_t{rt.size()} * rt.threads());

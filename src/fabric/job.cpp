@@ -921,6 +921,10 @@ Job::~Job() {
 
 bool Job::oversubscribed() const noexcept { return impl_->runtime.oversubscribed_; }
 
+namespace fabric {
+Runtime& runtime_of(Job& job) noexcept { return job.impl_->runtime; }
+}  // namespace fabric
+
 Job& Job::current() {
   if (current_job == nullptr) throw Error(Errc::invalid_argument, "no rdmx::Job exists in this process (create one in main)");
   return *current_job;
@@ -1002,11 +1006,11 @@ void Job::barrier() {
   auto& rt = impl_->runtime;
   const std::uint64_t epoch = ++rt.barrier_epoch;
   call(ThreadId{0, service_thread}, [epoch] {
-    auto& r = Job::current().impl().runtime;
+    auto& r = fabric::Runtime::current();
     if (r.barrier_arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == epoch * r.size())
       for (std::uint32_t p = 0; p < r.size(); ++p)
         call(ThreadId{p, service_thread}, [epoch] {
-          Job::current().impl().runtime.barrier_released.store(epoch, std::memory_order_release);
+          fabric::Runtime::current().barrier_released.store(epoch, std::memory_order_release);
         });
   });
   Backoff backoff;

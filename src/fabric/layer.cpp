@@ -29,7 +29,7 @@ std::size_t word_index(const void* key) {
 }
 
 Layer& layer(Job& job, const void* key, std::unique_ptr<Layer> (*make)(Job&)) {
-  return job.impl().runtime.layer(key, [&] { return make(job); });
+  return fabric::runtime_of(job).layer(key, [&] { return make(job); });
 }
 
 }  // namespace detail

@@ -10,7 +10,7 @@
 namespace rdmx {
 namespace {
 
-fabric::Runtime& runtime() { return Job::current().impl().runtime; }
+fabric::Runtime& runtime() { return fabric::Runtime::current(); }
 
 // What a process tells others about one of its regions.
 struct RegionInfo {
@@ -48,7 +48,7 @@ void check_access(const RemoteLocator& where, const char* what) {
   } else {
     Synchronizer sync;
     call_return(ThreadId{where.process, service_thread}, [region, offset, length]() -> std::uint32_t {
-      return Job::current().impl().runtime.access_allowed(region, offset, length) ? 1u : 0u;
+      return fabric::Runtime::current().access_allowed(region, offset, length) ? 1u : 0u;
     }, &allowed, sync);
     sync.wait();
   }
@@ -117,7 +117,7 @@ RemoteLocator allocate_remote(std::uint32_t process, std::size_t bytes, std::opt
   call_return(ThreadId{process, service_thread}, [bytes, near_thread] {
     Allocation out{};
     try {
-      fabric::Runtime& r = Job::current().impl().runtime;
+      fabric::Runtime& r = fabric::Runtime::current();
       memory::Block block = r.arena_for(r.numa_node_of(near_thread)).allocate_chunk(bytes);
       std::memset(block.data, 0, bytes);  // like calloc: recycled arena memory holds old data
       r.remember_allocation(block);
@@ -141,7 +141,7 @@ void free_remote(const RemoteLocator& memory) {
   Synchronizer sync;
   const RemoteLocator where = memory;
   call_return(ThreadId{memory.process, service_thread}, [where]() -> std::uint32_t {
-    return Job::current().impl().runtime.forget_allocation(where) ? 1u : 0u;
+    return fabric::Runtime::current().forget_allocation(where) ? 1u : 0u;
   }, &ok, sync);
   sync.wait();
   if (ok == 0)

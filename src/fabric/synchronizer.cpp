@@ -42,7 +42,7 @@ void Synchronizer::check_rdma_answerers() {
   std::uint64_t mask = rdma_answerers_.load(std::memory_order_relaxed);
   const bool more = has_more_rdma_answerers_.load(std::memory_order_acquire);
   if (mask == 0 && !more) return;
-  auto& rt = Job::current().impl().runtime;
+  auto& rt = fabric::Runtime::current();
   auto check = [&](std::uint32_t p) {
     if (!rt.process_failed(p)) return;
     std::string why = rt.failure_of(p) + " (it owed this Synchronizer answers by RDMA atomic)";

@@ -141,7 +141,7 @@ bool Channel::read_ready(const std::byte* record, const wire::RecordHeader& h) {
   if (h.size < at + sizeof(wire::RemoteBuffer)) return true;  // execute reports it
   wire::RemoteBuffer rb;
   std::memcpy(&rb, record + at, sizeof rb);
-  if (rb.how == wire::buffer_written || rb.length > Job::current().impl().runtime.max_message()) return true;
+  if (rb.how == wire::buffer_written || rb.length > fabric::Runtime::current().max_message()) return true;
   read_.active = true;
   read_.length = rb.length;
   read_.data.resize(rb.length);
@@ -241,7 +241,7 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::u
     return {fetched.data(), fetched.size()};
   }
   // Read from the caller's memory (synchronously: this thread progresses meanwhile).
-  if (rb.length > Job::current().impl().runtime.max_message())
+  if (rb.length > fabric::Runtime::current().max_message())
     throw Error(Errc::message_too_large, "a buffer of " + std::to_string(rb.length) + " bytes exceeds RDMX_MAX_MESSAGE");
   fetched.resize(rb.length);
   if (rb.length != 0) {

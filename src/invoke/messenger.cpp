@@ -114,7 +114,7 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
     call_return(ThreadId{dest_.process, service_thread}, [=] {
       SetupReply r;
       try {
-        fabric::Runtime& rt = Job::current().impl().runtime;
+        fabric::Runtime& rt = fabric::Runtime::current();
         memory::Arena& arena = rt.arena_for(rt.numa_node_of(dest_thread));
         Announcement a{source, announce_channel, feedback, {}};
         for (std::uint32_t i = 0; i < n; ++i) {

@@ -211,7 +211,7 @@ void SlotState::publish_all() {
 
 // ---- Module ----
 
-Module::Module(Job& job) : runtime_(job.impl().runtime), options_(MessengerOptions::from_env()) {
+Module::Module(Job& job) : runtime_(fabric::runtime_of(job)), options_(MessengerOptions::from_env()) {
   fabric::Runtime& rt = runtime_;
   for (std::uint32_t s = 0; s < rt.workers(); ++s) slots_.push_back(std::make_unique<SlotState>(*this, rt, s, options_));
   // Worker w's calls go to helper w mod H, always the same one: a channel is

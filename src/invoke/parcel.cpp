@@ -201,7 +201,7 @@ class ParcelModule final : public fabric::Layer {
 };
 
 ParcelModule::ParcelModule(Job& job)
-    : ParcelModule(job.impl().runtime) {}
+    : ParcelModule(fabric::runtime_of(job)) {}
 
 ParcelModule::ParcelModule(fabric::Runtime& rt)
     : registrations(rt.context()),

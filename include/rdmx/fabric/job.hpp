@@ -17,6 +17,7 @@
 #include "rdmx/fabric/identity.hpp"
 
 namespace rdmx {
+class Job;
 namespace transfer {
 class Context;
 }
@@ -25,6 +26,8 @@ class Arena;
 }
 namespace fabric {
 class ThreadContext;
+class Runtime;
+Runtime& runtime_of(Job& job) noexcept;  // the fabric's, for the layers built with it
 }
 
 // What happens when a worker thread lets an exception escape Job::run.
@@ -113,9 +116,9 @@ class Job {
   memory::Arena& arena();
 
   struct Impl;
-  Impl& impl() noexcept { return *impl_; }
 
  private:
+  friend fabric::Runtime& fabric::runtime_of(Job& job) noexcept;
   std::unique_ptr<Impl> impl_;
 };
 
