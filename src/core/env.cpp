@@ -1,4 +1,5 @@
 #include "rdmx/core/env.hpp"
+#include "rdmx/core/log.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -37,6 +38,8 @@ constexpr Variable table[] = {
     {"RDMX_EAGER_ENDPOINTS", nullptr, Kind::flag, 0, 1, nullptr, "0", "create every endpoint at start-up"},
     {"RDMX_SERVE_IDLE", nullptr, Kind::flag, 0, 1, nullptr, "0",
      "the service thread runs worker threads' calls outside Job::run"},
+    {"RDMX_LOG", nullptr, Kind::choice, 0, 0, "error|warn|info|debug|off", "warn",
+     "which diagnostics rdmx writes to standard error"},
     {"RDMX_CHECK_ACCESS", nullptr, Kind::flag, 0, 1, nullptr, "0",
      "debug: every rdmx::put, get and atomic asks the owner whether its locator lies inside one allocation"},
     {"RDMX_MAX_MESSAGE", nullptr, Kind::size, 1, TiB, nullptr, "1G", "largest call_buffer payload"},
@@ -293,7 +296,7 @@ void check_environment() {
         nearest = &v;
       }
     }
-    std::fprintf(stderr, "rdmx: warning: %s is set but is not an rdmx setting%s%s%s (see the table in README.md)\n",
+    rdmx::log(rdmx::LogLevel::warn, "warning: %s is set but is not an rdmx setting%s%s%s (see the table in README.md)\n",
                  name.c_str(), nearest ? " (did you mean " : "", nearest ? nearest->name : "", nearest ? "?)" : "");
   }
 }

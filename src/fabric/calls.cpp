@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "rdmx/core/log.hpp"
 #include "rdmx/transfer/status.hpp"
 #include "causality.hpp"
 #include "runtime.hpp"
@@ -102,7 +103,7 @@ void PendingReplies::complete(std::uint64_t token, const Error* failure, std::sp
     std::uint32_t index = static_cast<std::uint32_t>(token);
     std::uint32_t generation = static_cast<std::uint32_t>(token >> 32);
     if (index >= entries_.size() || !entries_[index].used || entries_[index].generation != generation) {
-      std::fprintf(stderr, "rdmx: ignoring a reply with an unknown token %#llx\n", static_cast<unsigned long long>(token));
+      rdmx::log(rdmx::LogLevel::warn, "ignoring a reply with an unknown token %#llx\n", static_cast<unsigned long long>(token));
       return;
     }
     Entry& e = entries_[index];
@@ -236,7 +237,7 @@ void ThreadContext::send_reply(ThreadId destination, std::uint64_t token, const 
   try {
     ep = &endpoint(destination.process, runtime_.slot_of(destination.thread));
   } catch (const Error& e) {
-    std::fprintf(stderr, "rdmx: %s: cannot reply to %s: %s\n", to_string(id_).c_str(), to_string(destination).c_str(), e.what());
+    rdmx::log(rdmx::LogLevel::error, "%s: cannot reply to %s: %s\n", to_string(id_).c_str(), to_string(destination).c_str(), e.what());
     return;
   }
   auto record = take_send_buffer();
@@ -261,7 +262,7 @@ void ThreadContext::send_reply(ThreadId destination, std::uint64_t token, const 
   } else {
     send_pool.give(std::move(record));
     if (UCS_PTR_IS_ERR(request))
-      std::fprintf(stderr, "rdmx: reply to %s failed: %s\n", to_string(destination).c_str(),
+      rdmx::log(rdmx::LogLevel::error, "reply to %s failed: %s\n", to_string(destination).c_str(),
                    ucs_status_string(UCS_PTR_STATUS(request)));
   }
 }
@@ -380,7 +381,7 @@ ucs_status_t ThreadContext::on_reply(void* arg, const void* header, std::size_t 
   auto* self = static_cast<ThreadContext*>(arg);
   ReplyHeader h{};
   if (header_length != sizeof h) {
-    std::fprintf(stderr, "rdmx: %s: dropping a malformed reply\n", to_string(self->id_).c_str());
+    rdmx::log(rdmx::LogLevel::error, "%s: dropping a malformed reply\n", to_string(self->id_).c_str());
     return UCS_OK;
   }
   std::memcpy(&h, header, sizeof h);

@@ -1,3 +1,4 @@
+#include "rdmx/core/log.hpp"
 #include "rdmx/fabric/job.hpp"
 
 #include <hwloc.h>
@@ -208,7 +209,7 @@ void ThreadContext::flush(const std::function<void()>& also) {
       ++unfinished;
   }
   if (unfinished != 0)
-    std::fprintf(stderr, "rdmx: %s: gave up flushing %zu endpoints after 5 s\n", rdmx::to_string(id_).c_str(), unfinished);
+    rdmx::log(rdmx::LogLevel::warn, "%s: gave up flushing %zu endpoints after 5 s\n", rdmx::to_string(id_).c_str(), unfinished);
 }
 
 // ---- Runtime ----
@@ -411,7 +412,7 @@ void Runtime::helper_loop(std::uint32_t slot) {
     try {
       active = ctx.poll(nullptr);
     } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, the helper goes on
-      std::fprintf(stderr, "rdmx: process %u, helper thread %u: %s\n", rank_, slot - threads_, e.what());
+      rdmx::log(rdmx::LogLevel::error, "process %u, helper thread %u: %s\n", rank_, slot - threads_, e.what());
     }
     backoff(active);
   }
@@ -495,7 +496,7 @@ bool Runtime::quiesce() {
             try {
               active = c.poll(&n);
             } catch (const Error& e) {  // e.g. a corrupted channel: reported, the rest still drains
-              std::fprintf(stderr, "rdmx: teardown: %s\n", e.what());
+              rdmx::log(rdmx::LogLevel::warn, "teardown: %s\n", e.what());
             }
             ran += n;
             idle = active ? 0 : idle + 1;
@@ -520,13 +521,13 @@ bool Runtime::quiesce() {
       for (const auto& v : votes) any = any || v.at(0) != std::byte{0};
       if (!any) return true;
       if (round == 1000) {
-        std::fprintf(stderr, "rdmx: teardown: calls still running after %d rounds; giving up on them\n", round);
+        rdmx::log(rdmx::LogLevel::warn, "teardown: calls still running after %d rounds; giving up on them\n", round);
         return true;
       }
     }
   } catch (const Error& e) {
     if (any_failed()) return quiesce_survivors();  // the launcher's collectives fail with a dead member
-    std::fprintf(stderr, "rdmx: teardown collective failed: %s\n", e.what());
+    rdmx::log(rdmx::LogLevel::warn, "teardown collective failed: %s\n", e.what());
   }
   return false;
 }
@@ -564,7 +565,7 @@ bool Runtime::quiesce_survivors() {
   // (what they sent us has landed then), drain, vote, wait for the votes.
   // The notes are send-based calls to the service threads, which keep
   // running; a process that fails meanwhile drops out of the waits.
-  std::fprintf(stderr, "rdmx: process %u: leaving with the processes still alive\n", rank_);
+  rdmx::log(rdmx::LogLevel::info, "process %u: leaving with the processes still alive\n", rank_);
   auto tell = [&](bool vote, std::uint64_t round, bool busy) {
     const std::uint32_t me = rank_;
     for (std::uint32_t p = 0; p < size_; ++p) {
@@ -592,7 +593,7 @@ bool Runtime::quiesce_survivors() {
           try {
             active = c.poll(&n);
           } catch (const Error& e) {
-            std::fprintf(stderr, "rdmx: teardown: %s\n", e.what());
+            rdmx::log(rdmx::LogLevel::warn, "teardown: %s\n", e.what());
           }
           ran += n;
           idle = active ? 0 : idle + 1;
@@ -607,7 +608,7 @@ bool Runtime::quiesce_survivors() {
     const bool busy = survivors_reach(survivor_voted_, round, ran) || mine;
     if (!busy) return false;
   }
-  std::fprintf(stderr, "rdmx: teardown: calls still running after 1000 rounds; giving up on them\n");
+  rdmx::log(rdmx::LogLevel::warn, "teardown: calls still running after 1000 rounds; giving up on them\n");
   return false;
 }
 
@@ -667,7 +668,7 @@ ThreadContext& Runtime::calling_context() {
 
 void Runtime::peer_failed(std::uint32_t process, const std::string& why) {
   if (process >= size_ || shutting_down_.load(std::memory_order_acquire) || failed_[process].exchange(true)) return;
-  std::fprintf(stderr, "rdmx: process %u: %s\n", rank_, why.c_str());
+  rdmx::log(rdmx::LogLevel::warn, "process %u: %s\n", rank_, why.c_str());
   {
     std::lock_guard lock(failures_mutex_);
     failures_.resize(size_);
@@ -753,7 +754,7 @@ bool Runtime::forget_allocation(const RemoteLocator& where) {
 }
 
 void Runtime::report_dropped(const CallHeader& header, const std::string& why) {
-  std::fprintf(stderr, "rdmx: process %u dropped a call from %u/%u: %s\n", rank_, header.source_process,
+  rdmx::log(rdmx::LogLevel::error, "process %u dropped a call from %u/%u: %s\n", rank_, header.source_process,
                header.source_thread, why.c_str());
 }
 
@@ -791,7 +792,7 @@ std::size_t Runtime::serve_worker(ThreadContext& ctx, bool* active) {
   try {
     if (ctx.poll(&ran) && active != nullptr) *active = true;
   } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, the caller goes on
-    std::fprintf(stderr, "rdmx: process %u, serving thread %u: %s\n", rank_, ctx.id().thread, e.what());
+    rdmx::log(rdmx::LogLevel::error, "process %u, serving thread %u: %s\n", rank_, ctx.id().thread, e.what());
   }
   stand_in_home = saved_home;
   set_current_context(saved);
@@ -842,7 +843,7 @@ void Runtime::watch_launcher() {
   // again), and a process left spinning in a poll loop would hold a core
   // for ever: end it, whatever its threads are doing.
   if (launcher_pid_ == 0 || getppid() == launcher_pid_) return;
-  std::fprintf(stderr, "rdmx: process %u: the launcher (pid %d) has gone; ending this process\n", rank_,
+  rdmx::log(rdmx::LogLevel::error, "process %u: the launcher (pid %d) has gone; ending this process\n", rank_,
                static_cast<int>(launcher_pid_));
   std::fflush(stderr);
   std::_Exit(1);
@@ -964,9 +965,9 @@ void Job::run(const std::function<void(ThreadId)>& fn) {
       fn(ThreadId{rank(), slot});
     } catch (...) {
       const std::string what = describe_exception(std::current_exception());
-      std::fprintf(stderr, "rdmx: process %u, thread %u: exception escaped Job::run: %s\n", rank(), slot, what.c_str());
+      rdmx::log(rdmx::LogLevel::error, "process %u, thread %u: exception escaped Job::run: %s\n", rank(), slot, what.c_str());
       if (rt.on_thread_exception() == ThreadException::end_process) {
-        std::fprintf(stderr, "rdmx: process %u: ending the process (JobOptions::on_thread_exception)\n", rank());
+        rdmx::log(rdmx::LogLevel::error, "process %u: ending the process (JobOptions::on_thread_exception)\n", rank());
         std::fflush(stderr);
         std::_Exit(1);
       }
@@ -982,7 +983,7 @@ void Job::run(const std::function<void(ThreadId)>& fn) {
       try {
         ran = progress();
       } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, serving goes on
-        std::fprintf(stderr, "rdmx: process %u, thread %u: %s\n", rank(), slot, e.what());
+        rdmx::log(rdmx::LogLevel::error, "process %u, thread %u: %s\n", rank(), slot, e.what());
       }
       backoff(ran != 0);
     }

@@ -1,3 +1,4 @@
+#include "rdmx/core/log.hpp"
 #include "rdmx/invoke/aggregator.hpp"
 
 #include <cstdio>
@@ -28,7 +29,7 @@ Aggregator::~Aggregator() {
     // arrive later leave an entry until a later phase's aggregator goes.)
     invoke::Module::current().forget_shutdowns(phase_);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rdmx: Aggregator shutdown failed: %s\n", e.what());
+    rdmx::log(rdmx::LogLevel::error, "Aggregator shutdown failed: %s\n", e.what());
   }
 }
 

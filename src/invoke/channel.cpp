@@ -9,6 +9,7 @@
 #include "module.hpp"
 #include "tsan.hpp"
 #include "../fabric/causality.hpp"
+#include "rdmx/core/log.hpp"
 #include "rdmx/fabric/function_registry.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/memory/region_table.hpp"
@@ -215,10 +216,10 @@ void Channel::execute_plain(SlotState& runner, const std::byte* record, const wi
   try {
     invoker(in);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rdmx: process %u: a one-sided call from %s threw (nobody waits for it): %s\n", self_.process,
+    rdmx::log(rdmx::LogLevel::error, "process %u: a one-sided call from %s threw (nobody waits for it): %s\n", self_.process,
                  name(source_).c_str(), e.what());
   } catch (...) {
-    std::fprintf(stderr, "rdmx: process %u: a one-sided call from %s threw a non-standard exception (nobody waits for it)\n",
+    rdmx::log(rdmx::LogLevel::error, "process %u: a one-sided call from %s threw a non-standard exception (nobody waits for it)\n",
                  self_.process, name(source_).c_str());
   }
 }
@@ -302,7 +303,7 @@ void Channel::forward_broadcast(SlotState& runner, const wire::RecordHeader& h, 
     if (error.empty()) continue;
     // That child's subtree is not reached: the root hears it for each of them.
     if (forward.sync == 0)
-      std::fprintf(stderr, "rdmx: process %u: a broadcast from %s did not reach the subtree of thread %s: %s\n",
+      rdmx::log(rdmx::LogLevel::error, "process %u: a broadcast from %s did not reach the subtree of thread %s: %s\n",
                    self_.process, name(forward.root).c_str(), name(o.destination).c_str(), error.c_str());
     else
       for (std::uint64_t k = subtree_size(r + step, n); k > 0; --k) notify_caller(forward.root, forward.sync, &error, code);
@@ -472,7 +473,7 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
   }
   if (ext.sync == 0 || notified_early) {
     if (!failure.empty())
-      std::fprintf(stderr, "rdmx: process %u dropped a one-sided call from %s: %s\n", self_.process, name(source_).c_str(),
+      rdmx::log(rdmx::LogLevel::error, "process %u dropped a one-sided call from %s: %s\n", self_.process, name(source_).c_str(),
                    failure.c_str());
     return;
   }

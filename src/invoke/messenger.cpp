@@ -7,6 +7,7 @@
 #include "module.hpp"
 #include "tsan.hpp"
 #include "../fabric/causality.hpp"
+#include "rdmx/core/log.hpp"
 #include "rdmx/core/checked_size.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/memory/arena.hpp"
@@ -88,8 +89,8 @@ void Messenger::setup() {
   // what to do about it: nothing else would tell the program why.
   static std::atomic<bool> told{false};
   if (tx_->endpoint().rma_emulated() && !told.exchange(true))
-    std::fprintf(stderr,
-                 "rdmx: one-sided calls to process %u go over RDMA that UCX emulates (TCP): each waits for that "
+    rdmx::log(rdmx::LogLevel::warn,
+                 "one-sided calls to process %u go over RDMA that UCX emulates (TCP): each waits for that "
                  "process's progress; send-based calls (rdmx::call) and async are much faster there\n",
                  dest_.process);
   feedback_ = arena_of(owner_).allocate_chunk(64);

@@ -7,6 +7,7 @@
 // process-wide pieces are the registration cache for pointer chunks (its
 // own lock, taken only for parcels with pointer chunks) and the registry of
 // actions (read once per action and thread).
+#include "rdmx/core/log.hpp"
 #include "rdmx/invoke/parcel.hpp"
 
 #include <array>
@@ -281,7 +282,7 @@ void on_message(const Header& h, std::span<std::byte> data) {
     else
       slot.deliver(h.token, in);
   } else {
-    std::fprintf(stderr, "rdmx: process %u: a parcel of unknown kind %u from %s was dropped\n", slot.self.process,
+    rdmx::log(rdmx::LogLevel::error, "process %u: a parcel of unknown kind %u from %s was dropped\n", slot.self.process,
                  unsigned{h.kind}, name(source).c_str());
   }
 }
@@ -311,7 +312,7 @@ class RequestResponder final : public Responder {
     if (wants_result()) {
       slot_.send_failure(source(), h_.token, code, text);
     } else {
-      std::fprintf(stderr, "rdmx: process %u: a posted %s from %s failed (nobody waits for it): %s\n", slot_.self.process,
+      rdmx::log(rdmx::LogLevel::error, "process %u: a posted %s from %s failed (nobody waits for it): %s\n", slot_.self.process,
                    action_name(h_.action).c_str(), name(source()).c_str(), text.c_str());
     }
   }
@@ -355,7 +356,7 @@ void Slot::released(std::uint64_t token) {
 void Slot::deliver(std::uint64_t token, const Received& in) {
   Entry* e = find(token);
   if (e == nullptr || !e->awaiting_reply) {
-    std::fprintf(stderr, "rdmx: process %u: a reply from %s matches no parcel of thread %u (dropped)\n", self.process,
+    rdmx::log(rdmx::LogLevel::error, "process %u: a reply from %s matches no parcel of thread %u (dropped)\n", self.process,
                  name(in.source).c_str(), self.thread);
     return;
   }
@@ -458,7 +459,7 @@ void Slot::send_reply(ThreadId to, std::uint64_t caller_token, std::unique_ptr<s
     transmit(module, to, h, message);
   } catch (const Error& e) {
     forget(h.action);
-    std::fprintf(stderr, "rdmx: process %u: a reply to %s could not be sent: %s\n", self.process, name(to).c_str(), e.what());
+    rdmx::log(rdmx::LogLevel::error, "process %u: a reply to %s could not be sent: %s\n", self.process, name(to).c_str(), e.what());
   }
 }
 
@@ -475,7 +476,7 @@ void Slot::send_failure(ThreadId to, std::uint64_t caller_token, Errc code, cons
   try {
     transmit(module, to, h, std::as_bytes(std::span(text.data(), n)));
   } catch (const Error& e) {
-    std::fprintf(stderr, "rdmx: process %u: a failure could not be reported to %s (%s): %s\n", self.process,
+    rdmx::log(rdmx::LogLevel::error, "process %u: a failure could not be reported to %s (%s): %s\n", self.process,
                  name(to).c_str(), e.what(), text.c_str());
   }
 }
@@ -489,7 +490,7 @@ void Slot::send_release(ThreadId to, std::uint64_t token) {
     else
       rdmx::call(to, release);
   } catch (const Error& e) {
-    std::fprintf(stderr, "rdmx: process %u: could not release a parcel of %s: %s\n", self.process, name(to).c_str(), e.what());
+    rdmx::log(rdmx::LogLevel::error, "process %u: could not release a parcel of %s: %s\n", self.process, name(to).c_str(), e.what());
   }
 }
 
@@ -569,7 +570,7 @@ void Slot::fail_pull(const Pull& p, Errc code, const std::string& text) {
     if (h.flags & wants_reply)
       send_failure(source, h.token, code, text);
     else
-      std::fprintf(stderr, "rdmx: process %u: a posted %s was dropped: %s\n", self.process, action_name(h.action).c_str(),
+      rdmx::log(rdmx::LogLevel::error, "process %u: a posted %s was dropped: %s\n", self.process, action_name(h.action).c_str(),
                    text.c_str());
   } else {
     send_release(source, h.action);

@@ -1,4 +1,5 @@
 // Registered memory for RemoteObject: chunks of this process's arena.
+#include "rdmx/core/log.hpp"
 #include "rdmx/invoke/remote_object.hpp"
 
 #include <cstdio>
@@ -20,7 +21,7 @@ void release_registered(const memory::Block& block) noexcept {
   try {
     Job::current().arena().release_chunk(block);
   } catch (const std::exception& e) {  // the job is gone or the block is not the arena's: nothing to give back to
-    std::fprintf(stderr, "rdmx: RemoteObject: %s\n", e.what());
+    rdmx::log(rdmx::LogLevel::error, "RemoteObject: %s\n", e.what());
   }
 }
 
