@@ -231,6 +231,9 @@ extern thread_local ThreadContext* current_context;
 // its own context, which its waits inside that worker's calls keep going.
 extern thread_local ThreadContext* stand_in_home;
 
+// A process that exited, or is a zombie waiting to be reaped, is gone (/proc).
+bool process_alive(std::uint32_t pid);
+
 // The only way current_context changes: the layers' words follow it.
 inline void set_current_context(ThreadContext* c) noexcept {
   current_context = c;

@@ -1,0 +1,162 @@
+// ThreadContext: a worker thread's UCX worker, endpoints and transmitters
+// (sending and replying live in calls.cpp).
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "rdmx/core/backoff.hpp"
+#include "rdmx/core/env.hpp"
+#include "rdmx/core/error.hpp"
+#include "rdmx/core/log.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/transfer/status.hpp"
+#include "runtime.hpp"
+
+namespace rdmx::fabric {
+
+thread_local ThreadContext* current_context = nullptr;
+thread_local ThreadContext* stand_in_home = nullptr;
+
+// ---- ThreadContext ----
+
+ThreadContext::ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Worker::Sharing sharing)
+    : runtime_(runtime),
+      id_{runtime.rank(), slot == runtime.workers() ? service_thread : slot},
+      shared_(sharing == transfer::Worker::Sharing::shared),
+      worker_(runtime.context(), sharing) {
+  for (auto [id, handler] : {std::pair{am_call, &ThreadContext::on_call}, std::pair{am_reply, &ThreadContext::on_reply}}) {
+    ucp_am_handler_param_t p{};
+    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                   UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    p.id = id;
+    p.cb = handler;
+    p.arg = this;
+    p.flags = UCP_AM_FLAG_PERSISTENT_DATA;
+    transfer::check(ucp_worker_set_am_recv_handler(worker_.get(), &p), "ucp_worker_set_am_recv_handler");
+  }
+}
+
+ThreadContext::~ThreadContext() {
+  for (auto& r : ready_)
+    if (r.ucx_data != nullptr) ucp_am_data_release(worker_.get(), r.ucx_data);
+  ready_.clear();
+  transmitters_.clear();
+  endpoints_.clear();
+}
+
+transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t slot) {
+  if (runtime_.process_failed(process))
+    throw Error(Errc::peer_failed, "process " + std::to_string(process) + " has failed");
+  std::size_t index = std::size_t{process} * runtime_.slots() + slot;
+  if (endpoint_index_.empty()) {
+    std::lock_guard lock(endpoints_mutex_);
+    if (endpoint_index_.empty()) {
+      std::vector<std::atomic<transfer::Endpoint*>> fresh(std::size_t{runtime_.size()} * runtime_.slots());
+      endpoint_index_.swap(fresh);
+    }
+  }
+  transfer::Endpoint* ep = endpoint_index_[index].load(std::memory_order_acquire);
+  if (ep == nullptr) {
+    std::lock_guard lock(endpoints_mutex_);
+    ep = endpoint_index_[index].load(std::memory_order_acquire);
+    if (ep == nullptr) {
+      ThreadId peer{process, slot == runtime_.workers() ? service_thread : slot};
+      std::unique_ptr<transfer::Endpoint> owned;
+      try {
+        owned = std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
+                                                     "thread " + rdmx::to_string(peer));
+      } catch (const Error& e) {
+        // Over shared memory, connecting to a process that died fails in
+        // UCX (its segments are gone): that is the peer's failure.
+        if (!runtime_.gone(process)) throw;
+        throw Error(Errc::peer_failed, "cannot reach thread " + rdmx::to_string(peer) + ": " + runtime_.failure_of(process));
+      }
+      Runtime* rt = &runtime_;
+      owned->on_failure([rt, process](ucs_status_t status) {
+        rt->peer_failed(process, "process " + std::to_string(process) + " failed: " + ucs_status_string(status));
+      });
+      ep = owned.get();
+      endpoints_.push_back(std::move(owned));
+      endpoint_index_[index].store(ep, std::memory_order_release);
+    }
+  }
+  ep->check_alive();
+  return *ep;
+}
+
+std::vector<ThreadId> ThreadContext::contacted_workers() const {
+  std::vector<ThreadId> out;
+  const std::uint32_t slots = runtime_.slots();
+  std::lock_guard lock(endpoints_mutex_);
+  for (std::size_t i = 0; i < endpoint_index_.size(); ++i)
+    if (i % slots < runtime_.threads() && endpoint_index_[i].load(std::memory_order_acquire) != nullptr)
+      out.push_back(ThreadId{static_cast<std::uint32_t>(i / slots), static_cast<std::uint32_t>(i % slots)});
+  return out;
+}
+
+transfer::Transmitter& ThreadContext::transmitter(std::uint32_t process) {
+  transfer::Endpoint& ep = endpoint(process, runtime_.workers());  // one-sided traffic targets the service worker
+  std::lock_guard lock(endpoints_mutex_);
+  if (transmitters_.size() < runtime_.size()) transmitters_.resize(runtime_.size());
+  auto& tx = transmitters_[process];
+  if (!tx) {
+    // Waiting drives this context: the owning thread progresses it itself;
+    // a short-lived thread using the shared service context wakes the
+    // service thread instead (only it may run this worker's callbacks).
+    ProgressHook hook{[](void* self) {
+      auto* ctx = static_cast<ThreadContext*>(self);
+      if (current_context == ctx) return ctx->poll(nullptr);
+      ctx->worker().signal();
+      std::this_thread::yield();
+      return false;
+    }, this};
+    tx = std::make_unique<transfer::Transmitter>(ep, 0, hook);
+  }
+  return *tx;
+}
+
+void ThreadContext::flush(const std::function<void()>& also) {
+  // Flush what is still outgoing so nothing sent before teardown is lost.
+  // Endpoint by endpoint: a worker-wide flush can end as soon as one
+  // endpoint has failed (a dead peer), leaving what is queued towards live
+  // peers behind (a reply, say, which its caller then never gets).
+  ucp_request_param_t param{};
+  std::vector<void*> requests;
+  {
+    std::lock_guard lock(endpoints_mutex_);
+    for (auto& ep : endpoints_) {
+      if (!ep || ep->failed()) continue;
+      void* request = ucp_ep_flush_nbx(ep->get(), &param);
+      if (UCS_PTR_IS_PTR(request)) requests.push_back(request);
+    }
+  }
+  auto busy = [&] {
+    for (void* r : requests)
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) return true;
+    return false;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (busy() && std::chrono::steady_clock::now() < deadline) {
+    poll(nullptr);
+    if (also) also();
+  }
+  std::size_t unfinished = 0;
+  for (void* r : requests) {
+    if (ucp_request_check_status(r) != UCS_INPROGRESS)
+      ucp_request_free(r);
+    else
+      ++unfinished;
+  }
+  if (unfinished != 0)
+    rdmx::log(rdmx::LogLevel::warn, "%s: gave up flushing %zu endpoints after 5 s\n", rdmx::to_string(id_).c_str(), unfinished);
+}
+
+}  // namespace rdmx::fabric
