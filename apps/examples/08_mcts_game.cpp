@@ -19,6 +19,7 @@
 struct Nim {
   struct Move {
     std::uint8_t pile, take;
+    friend bool operator==(const Move&, const Move&) = default;
   };
   static constexpr std::size_t piles = 3, max_pile = 7, max_moves = piles * max_pile;
   std::array<std::uint8_t, piles> heap{};
