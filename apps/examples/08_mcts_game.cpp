@@ -59,7 +59,10 @@ int main(int argc, char** argv) {
     // One Engine per process, before Job::run; every worker thread of the
     // job then serves the search, and thread {0, 0} drives it.
     rdmx::mcts::Engine<Nim> engine(rdmx::mcts::SearchOptions{});
-    const Nim start{{3, 4, 5}, 0};  // 3 ^ 4 ^ 5 = 2: won by taking 2 stones from the first pile
+    // 2 ^ 3 ^ 4 = 5: won only by taking 3 from the last pile (leaving 2 ^ 3 ^ 1 = 0).
+    // Small enough that 20000 rollouts reach the ends of the game: random
+    // playouts say little about Nim, so larger piles need far longer searches.
+    const Nim start{{2, 3, 4}, 0};
     rdmx::mcts::SearchResult<Nim> result;
     job.run([&](rdmx::ThreadId me) {
       engine.run(me, [&] { result = engine.search(start, rdmx::mcts::Budget{20000, 0}); });
