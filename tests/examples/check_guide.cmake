@@ -4,8 +4,9 @@
 # GUIDE starts with a comment naming the example it quotes,
 #   // apps/examples/02_send_calls.cpp
 # and each of its other lines appears in that file, verbatim up to leading and
-# trailing blanks, in the same order as in the file; a line "// ..." marks an
-# omission. With ALL_QUOTED (the default), every example is quoted at least once.
+# trailing blanks, in the same order as in the file; a line that starts with
+# "// ..." marks an omission (and may say what is left out). With ALL_QUOTED
+# (the default), every example is quoted at least once.
 
 cmake_minimum_required(VERSION 3.20)
 
@@ -28,6 +29,9 @@ function(decode line out)
   set(${out} "${line}" PARENT_SCOPE)
 endfunction()
 
+# Relative paths are the caller's (file(GLOB RELATIVE) would not resolve them).
+get_filename_component(GUIDE ${GUIDE} ABSOLUTE)
+get_filename_component(EXAMPLES ${EXAMPLES} ABSOLUTE)
 if(NOT DEFINED ALL_QUOTED)
   set(ALL_QUOTED ON)
 endif()
@@ -79,7 +83,7 @@ foreach(raw IN LISTS guide)
     set(position 0)  # quoted lines come in the file's order: search from here
     continue()
   endif()
-  if(source STREQUAL "-" OR line STREQUAL "" OR line STREQUAL "// ...")
+  if(source STREQUAL "-" OR line STREQUAL "" OR line MATCHES "^// \\.\\.\\.")
     continue()
   endif()
   set(found -1)
