@@ -40,7 +40,7 @@
 #include "rdmx/core/backoff.hpp"
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/job.hpp"
-#include "rdmx/invoke/action.hpp"
+#include "rdmx/action/action.hpp"
 #include "rdmx/invoke/messenger.hpp"
 #include "rdmx/memory/arena.hpp"
 

@@ -36,7 +36,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/collective.hpp"
 #include "rdmx/fabric/job.hpp"
-#include "rdmx/invoke/action.hpp"
+#include "rdmx/action/action.hpp"
 #include "rdmx/invoke/messenger.hpp"
 
 namespace {

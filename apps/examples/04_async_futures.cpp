@@ -14,7 +14,7 @@
 #include "rdmx/core/error.hpp"
 #include "rdmx/core/future.hpp"
 #include "rdmx/fabric/job.hpp"
-#include "rdmx/invoke/action.hpp"
+#include "rdmx/action/action.hpp"
 
 // Plain functions become actions with rdmx::action<&f>: named at compile
 // time, so every process of the program knows them by the same id.

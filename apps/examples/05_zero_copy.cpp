@@ -14,7 +14,7 @@
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
-#include "rdmx/invoke/action.hpp"
+#include "rdmx/action/action.hpp"
 #include "rdmx/serial/rma_memory.hpp"
 #include "rdmx/serial/rma_vector.hpp"
 #include "rdmx/serial/serialize_buffer.hpp"

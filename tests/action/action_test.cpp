@@ -19,7 +19,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
-#include "rdmx/invoke/action.hpp"
+#include "rdmx/action/action.hpp"
 #include "rdmx/invoke/messenger.hpp"
 #include "rdmx/memory/arena.hpp"
 
@@ -252,9 +252,9 @@ TEST(Action, ArchiveSizeIndependentOfArgumentSize) {
   for (int i = 0; i < 2; ++i) {
     serial::serialize_buffer<char> b(sizes[i]);
     std::memset(b.data(), 3, b.size());
-    const auto before = invoke::parcel::stats();
+    const auto before = parcel::stats();
     Future<Landed> f = async(action<&land_buffer>, to, b);
-    const auto after = invoke::parcel::stats();
+    const auto after = parcel::stats();
     message[i] = after.message_bytes - before.message_bytes;
     chunks[i] = after.chunk_bytes - before.chunk_bytes;
     EXPECT_EQ(after.rendezvous, before.rendezvous + 1);
@@ -274,7 +274,7 @@ TEST(Action, ArchiveSizeIndependentOfArgumentSize) {
 TEST(Action, ReceivedBuffersAreTheLandingMemory) {
   const ThreadId to = next_rank();
   // Read before the barrier: until every process has arrived, nobody sends.
-  const std::uint64_t pulled = invoke::parcel::stats().pulled_bytes;
+  const std::uint64_t pulled = parcel::stats().pulled_bytes;
   barrier();
   serial::RmaMemory memory(job().arena());
   serial::serialize_buffer<char> b(std::size_t{4} << 20);
@@ -296,7 +296,7 @@ TEST(Action, ReceivedBuffersAreTheLandingMemory) {
   EXPECT_FALSE(ls.registered);
   barrier();
   // This thread pulled the predecessor's two large arguments (and nothing else).
-  EXPECT_EQ(invoke::parcel::stats().pulled_bytes - pulled, (std::size_t{4} << 20) + (std::size_t{4} << 20));
+  EXPECT_EQ(parcel::stats().pulled_bytes - pulled, (std::size_t{4} << 20) + (std::size_t{4} << 20));
   barrier();
 }
 

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "rdmx/fabric/job.hpp"
-#include "rdmx/invoke/action.hpp"
+#include "rdmx/action/action.hpp"
 
 using namespace rdmx;
 using Clock = std::chrono::steady_clock;

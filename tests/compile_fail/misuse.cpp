@@ -6,7 +6,7 @@
 #include <string>
 
 #include "rdmx/fabric/call.hpp"
-#include "rdmx/invoke/action.hpp"
+#include "rdmx/action/action.hpp"
 #include "rdmx/invoke/messenger.hpp"
 
 namespace {

@@ -27,7 +27,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
-#include "rdmx/invoke/action.hpp"
+#include "rdmx/action/action.hpp"
 #include "rdmx/invoke/aggregator.hpp"
 #include "rdmx/invoke/messenger.hpp"
 #include "rdmx/memory/arena.hpp"

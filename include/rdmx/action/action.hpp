@@ -49,7 +49,7 @@
 
 #include "rdmx/core/future.hpp"
 #include "rdmx/fabric/identity.hpp"
-#include "rdmx/invoke/parcel.hpp"
+#include "rdmx/action/parcel.hpp"
 #include "rdmx/serial/rma_object.hpp"
 #include "rdmx/serial/rma_vector.hpp"
 #include "rdmx/serial/serial.hpp"
@@ -75,7 +75,7 @@ class remote_action<R(A...)> {
   std::uint64_t id_;
 };
 
-namespace invoke::detail {
+namespace parcel::detail {
 
 template <class... T>
 struct types {};
@@ -141,17 +141,17 @@ struct ActionWrapper {
   using T = action_traits<A>;
   using R = typename T::result;
 
-  static void handle(const invoke::parcel::Received& in, invoke::parcel::Responder& out) {
+  static void handle(const parcel::Received& in, parcel::Responder& out) {
     typename T::stored args;
     try {
       serial::InputArchive ar(in.message, in.chunks, in.options);
       if (!ar.signature_matches(T::argument_signature()))
-        ar.fail("type signature mismatch: the caller sent other argument types than " + invoke::parcel::action_name(id) +
+        ar.fail("type signature mismatch: the caller sent other argument types than " + parcel::action_name(id) +
                 " takes (mangled: " + T::argument_types() + ")");
       std::apply([&ar](auto&... v) { ar(v...); }, args);
       ar.finish();
     } catch (const Error& e) {
-      out.fail(e.code(), "the arguments for " + invoke::parcel::action_name(id) + " were rejected, nothing ran: " + e.what());
+      out.fail(e.code(), "the arguments for " + parcel::action_name(id) + " were rejected, nothing ran: " + e.what());
       return;
     }
     try {
@@ -184,7 +184,7 @@ struct ActionWrapper {
     }(std::index_sequence_for<P...>{});
   }
 
-  static inline const std::uint64_t id = invoke::parcel::register_action(typeid(ActionWrapper).name(), &handle);
+  static inline const std::uint64_t id = parcel::register_action(typeid(ActionWrapper).name(), &handle);
 };
 
 // One-sentence errors for the public entry points instead of a page of
@@ -305,7 +305,7 @@ void save_arguments(serial::OutputArchive& ar, V&&... values) {
 }
 
 template <class R>
-void deliver(rdmx::detail::FutureStateBase& base, const invoke::parcel::Received& in) {
+void deliver(rdmx::detail::FutureStateBase& base, const parcel::Received& in) {
   auto& state = static_cast<rdmx::detail::FutureState<R>&>(base);
   std::conditional_t<std::is_void_v<R>, char, R> result{};
   try {
@@ -333,9 +333,9 @@ Future<typename action_traits<std::remove_cvref_t<A>>::result> send(const A& a, 
                                                                      V&&... values) {
   using T = action_traits<std::remove_cvref_t<A>>;
   using R = typename T::result;
-  Promise<R> promise(invoke::parcel::progress_hook());
+  Promise<R> promise(parcel::progress_hook());
   Future<R> future = promise.get_future();
-  invoke::parcel::SentCallback sent;
+  parcel::SentCallback sent;
   try {
     if constexpr (!std::is_same_v<Callback, std::nullptr_t>) {
       if constexpr (std::is_invocable_v<Callback&, const Error*>)
@@ -343,10 +343,10 @@ Future<typename action_traits<std::remove_cvref_t<A>>::result> send(const A& a, 
       else
         sent = [cb = std::move(*callback)](const Error*) mutable { cb(); };
     }
-    invoke::parcel::ArchiveLease lease;
+    parcel::ArchiveLease lease;
     save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(values)...);
-    invoke::parcel::Completion completion{future.shared_state(), &deliver<R>};
-    invoke::parcel::send_request(dest, id_of(a), lease, &completion, sent ? &sent : nullptr);
+    parcel::Completion completion{future.shared_state(), &deliver<R>};
+    parcel::send_request(dest, id_of(a), lease, &completion, sent ? &sent : nullptr);
   } catch (const Error& e) {
     // Nothing was sent: the buffers may be reused, and the future says why.
     if (sent) sent(&e);
@@ -357,13 +357,13 @@ Future<typename action_traits<std::remove_cvref_t<A>>::result> send(const A& a, 
   return future;
 }
 
-}  // namespace invoke::detail
+}  // namespace parcel::detail
 
 // The id under which an action travels (for remote_action in another program).
 template <class A>
 std::uint64_t action_id(const A& a) {
-  if constexpr (invoke::detail::check_action_kind<A>())
-    return invoke::detail::id_of(a);
+  if constexpr (parcel::detail::check_action_kind<A>())
+    return parcel::detail::id_of(a);
   else
     return 0;
 }
@@ -371,8 +371,8 @@ std::uint64_t action_id(const A& a) {
 // dest runs the action with `args`; the future completes with its result.
 template <class A, class... V>
 auto async(const A& a, ThreadId dest, V&&... args) {
-  if constexpr (invoke::detail::callable<A, V...>())
-    return invoke::detail::send(a, dest, static_cast<std::nullptr_t*>(nullptr), std::forward<V>(args)...);
+  if constexpr (parcel::detail::callable<A, V...>())
+    return parcel::detail::send(a, dest, static_cast<std::nullptr_t*>(nullptr), std::forward<V>(args)...);
   else
     return Future<void>();  // after the static_assert: no second error about the result
 }
@@ -386,8 +386,8 @@ template <class A, class Callback, class... V>
 auto async_cb(const A& a, ThreadId dest, Callback callback, V&&... args) {
   static_assert(std::is_invocable_v<Callback&> || std::is_invocable_v<Callback&, const Error*>,
                 "rdmx::async_cb: the callback takes () or (const rdmx::Error*)");
-  if constexpr (invoke::detail::callable<A, V...>())
-    return invoke::detail::send(a, dest, &callback, std::forward<V>(args)...);
+  if constexpr (parcel::detail::callable<A, V...>())
+    return parcel::detail::send(a, dest, &callback, std::forward<V>(args)...);
   else
     return Future<void>();
 }
@@ -396,10 +396,10 @@ auto async_cb(const A& a, ThreadId dest, Callback callback, V&&... args) {
 // it throws is printed there). Throws what prevented sending.
 template <class A, class... V>
 void post(const A& a, ThreadId dest, V&&... args) {
-  if constexpr (invoke::detail::callable<A, V...>()) {
-    invoke::parcel::ArchiveLease lease;
-    invoke::detail::save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(args)...);
-    invoke::parcel::send_request(dest, invoke::detail::id_of(a), lease, nullptr, nullptr);
+  if constexpr (parcel::detail::callable<A, V...>()) {
+    parcel::ArchiveLease lease;
+    parcel::detail::save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(args)...);
+    parcel::send_request(dest, parcel::detail::id_of(a), lease, nullptr, nullptr);
   }
 }
 

@@ -14,7 +14,7 @@
 //    the buffers, runs the action, and replies.
 //
 // Replies are parcels too (a large result is pulled back the same way).
-// This header is the untyped interface that rdmx/invoke/action.hpp builds
+// This header is the untyped interface that rdmx/action/action.hpp builds
 // async / post / async_cb on; programs use action.hpp.
 #pragma once
 #include <cstddef>
@@ -31,7 +31,7 @@
 #include "rdmx/serial/input_archive.hpp"
 #include "rdmx/serial/output_archive.hpp"
 
-namespace rdmx::invoke::parcel {
+namespace rdmx::parcel {
 
 // A received parcel's archive, its chunks already pulled.
 struct Received {
@@ -121,4 +121,4 @@ struct Stats {
 };
 Stats stats();
 
-}  // namespace rdmx::invoke::parcel
+}  // namespace rdmx::parcel

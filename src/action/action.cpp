@@ -8,11 +8,11 @@
 #include <typeinfo>
 #include <unordered_map>
 
-#include "action_registry.hpp"
+#include "registry.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/serial/signature.hpp"
 
-namespace rdmx::invoke::parcel {
+namespace rdmx::parcel {
 namespace {
 
 struct Registered {
@@ -45,10 +45,10 @@ std::string hex(std::uint64_t id) {
   return text;
 }
 
-// "rdmx::invoke::detail::ActionWrapper<rdmx::action_t<&add> >" -> "add"
+// "rdmx::parcel::detail::ActionWrapper<rdmx::action_t<&add> >" -> "add"
 std::string readable(const std::string& mangled) {
   std::string name = demangle(mangled.c_str());
-  const std::string wrapper = "rdmx::invoke::detail::ActionWrapper<";
+  const std::string wrapper = "rdmx::parcel::detail::ActionWrapper<";
   if (name.rfind(wrapper, 0) == 0 && name.size() > wrapper.size() && name.back() == '>') {
     name = name.substr(wrapper.size(), name.size() - wrapper.size() - 1);
     while (!name.empty() && name.back() == ' ') name.pop_back();
@@ -106,4 +106,4 @@ void Responder::fail_with_current_exception(std::uint64_t action) {
   }
 }
 
-}  // namespace rdmx::invoke::parcel
+}  // namespace rdmx::parcel

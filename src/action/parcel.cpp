@@ -8,7 +8,7 @@
 // own lock, taken only for parcels with pointer chunks) and the registry of
 // actions (read once per action and thread).
 #include "rdmx/core/log.hpp"
-#include "rdmx/invoke/parcel.hpp"
+#include "rdmx/action/parcel.hpp"
 
 #include <array>
 #include <atomic>
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "../fabric/runtime.hpp"
-#include "action_registry.hpp"
+#include "registry.hpp"
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/rma.hpp"
@@ -30,7 +30,7 @@
 #include "rdmx/serial/wire.hpp"
 #include "rdmx/transfer/transmitter.hpp"
 
-namespace rdmx::invoke::parcel {
+namespace rdmx::parcel {
 namespace {
 
 enum Kind : std::uint8_t { kind_request = 1, kind_reply = 2 };
@@ -651,4 +651,4 @@ ProgressHook progress_hook() noexcept {
   return {[](void*) { return rdmx::progress() != 0; }, nullptr};
 }
 
-}  // namespace rdmx::invoke::parcel
+}  // namespace rdmx::parcel

@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <string>
 
-#include "rdmx/invoke/parcel.hpp"
+#include "rdmx/action/parcel.hpp"
 
-namespace rdmx::invoke::parcel {
+namespace rdmx::parcel {
 
 // nullptr when this process has no action with that id, or several (a hash collision).
 Handler find_action(std::uint64_t id);
 // "" or a note that two actions share the id.
 std::string action_conflict(std::uint64_t id);
 
-}  // namespace rdmx::invoke::parcel
+}  // namespace rdmx::parcel
