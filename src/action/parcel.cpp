@@ -1,7 +1,7 @@
 // The parcel layer: eager and rendezvous parcels over one-sided calls and
 // RDMA gets, the caller's table of parcels awaiting an answer, and the
 // destination's table of parcels whose chunks it is pulling. All of it is
-// per worker thread (a Slot): a parcel's entry lives on the thread that sent
+// per worker thread (a WorkerParcels): a parcel's entry lives on the thread that sent
 // it, and every answer (reply, release) is addressed to that thread, so
 // nothing here is shared between threads and nothing is locked. The
 // process-wide pieces are the registration cache for pointer chunks (its
@@ -79,15 +79,15 @@ struct Pull {
   bool landed() const noexcept { return rma_done.is_free() && pointer_done.is_free(); }
 };
 
-class ParcelModule;
+class Parcels;
 
-class Slot {
+class WorkerParcels {
  public:
-  Slot(fabric::Runtime& rt, ParcelModule& module, std::uint32_t thread)
+  WorkerParcels(fabric::Runtime& rt, Parcels& module, std::uint32_t thread)
       : runtime(rt), module(module), self{rt.rank(), thread}, landing(rt.arena_for(rt.numa_node_of(thread))) {}
 
   fabric::Runtime& runtime;
-  ParcelModule& module;
+  Parcels& module;
   ThreadId self;
   serial::RmaMemory landing;  // where pulled chunks land (registered: rma_vector keeps it)
 
@@ -172,16 +172,16 @@ class Slot {
   std::unordered_map<std::uint64_t, std::unique_ptr<transfer::Transmitter>> thread_transmitters_;
 };
 
-class ParcelModule final : public fabric::Layer {
+class Parcels final : public fabric::Layer {
  public:
-  explicit ParcelModule(Job& job);
-  explicit ParcelModule(fabric::Runtime& rt);
+  explicit Parcels(Job& job);
+  explicit Parcels(fabric::Runtime& rt);
   std::size_t poll(std::uint32_t slot) override { return slots_[slot]->poll(); }
   void flush(std::uint32_t) override {}  // parcels travel as one-sided calls: invoke's flush publishes them
   bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
-  // Each slot fails its own entries when it next polls (Slot::check_failures).
+  // Each slot fails its own entries when it next polls (WorkerParcels::check_failures).
   void process_failed(std::uint32_t, const std::string&) override {}
-  Slot& slot(std::uint32_t thread) { return *slots_.at(thread); }
+  WorkerParcels& worker(std::uint32_t thread) { return *slots_.at(thread); }
 
   serial::RegistrationCache registrations;
   // Whether parcel messages to `process` go as one-sided calls (up to
@@ -193,7 +193,7 @@ class ParcelModule final : public fabric::Layer {
   std::size_t eager_limit(std::uint32_t process) { return one_sided(process) ? one_sided_limit_ : 0; }
 
  private:
-  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::unique_ptr<WorkerParcels>> slots_;
   enum Choice : std::int8_t { unknown, yes, no };
   Choice forced_ = unknown;                          // RDMX_PARCEL_CALLS=one-sided|send
   std::vector<std::atomic<std::int8_t>> chosen_;     // auto, by process
@@ -201,10 +201,10 @@ class ParcelModule final : public fabric::Layer {
   std::uint32_t rank_;
 };
 
-ParcelModule::ParcelModule(Job& job)
-    : ParcelModule(fabric::runtime_of(job)) {}
+Parcels::Parcels(Job& job)
+    : Parcels(fabric::runtime_of(job)) {}
 
-ParcelModule::ParcelModule(fabric::Runtime& rt)
+Parcels::Parcels(fabric::Runtime& rt)
     : registrations(rt.context()),
       chosen_(rt.size()),
       one_sided_limit_(MessengerOptions::from_env().chunk_size / 4),
@@ -222,10 +222,10 @@ ParcelModule::ParcelModule(fabric::Runtime& rt)
   // with its thread: with helpers, parcels go as send-based calls, which
   // their destination thread runs itself.
   if (rt.helpers() != 0) forced_ = no;
-  for (std::uint32_t t = 0; t < rt.workers(); ++t) slots_.push_back(std::make_unique<Slot>(rt, *this, t));
+  for (std::uint32_t t = 0; t < rt.workers(); ++t) slots_.push_back(std::make_unique<WorkerParcels>(rt, *this, t));
 }
 
-bool ParcelModule::one_sided(std::uint32_t process) {
+bool Parcels::one_sided(std::uint32_t process) {
   if (forced_ != unknown) return forced_ == yes;
   if (process == rank_) return true;
   std::int8_t c = chosen_[process].load(std::memory_order_relaxed);
@@ -237,16 +237,16 @@ bool ParcelModule::one_sided(std::uint32_t process) {
   return c == yes;
 }
 
-Slot& current_slot() {
+WorkerParcels& current_slot() {
   fabric::ThreadContext* c = fabric::current_context;
   if (c == nullptr || c->id().is_service()) [[unlikely]]
     throw Error(Errc::invalid_argument,
                 "rdmx::async, post and async_cb are called from worker threads (inside Job::run or on the thread that "
                 "made the Job); other threads can use the send-based rdmx::call");
-  void** word = fabric::acting_word<Slot>();
+  void** word = fabric::acting_word<WorkerParcels>();
   if (*word == nullptr) [[unlikely]]
-    *word = &fabric::layer<ParcelModule>().slot(c->id().thread);
-  return *static_cast<Slot*>(*word);
+    *word = &fabric::layer<Parcels>().worker(c->id().thread);
+  return *static_cast<WorkerParcels*>(*word);
 }
 
 void on_message(const Header& h, std::span<std::byte> data);
@@ -254,7 +254,7 @@ void on_message(const Header& h, std::span<std::byte> data);
 // One parcel message to thread `to`: a one-sided call (one RDMA write) when
 // it fits the destination's chunks comfortably and one-sided writes to its
 // process are not emulated, else a send-based call.
-void transmit(ParcelModule& module, ThreadId to, const Header& h, std::span<const std::byte> message) {
+void transmit(Parcels& module, ThreadId to, const Header& h, std::span<const std::byte> message) {
   auto call = [h](std::span<std::byte> data) { on_message(h, data); };
   if (message.size() <= module.eager_limit(to.process))
     MessengerGlobal().call_buffer(to, call, message);
@@ -265,7 +265,7 @@ void transmit(ParcelModule& module, ThreadId to, const Header& h, std::span<cons
 void on_release(std::uint64_t token) { current_slot().released(token); }
 
 void on_message(const Header& h, std::span<std::byte> data) {
-  Slot& slot = current_slot();
+  WorkerParcels& slot = current_slot();
   const ThreadId source{h.source_process, h.source_thread};
   const Received in{data, {}, slot.input_options(), source};
   if (h.kind == kind_request) {
@@ -290,7 +290,7 @@ void on_message(const Header& h, std::span<std::byte> data) {
 // The destination's answer to one request.
 class RequestResponder final : public Responder {
  public:
-  RequestResponder(Slot& slot, const Header& h) : slot_(slot), h_(h) {}
+  RequestResponder(WorkerParcels& slot, const Header& h) : slot_(slot), h_(h) {}
   ~RequestResponder() {
     if (archive_) slot_.give_archive(std::move(archive_));
   }
@@ -319,7 +319,7 @@ class RequestResponder final : public Responder {
 
  private:
   ThreadId source() const noexcept { return {h_.source_process, h_.source_thread}; }
-  Slot& slot_;
+  WorkerParcels& slot_;
   const Header& h_;
   std::unique_ptr<serial::OutputArchive> archive_;
 };
@@ -328,7 +328,7 @@ class RequestResponder final : public Responder {
 
 // ---- the sending side ----
 
-std::uint64_t Slot::add_entry(std::uint32_t peer, std::uint64_t action) {
+std::uint64_t WorkerParcels::add_entry(std::uint32_t peer, std::uint64_t action) {
   // Tokens carry the entry's generation: a late or repeated answer for a
   // reused entry finds nothing instead of completing someone else's parcel.
   if (free_.empty()) {
@@ -343,7 +343,7 @@ std::uint64_t Slot::add_entry(std::uint32_t peer, std::uint64_t action) {
   return (std::uint64_t{e.generation} << 32) | (index + 1);
 }
 
-void Slot::released(std::uint64_t token) {
+void WorkerParcels::released(std::uint64_t token) {
   Entry* e = find(token);
   if (e == nullptr || !e->awaiting_release) return;  // e.g. already failed with its peer
   e->awaiting_release = false;
@@ -353,7 +353,7 @@ void Slot::released(std::uint64_t token) {
   if (callback) callback(nullptr);
 }
 
-void Slot::deliver(std::uint64_t token, const Received& in) {
+void WorkerParcels::deliver(std::uint64_t token, const Received& in) {
   Entry* e = find(token);
   if (e == nullptr || !e->awaiting_reply) {
     rdmx::log(rdmx::LogLevel::error, "process %u: a reply from %s matches no parcel of thread %u (dropped)\n", self.process,
@@ -366,7 +366,7 @@ void Slot::deliver(std::uint64_t token, const Received& in) {
   c.deliver(*c.state, in);  // may run continuations, which may send: e is not used after this
 }
 
-void Slot::failed(std::uint64_t token, Errc code, const std::string& text) {
+void WorkerParcels::failed(std::uint64_t token, Errc code, const std::string& text) {
   Entry* e = find(token);
   if (e == nullptr || !e->awaiting_reply) return;
   Completion c = std::move(e->completion);
@@ -377,7 +377,7 @@ void Slot::failed(std::uint64_t token, Errc code, const std::string& text) {
 
 void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Completion* completion,
                   SentCallback* callback) {
-  Slot& slot = current_slot();
+  WorkerParcels& slot = current_slot();
   slot.runtime.validate(dest);
   if (dest.is_service())
     throw Error(Errc::invalid_argument, "remote actions run on worker threads; " + name(dest) + " is a service thread");
@@ -424,7 +424,7 @@ void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Comp
 
 // ---- the destination's side ----
 
-void Slot::run_request(const Header& h, const Received& in) {
+void WorkerParcels::run_request(const Header& h, const Received& in) {
   RequestResponder out(*this, h);
   Handler handle = handler(h.action);
   if (handle == nullptr) {
@@ -436,7 +436,7 @@ void Slot::run_request(const Header& h, const Received& in) {
   handle(in, out);
 }
 
-void Slot::send_reply(ThreadId to, std::uint64_t caller_token, std::unique_ptr<serial::OutputArchive>& archive) {
+void WorkerParcels::send_reply(ThreadId to, std::uint64_t caller_token, std::unique_ptr<serial::OutputArchive>& archive) {
   if (!archive) archive = take_archive();  // a handler that wrote nothing (cannot happen for typed actions)
   serial::OutputArchive& ar = *archive;
   const bool chunks = !ar.out_of_line_chunks().empty();
@@ -463,7 +463,7 @@ void Slot::send_reply(ThreadId to, std::uint64_t caller_token, std::unique_ptr<s
   }
 }
 
-void Slot::send_failure(ThreadId to, std::uint64_t caller_token, Errc code, const std::string& text) {
+void WorkerParcels::send_failure(ThreadId to, std::uint64_t caller_token, Errc code, const std::string& text) {
   Header h;
   h.token = caller_token;
   h.source_process = self.process;
@@ -481,7 +481,7 @@ void Slot::send_failure(ThreadId to, std::uint64_t caller_token, Errc code, cons
   }
 }
 
-void Slot::send_release(ThreadId to, std::uint64_t token) {
+void WorkerParcels::send_release(ThreadId to, std::uint64_t token) {
   if (token == 0) return;
   try {
     auto release = [token] { on_release(token); };
@@ -494,14 +494,14 @@ void Slot::send_release(ThreadId to, std::uint64_t token) {
   }
 }
 
-transfer::Transmitter& Slot::thread_transmitter(ThreadId peer) {
+transfer::Transmitter& WorkerParcels::thread_transmitter(ThreadId peer) {
   const std::uint64_t key = (std::uint64_t{peer.process} << 32) | peer.thread;
   auto& tx = thread_transmitters_[key];
   if (!tx) tx = std::make_unique<transfer::Transmitter>(fabric::current_context->endpoint(peer.process, runtime.slot_of(peer.thread)));
   return *tx;
 }
 
-std::shared_ptr<transfer::RemoteKey> Slot::rkey(ThreadId owner, transfer::Endpoint& ep, std::span<const std::byte> packed) {
+std::shared_ptr<transfer::RemoteKey> WorkerParcels::rkey(ThreadId owner, transfer::Endpoint& ep, std::span<const std::byte> packed) {
   // Sending from the same buffer again brings the same packed rkey (the
   // sender's registration cache), so unpack each once. Pulls in flight hold
   // their keys, so the cache may be emptied at any time.
@@ -515,7 +515,7 @@ std::shared_ptr<transfer::RemoteKey> Slot::rkey(ThreadId owner, transfer::Endpoi
   return unpacked;
 }
 
-void Slot::start_pull(const Header& h, std::span<const std::byte> data) {
+void WorkerParcels::start_pull(const Header& h, std::span<const std::byte> data) {
   auto p = std::make_unique<Pull>();
   p->header = h;
   p->message.assign(data.begin(), data.end());  // the call's buffer is gone once this returns
@@ -562,7 +562,7 @@ void Slot::start_pull(const Header& h, std::span<const std::byte> data) {
   pulls_.push_back(std::move(p));
 }
 
-void Slot::fail_pull(const Pull& p, Errc code, const std::string& text) {
+void WorkerParcels::fail_pull(const Pull& p, Errc code, const std::string& text) {
   const Header& h = p.header;
   const ThreadId source{h.source_process, h.source_thread};
   if (h.kind == kind_request) {
@@ -578,7 +578,7 @@ void Slot::fail_pull(const Pull& p, Errc code, const std::string& text) {
   }
 }
 
-void Slot::complete_pull(std::unique_ptr<Pull> p) {
+void WorkerParcels::complete_pull(std::unique_ptr<Pull> p) {
   const Header& h = p->header;
   const ThreadId source{h.source_process, h.source_thread};
   const Received in{p->message, p->chunks, input_options(), source};
@@ -594,7 +594,7 @@ void Slot::complete_pull(std::unique_ptr<Pull> p) {
   }
 }
 
-std::size_t Slot::poll() {
+std::size_t WorkerParcels::poll() {
   std::size_t ran = 0;
   // Completing a pull runs an action, which may progress and re-enter here:
   // each pull is taken out of the list before it is completed.
@@ -614,7 +614,7 @@ std::size_t Slot::poll() {
   return ran + (pulls_.empty() ? 0 : 1);
 }
 
-void Slot::check_failures() {
+void WorkerParcels::check_failures() {
   if (!runtime.any_process_failed()) return;
   for (std::size_t i = 0; i < pulls_.size();) {
     if (runtime.process_failed(pulls_[i]->header.source_process))
@@ -640,9 +640,9 @@ void Slot::check_failures() {
 
 // ---- public pieces ----
 
-ArchiveLease::ArchiveLease() : slot_(&current_slot()) { archive_ = static_cast<Slot*>(slot_)->take_archive(); }
+ArchiveLease::ArchiveLease() : slot_(&current_slot()) { archive_ = static_cast<WorkerParcels*>(slot_)->take_archive(); }
 ArchiveLease::~ArchiveLease() {
-  if (archive_) static_cast<Slot*>(slot_)->give_archive(std::move(archive_));
+  if (archive_) static_cast<WorkerParcels*>(slot_)->give_archive(std::move(archive_));
 }
 
 Stats stats() { return current_slot().stats; }

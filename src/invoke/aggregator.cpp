@@ -4,12 +4,12 @@
 #include <cstdio>
 #include <string>
 
-#include "module.hpp"
+#include "messengers.hpp"
 
 namespace rdmx {
 
 Aggregator::Aggregator(Aggregation mode, AggregatorOptions options) : mode_(mode) {
-  invoke::SlotState& slot = invoke::Module::current();  // checks this is a worker thread
+  invoke::WorkerState& slot = invoke::Messengers::current();  // checks this is a worker thread
   if (mode == Aggregation::trad) {
     if (options.flush_bytes == 0) throw Error(Errc::invalid_argument, "Aggregator: flush_bytes must be positive");
     how_ = {options.flush_bytes, Policy::retry, false, 0};
@@ -27,7 +27,7 @@ Aggregator::~Aggregator() {
     shutdown();
     // Nobody can ask for this phase's count any more. (Signals of it that
     // arrive later leave an entry until a later phase's aggregator goes.)
-    invoke::Module::current().forget_shutdowns(phase_);
+    invoke::Messengers::current().forget_shutdowns(phase_);
   } catch (const std::exception& e) {
     rdmx::log(rdmx::LogLevel::error, "Aggregator shutdown failed: %s\n", e.what());
   }
@@ -35,17 +35,17 @@ Aggregator::~Aggregator() {
 
 void Aggregator::send(const fabric::Outgoing& call) {
   if (shut_down_) throw Error(Errc::shut_down, "Aggregator: call after shutdown()");
-  invoke::SlotState& slot = invoke::Module::current();
+  invoke::WorkerState& slot = invoke::Messengers::current();
   // how_ never says Policy::fail: append waits for room (or throws) rather than refuse.
   slot.messenger(call.destination).append(call, how_);
   called_[std::size_t{call.destination.process} * threads_ + call.destination.thread] = true;
 }
 
-void Aggregator::flush() { invoke::Module::current().publish_all(); }
+void Aggregator::flush() { invoke::Messengers::current().publish_all(); }
 
 void Aggregator::shutdown() {
   if (shut_down_) return;
-  invoke::SlotState& slot = invoke::Module::current();
+  invoke::WorkerState& slot = invoke::Messengers::current();
   // The signal is one more call on the same channel, so it runs after every
   // call this aggregator made to that thread.
   const invoke::detail::Mode last{0, Policy::retry, false, 0};
@@ -54,17 +54,17 @@ void Aggregator::shutdown() {
     const ThreadId dest{static_cast<std::uint32_t>(g / threads_), static_cast<std::uint32_t>(g % threads_)};
     // Counted for the destination thread, whichever thread runs it (a helper).
     slot.messenger(dest).append(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, [phase = phase_] {
-      invoke::Module::destination().count_shutdown(phase);
+      invoke::Messengers::destination().count_shutdown(phase);
     }, nullptr, Notify::sent), last);
   }
   shut_down_ = true;
   slot.publish_all();
 }
 
-std::uint64_t Aggregator::shutdowns_received() const { return invoke::Module::current().shutdowns(phase_); }
+std::uint64_t Aggregator::shutdowns_received() const { return invoke::Messengers::current().shutdowns(phase_); }
 
 void Aggregator::wait_for_shutdowns(std::uint64_t count) const {
-  invoke::SlotState& slot = invoke::Module::current();
+  invoke::WorkerState& slot = invoke::Messengers::current();
   while (slot.shutdowns(phase_) < count) {
     // A dead peer will never signal: the phase cannot end.
     for (std::uint32_t p = 0; p < slot.runtime.size(); ++p)

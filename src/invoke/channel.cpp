@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "module.hpp"
+#include "messengers.hpp"
 #include "tsan.hpp"
 #include "../fabric/causality.hpp"
 #include "rdmx/core/log.hpp"
@@ -20,7 +20,7 @@ namespace {
 
 std::string name(ThreadId t) { return std::to_string(t.process) + "/" + std::to_string(t.thread); }
 
-thread_local SlotState* running_for = nullptr;  // the owner of the channel this thread polls
+thread_local WorkerState* running_for = nullptr;  // the owner of the channel this thread polls
 thread_local std::uint32_t running_from = 0;    // the process its sender is in
 
 // A notification for the Synchronizer at `sync` (the caller's, whose thread
@@ -34,7 +34,7 @@ Synchronizer* owed(std::uint64_t sync) {
 
 }  // namespace
 
-Channel::Channel(SlotState& owner, ThreadId source, RemoteLocator feedback, std::vector<Chunk> chunks)
+Channel::Channel(WorkerState& owner, ThreadId source, RemoteLocator feedback, std::vector<Chunk> chunks)
     : owner_(owner), source_(source), self_(owner.self), feedback_(feedback),
       salt_(wire::channel_salt(source.process, source.thread, self_.process, self_.thread)), ring_(std::move(chunks)) {}
 
@@ -44,10 +44,10 @@ void Channel::corrupted(const std::string& what) {
                                   "; the channel is closed and nothing more from it runs");
 }
 
-std::size_t Channel::poll(SlotState& runner, std::size_t budget) {
+std::size_t Channel::poll(WorkerState& runner, std::size_t budget) {
   if (broken_) return 0;
   // A dead sender's calls are not run: what they would answer cannot reach
-  // it, and what it owed this thread has failed (SlotState::check_failures).
+  // it, and what it owed this thread has failed (WorkerState::check_failures).
   if (owner_.runtime.process_failed(source_.process)) {
     broken_ = true;
     return 0;
@@ -63,11 +63,11 @@ std::size_t Channel::poll(SlotState& runner, std::size_t budget) {
   }
 }
 
-std::size_t Channel::poll_now(SlotState& runner, std::size_t budget) {
-  struct RunningFor {  // Module::destination() for the calls run here (polls nest)
-    SlotState* saved;
+std::size_t Channel::poll_now(WorkerState& runner, std::size_t budget) {
+  struct RunningFor {  // Messengers::destination() for the calls run here (polls nest)
+    WorkerState* saved;
     std::uint32_t saved_from;
-    RunningFor(SlotState* d, std::uint32_t from)
+    RunningFor(WorkerState* d, std::uint32_t from)
         : saved(std::exchange(running_for, d)), saved_from(std::exchange(running_from, from)) {}
     ~RunningFor() {
       running_for = saved;
@@ -202,7 +202,7 @@ void Channel::push_consumed() {
 
 // The common case, a call with nothing to answer: no reply state, no
 // buffer; anything unusual goes through execute().
-void Channel::execute_plain(SlotState& runner, const std::byte* record, const wire::RecordHeader& h) {
+void Channel::execute_plain(WorkerState& runner, const std::byte* record, const wire::RecordHeader& h) {
   const fabric::Invoker invoker = runner.find_function(h.function);
   if (invoker == nullptr || wire::align_up(h.closure_size) > h.size - sizeof h) [[unlikely]] {
     execute(runner, record, h);
@@ -263,7 +263,7 @@ std::uint64_t subtree_size(std::uint64_t r, std::uint64_t n) {
 }
 }  // namespace
 
-void Channel::forward_broadcast(SlotState& runner, const wire::RecordHeader& h, const Forward& forward,
+void Channel::forward_broadcast(WorkerState& runner, const wire::RecordHeader& h, const Forward& forward,
                                 const fabric::Incoming& in, const wire::RemoteBuffer* rb, const std::string* failure) {
   const bool read = rb != nullptr && rb->how != wire::buffer_written;
   detail::RemoteBuffer reference{read ? detail::RemoteBuffer::read : detail::RemoteBuffer::written, {}};
@@ -348,7 +348,7 @@ void Channel::notify_caller(ThreadId owner, std::uint64_t sync, const std::strin
   }
 }
 
-void Channel::execute(SlotState& runner, const std::byte* record, const wire::RecordHeader& h) {
+void Channel::execute(WorkerState& runner, const std::byte* record, const wire::RecordHeader& h) {
   const std::byte* p = record + sizeof h;
   const std::byte* const last = record + h.size;
   wire::Extension ext{};
@@ -505,11 +505,11 @@ void Channel::execute(SlotState& runner, const std::byte* record, const wire::Re
 
 namespace rdmx {
 namespace invoke {
-SlotState& Module::destination() {
+WorkerState& Messengers::destination() {
   if (running_for == nullptr) throw Error(Errc::invalid_argument, "call_destination(): no one-sided call runs on this thread");
   return *running_for;
 }
 }  // namespace invoke
 
-ThreadId call_destination() { return invoke::Module::destination().self; }
+ThreadId call_destination() { return invoke::Messengers::destination().self; }
 }  // namespace rdmx

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "module.hpp"
+#include "messengers.hpp"
 #include "tsan.hpp"
 #include "../fabric/causality.hpp"
 #include "rdmx/core/log.hpp"
@@ -34,11 +34,11 @@ struct Scoped {
   ~Scoped() { flag = saved; }
 };
 
-memory::Arena& arena_of(SlotState& slot) { return slot.runtime.arena_for(slot.runtime.numa_node_of(slot.self.thread)); }
+memory::Arena& arena_of(WorkerState& slot) { return slot.runtime.arena_for(slot.runtime.numa_node_of(slot.self.thread)); }
 
 }  // namespace
 
-Messenger::Messenger(SlotState& owner, ThreadId dest)
+Messenger::Messenger(WorkerState& owner, ThreadId dest)
     : owner_(owner),
       dest_(dest),
       salt_(wire::channel_salt(owner.self.process, owner.self.thread, dest.process, dest.thread)) {}
@@ -129,7 +129,7 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
           r.chunks[i] = b.locator(rt.rank());
           r.chunks[i].length = chunk_size;
         }
-        fabric::layer<Module>().slot(dest_thread).announce(std::move(a));
+        fabric::layer<Messengers>().worker(dest_thread).announce(std::move(a));
         r.ok = 1;
         r.count = n;
       } catch (const std::exception& e) {
@@ -434,7 +434,7 @@ void Messenger::write_word(bool closed, std::uint8_t grow) {
 
 void Messenger::publish() {
   // Nothing goes to a dead process; whoever waits on it fails instead
-  // (SlotState::check_failures).
+  // (WorkerState::check_failures).
   if (ring_.empty() || dead()) return;
   const LaneClosed closed(*this);
   try {

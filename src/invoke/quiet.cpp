@@ -1,7 +1,7 @@
 #include "rdmx/invoke/quiet.hpp"
 
 #include "../fabric/runtime.hpp"
-#include "module.hpp"
+#include "messengers.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
 #include "rdmx/invoke/messenger.hpp"
@@ -12,7 +12,7 @@ void quiet() {
   fabric::ThreadContext* self = fabric::current_context;
   if (self == nullptr || self->id().is_service())
     throw Error(Errc::invalid_argument, "rdmx::quiet() is for worker threads (inside Job::run)");
-  invoke::SlotState& slot = invoke::Module::current();
+  invoke::WorkerState& slot = invoke::Messengers::current();
   Synchronizer sync;
   // The markers go after everything this thread made: the send path's
   // calls to each worker it holds an endpoint to, and each messenger's ring.

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "../../src/invoke/module.hpp"
+#include "../../src/invoke/messengers.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/invoke/messenger.hpp"
@@ -26,7 +26,7 @@ void break_channel(ThreadId dest, std::uint64_t (*make_word)(const invoke::Messe
   Synchronizer sync;
   messenger.call<Policy::retry, Notify::consumed>(dest, [] {}, &sync);
   sync.wait();
-  invoke::Messenger& m = invoke::Module::current().messenger(dest);
+  invoke::Messenger& m = invoke::Messengers::current().messenger(dest);
   static std::uint64_t word;
   word = make_word(m);
   auto& tx = invoke::Inspect::transmitter(m);

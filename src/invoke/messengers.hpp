@@ -25,8 +25,8 @@
 
 namespace rdmx::invoke {
 
-class SlotState;
-class Module;
+class WorkerState;
+class Messengers;
 
 // A broadcast record on its way down the tree: its root, and the root's
 // Synchronizer (an address in the root's process; 0: none).
@@ -60,7 +60,7 @@ class WordSlots {
 class Messenger {
  public:
   // Its memory lives in the arenas, which outlive the module.
-  Messenger(SlotState& owner, ThreadId dest);
+  Messenger(WorkerState& owner, ThreadId dest);
   ~Messenger();
   Messenger(const Messenger&) = delete;
   Messenger& operator=(const Messenger&) = delete;
@@ -127,7 +127,7 @@ class Messenger {
   std::size_t written() const noexcept;  // write_, or how far call() has written into the lane
   void open_lane();
 
-  SlotState& owner_;
+  WorkerState& owner_;
   ThreadId dest_;
   transfer::Transmitter* tx_ = nullptr;
   std::uint64_t salt_ = 0;
@@ -163,29 +163,29 @@ class Channel {
     std::size_t capacity = 0;
   };
   // `owner`: the worker thread the calls are addressed to.
-  Channel(SlotState& owner, ThreadId source, RemoteLocator feedback, std::vector<Chunk> chunks);
+  Channel(WorkerState& owner, ThreadId source, RemoteLocator feedback, std::vector<Chunk> chunks);
   // Run up to `budget` calls on the calling thread, whose state is `runner`
   // (the owner's, or a helper's that answers as itself); throws
   // Errc::protocol for a corrupted chunk.
-  std::size_t poll(SlotState& runner, std::size_t budget);
+  std::size_t poll(WorkerState& runner, std::size_t budget);
   ThreadId source() const noexcept { return source_; }
   // A call's buffer is being read from its caller: the call has arrived but not run.
   bool reading() const noexcept { return read_.active; }
   void add_pending(const std::vector<Chunk>& chunks) { pending_.insert(pending_.end(), chunks.begin(), chunks.end()); }
 
  private:
-  std::size_t poll_now(SlotState& runner, std::size_t budget);
+  std::size_t poll_now(WorkerState& runner, std::size_t budget);
   [[noreturn]] void corrupted(const std::string& what);
   void finish_chunk();
   void push_consumed();
-  void execute(SlotState& runner, const std::byte* record, const wire::RecordHeader& h);
-  void execute_plain(SlotState& runner, const std::byte* record, const wire::RecordHeader& h);
+  void execute(WorkerState& runner, const std::byte* record, const wire::RecordHeader& h);
+  void execute_plain(WorkerState& runner, const std::byte* record, const wire::RecordHeader& h);
   // The buffer of a call: RDMA-written here, or read from `holder` (the caller's process, a broadcast's root's).
   std::span<std::byte> remote_buffer(const wire::RemoteBuffer& rb, std::uint32_t holder, std::vector<std::byte>& fetched);
   bool read_ready(const std::byte* record, const wire::RecordHeader& h);
   // Count a Synchronizer of thread `owner` down (or fail it) through this
   // thread's messenger to it; `counted`: the owner counts what it is owed
-  // (SlotState::owe), as for every notification but an RDMA answer's fallback.
+  // (WorkerState::owe), as for every notification but an RDMA answer's fallback.
   void notify_caller(ThreadId owner, std::uint64_t sync, const std::string* failure, Errc code, bool counted = true);
   void answer_by_rdma(const wire::RemoteReply& reply, bool returning, std::span<const std::byte> result);
   // Send a broadcast record on to this thread's children in the tree, with
@@ -194,11 +194,11 @@ class Channel {
   // destination buffer (buffer_written; returns once those writes are
   // done). A child that cannot be reached, or every child when `failure` is
   // given, is reported to the root for each thread of its subtree.
-  void forward_broadcast(SlotState& runner, const wire::RecordHeader& h, const Forward& forward,
+  void forward_broadcast(WorkerState& runner, const wire::RecordHeader& h, const Forward& forward,
                          const fabric::Incoming& in, const wire::RemoteBuffer* rb = nullptr,
                          const std::string* failure = nullptr);
 
-  SlotState& owner_;
+  WorkerState& owner_;
   ThreadId source_;
   ThreadId self_;
   RemoteLocator feedback_;
@@ -236,10 +236,10 @@ struct Announcement {
   std::vector<Channel::Chunk> chunks;
 };
 
-class SlotState {
+class WorkerState {
  public:
-  SlotState(Module& module, fabric::Runtime& runtime, std::uint32_t slot, const MessengerOptions& options);
-  ~SlotState();
+  WorkerState(Messengers& module, fabric::Runtime& runtime, std::uint32_t slot, const MessengerOptions& options);
+  ~WorkerState();
 
   Messenger& messenger(ThreadId dest);
   // The destinations of the messengers this thread has made (quiet()).
@@ -247,7 +247,7 @@ class SlotState {
   std::size_t poll();
   // Helper threads (RDMX_HELPERS): this helper runs `worker`'s calls, which
   // then never runs them itself.
-  void serve(SlotState& worker) {
+  void serve(WorkerState& worker) {
     worker.served_ = true;
     serves_.push_back(&worker);
   }
@@ -305,12 +305,12 @@ class SlotState {
 
  private:
   // Run the calls that arrived for this slot, on the calling thread (`runner`).
-  std::size_t consume(SlotState& runner);
+  std::size_t consume(WorkerState& runner);
   // This slot's thread: fail what newly failed processes owe, and close a
   // lane into a dead process's chunk.
   void check_failures();
 
-  Module& module_;
+  Messengers& module_;
   std::mutex owed_mutex_;  // a helper thread settles the notifications its worker waits for
   std::map<std::pair<std::uint32_t, Synchronizer*>, std::int64_t> owed_;
   std::uint64_t failures_seen_ = 0;
@@ -334,33 +334,33 @@ class SlotState {
   std::map<std::uint64_t, std::uint64_t> shutdowns_;  // phase -> shutdowns received
   bool polling_ = false;
   bool served_ = false;             // a helper consumes this worker's channels
-  std::vector<SlotState*> serves_;  // a helper: the workers it consumes for
+  std::vector<WorkerState*> serves_;  // a helper: the workers it consumes for
 };
 
-class Module final : public fabric::Layer {
+class Messengers final : public fabric::Layer {
  public:
-  explicit Module(Job& job);
+  explicit Messengers(Job& job);
   std::size_t poll(std::uint32_t slot) override;
   void flush(std::uint32_t slot) override;
   bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
   // Any thread: recorded here; each slot fails its waits on `process` when
-  // its thread next progresses (SlotState::check_failures).
+  // its thread next progresses (WorkerState::check_failures).
   void process_failed(std::uint32_t process, const std::string& why) override;
   std::uint64_t failures() const noexcept { return failures_.load(std::memory_order_acquire); }
   std::string failure_of(std::uint32_t process) const;
-  SlotState& slot(std::uint32_t index) { return *slots_.at(index); }
+  WorkerState& worker(std::uint32_t index) { return *slots_.at(index); }
   const MessengerOptions& options() const noexcept { return options_; }
   // The calling worker thread's state; throws for other threads.
-  static SlotState& current();
+  static WorkerState& current();
   // The state of the worker thread the one-sided call running on this
   // thread was addressed to (a helper runs calls for others); throws
   // outside a one-sided call.
-  static SlotState& destination();
+  static WorkerState& destination();
 
  private:
   fabric::Runtime& runtime_;
   MessengerOptions options_;
-  std::vector<std::unique_ptr<SlotState>> slots_;
+  std::vector<std::unique_ptr<WorkerState>> slots_;
   mutable std::mutex failures_mutex_;
   std::map<std::uint32_t, std::string> why_;
   // Starts above the slots' count: their first poll also sees processes

@@ -1,4 +1,4 @@
-#include "module.hpp"
+#include "messengers.hpp"
 
 #include <cstdio>
 
@@ -46,20 +46,20 @@ std::uint64_t* WordSlots::next(transfer::Transmitter& tx, std::uint32_t process)
   return &words_[last_];
 }
 
-// ---- SlotState ----
+// ---- WorkerState ----
 
-SlotState::SlotState(Module& module, fabric::Runtime& rt, std::uint32_t slot, const MessengerOptions& opts)
+WorkerState::WorkerState(Messengers& module, fabric::Runtime& rt, std::uint32_t slot, const MessengerOptions& opts)
     : runtime(rt), self{rt.rank(), slot}, options(opts), module_(module),
       failures_handled_(rt.size(), false) {
   messengers_.resize(std::size_t{rt.size()} * rt.workers());
 }
 
-void SlotState::owe(std::uint32_t process, Synchronizer* sync, std::int64_t n) {
+void WorkerState::owe(std::uint32_t process, Synchronizer* sync, std::int64_t n) {
   std::lock_guard lock(owed_mutex_);
   owed_[{process, sync}] += n;
 }
 
-bool SlotState::settle(std::uint32_t process, Synchronizer* sync) {
+bool WorkerState::settle(std::uint32_t process, Synchronizer* sync) {
   std::lock_guard lock(owed_mutex_);
   auto it = owed_.find({process, sync});
   if (it == owed_.end()) it = owed_.find({any_process, sync});
@@ -68,9 +68,9 @@ bool SlotState::settle(std::uint32_t process, Synchronizer* sync) {
   return true;
 }
 
-std::string SlotState::failure_of(std::uint32_t process) const { return module_.failure_of(process); }
+std::string WorkerState::failure_of(std::uint32_t process) const { return module_.failure_of(process); }
 
-void SlotState::check_failures() {
+void WorkerState::check_failures() {
   const std::uint64_t failures = module_.failures();
   if (failures == failures_seen_) [[likely]]
     return;
@@ -104,9 +104,9 @@ void SlotState::check_failures() {
     static_cast<Messenger*>(lane.holder)->close_lane();
 }
 
-SlotState::~SlotState() = default;
+WorkerState::~WorkerState() = default;
 
-Messenger& SlotState::messenger(ThreadId dest) {
+Messenger& WorkerState::messenger(ThreadId dest) {
   // Known destinations are checked once, when their messenger is made.
   const std::size_t index = std::size_t{dest.process} * runtime.workers() + dest.thread;
   if (dest.thread < runtime.workers() && index < messengers_.size() && messengers_[index]) [[likely]]
@@ -119,14 +119,14 @@ Messenger& SlotState::messenger(ThreadId dest) {
   return *m;
 }
 
-std::vector<ThreadId> SlotState::messenger_destinations() const {
+std::vector<ThreadId> WorkerState::messenger_destinations() const {
   std::vector<ThreadId> out;
   for (const auto& m : messengers_)
     if (m) out.push_back(m->destination());
   return out;
 }
 
-void SlotState::announce(Announcement a) {
+void WorkerState::announce(Announcement a) {
   {
     std::lock_guard lock(announce_mutex_);
     announcements_.push_back(std::move(a));
@@ -134,7 +134,7 @@ void SlotState::announce(Announcement a) {
   announced_.store(true, std::memory_order_release);
 }
 
-void SlotState::take_announcements() {
+void WorkerState::take_announcements() {
   std::deque<Announcement> taken;
   {
     std::lock_guard lock(announce_mutex_);
@@ -151,10 +151,10 @@ void SlotState::take_announcements() {
   }
 }
 
-std::size_t SlotState::poll() {
+std::size_t WorkerState::poll() {
   check_failures();
   std::size_t ran = served_ ? 0 : consume(*this);
-  for (SlotState* worker : serves_) ran += worker->consume(*this);
+  for (WorkerState* worker : serves_) ran += worker->consume(*this);
   publish_all();
   // Buffers RDMA-written by call_buffer: tell their callers once they are reusable.
   while (!written_.empty()) {
@@ -174,14 +174,14 @@ std::size_t SlotState::poll() {
   return ran;
 }
 
-bool SlotState::settled() const {
+bool WorkerState::settled() const {
   if (!written_.empty()) return false;
   for (const auto& c : channels_)
     if (c->reading()) return false;
   return true;
 }
 
-std::size_t SlotState::consume(SlotState& runner) {
+std::size_t WorkerState::consume(WorkerState& runner) {
   // Nested progress (a call that waits) re-enters here; channels tolerate
   // it, but taking announcements while iterating the channel list does not.
   std::size_t ran = 0;
@@ -197,7 +197,7 @@ std::size_t SlotState::consume(SlotState& runner) {
   return ran;
 }
 
-void SlotState::publish_all() {
+void WorkerState::publish_all() {
   // What call() wrote into the lane is not listed: its holder checks.
   if (lane.holder != nullptr) static_cast<Messenger*>(lane.holder)->publish_lane();
   if (pending_publish_.empty()) return;
@@ -209,22 +209,22 @@ void SlotState::publish_all() {
   for (Messenger* m : list) m->publish();
 }
 
-// ---- Module ----
+// ---- Messengers ----
 
-Module::Module(Job& job) : runtime_(fabric::runtime_of(job)), options_(MessengerOptions::from_env()) {
+Messengers::Messengers(Job& job) : runtime_(fabric::runtime_of(job)), options_(MessengerOptions::from_env()) {
   fabric::Runtime& rt = runtime_;
-  for (std::uint32_t s = 0; s < rt.workers(); ++s) slots_.push_back(std::make_unique<SlotState>(*this, rt, s, options_));
+  for (std::uint32_t s = 0; s < rt.workers(); ++s) slots_.push_back(std::make_unique<WorkerState>(*this, rt, s, options_));
   // Worker w's calls go to helper w mod H, always the same one: a channel is
   // only ever consumed by one thread, so no consumer-side state is shared.
   for (std::uint32_t w = 0; rt.helpers() != 0 && w < rt.threads(); ++w)
     slots_[rt.threads() + w % rt.helpers()]->serve(*slots_[w]);
 }
 
-std::size_t Module::poll(std::uint32_t slot) { return slots_[slot]->poll(); }
+std::size_t Messengers::poll(std::uint32_t slot) { return slots_[slot]->poll(); }
 
-void Module::flush(std::uint32_t slot) { slots_[slot]->publish_all(); }
+void Messengers::flush(std::uint32_t slot) { slots_[slot]->publish_all(); }
 
-void Module::process_failed(std::uint32_t process, const std::string& why) {
+void Messengers::process_failed(std::uint32_t process, const std::string& why) {
   {
     std::lock_guard lock(failures_mutex_);
     why_[process] = why;
@@ -232,21 +232,21 @@ void Module::process_failed(std::uint32_t process, const std::string& why) {
   failures_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-std::string Module::failure_of(std::uint32_t process) const {
+std::string Messengers::failure_of(std::uint32_t process) const {
   std::lock_guard lock(failures_mutex_);
   auto it = why_.find(process);
   return it != why_.end() ? it->second : "process " + std::to_string(process) + " has failed";
 }
 
-SlotState& Module::current() {
-  void** word = fabric::acting_word<SlotState>();
+WorkerState& Messengers::current() {
+  void** word = fabric::acting_word<WorkerState>();
   if (word != nullptr && *word != nullptr) [[likely]]
-    return *static_cast<SlotState*>(*word);
+    return *static_cast<WorkerState*>(*word);
   fabric::ThreadContext* c = fabric::current_context;
   if (c == nullptr || c->id().is_service())
     throw Error(Errc::invalid_argument,
                 "one-sided calls are made by worker threads (Job::run); other threads use the send-based rdmx::call");
-  SlotState& slot = fabric::layer<Module>().slot(c->id().thread);
+  WorkerState& slot = fabric::layer<Messengers>().worker(c->id().thread);
   *word = &slot;
   *fabric::acting_word<detail::Lane>() = &slot.lane;
   return slot;
@@ -255,13 +255,13 @@ SlotState& Module::current() {
 namespace detail {
 
 bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer) {
-  SlotState& slot = Module::current();
+  WorkerState& slot = Messengers::current();
   return slot.messenger(call.destination).append(call, mode, buffer);
 }
 
 bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer,
                std::span<const RemoteLocator> dest_buffers) {
-  SlotState& slot = Module::current();
+  WorkerState& slot = Messengers::current();
   if (buffer != nullptr && buffer->where.process != slot.self.process)
     throw Error(Errc::invalid_argument, "broadcast_buffer: the buffer to read must be in the caller's process");
   const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
@@ -301,7 +301,7 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffe
   if (consumed) {
     const auto threads = static_cast<std::int64_t>(slot.runtime.size()) * slot.runtime.threads();
     call.sync->add(threads);
-    slot.owe(SlotState::any_process, call.sync, threads);
+    slot.owe(WorkerState::any_process, call.sync, threads);
   }
   return true;
 }
@@ -311,7 +311,7 @@ std::size_t process_calls() {
   return rdmx::progress();
 }
 
-void flush() { Module::current().publish_all(); }
+void flush() { Messengers::current().publish_all(); }
 
 }  // namespace detail
 }  // namespace invoke
