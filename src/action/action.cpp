@@ -1,5 +1,4 @@
 // The registry of remote actions and how their failures are told.
-#include <cxxabi.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -31,12 +30,6 @@ struct Registry {
 Registry& registry() {
   static Registry r;
   return r;
-}
-
-std::string demangle(const char* mangled) {
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
-  return status == 0 && text ? std::string(text.get()) : std::string(mangled);
 }
 
 std::string hex(std::uint64_t id) {
@@ -100,7 +93,7 @@ void Responder::fail_with_current_exception(std::uint64_t action) {
   } catch (const Error& e) {
     fail(Errc::remote_exception, where + "rdmx::Error (" + to_string(e.code()) + "): " + e.what());
   } catch (const std::exception& e) {
-    fail(Errc::remote_exception, where + demangle(typeid(e).name()) + ": " + e.what());
+    fail(Errc::remote_exception, where + type_name(typeid(e)) + ": " + e.what());
   } catch (...) {
     fail(Errc::remote_exception, where + "a non-standard exception");
   }

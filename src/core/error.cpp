@@ -1,5 +1,10 @@
 #include "rdmx/core/error.hpp"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
+
 namespace rdmx {
 
 const char* to_string(Errc code) noexcept {
@@ -19,5 +24,13 @@ const char* to_string(Errc code) noexcept {
   }
   return "unknown";
 }
+
+std::string demangle(const char* mangled) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  return status == 0 && text ? std::string(text.get()) : std::string(mangled);
+}
+
+std::string type_name(const std::type_info& type) { return demangle(type.name()); }
 
 }  // namespace rdmx

@@ -513,7 +513,7 @@ void ThreadContext::execute(Received& r) {
     } catch (const Error& e) {
       failure.emplace(e.code() == Errc::unknown_function ? Errc::remote_exception : e.code(), e.what());
     } catch (const std::exception& e) {
-      failure.emplace(Errc::remote_exception, std::string("remote function threw: ") + e.what());
+      failure.emplace(Errc::remote_exception, "remote function threw " + type_name(typeid(e)) + ": " + e.what());
     } catch (...) {
       failure.emplace(Errc::remote_exception, "remote function threw a non-standard exception");
     }

@@ -3,6 +3,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <typeinfo>
 
 namespace rdmx {
 
@@ -22,6 +23,11 @@ enum class Errc {
 };
 
 const char* to_string(Errc code) noexcept;
+
+// A type's name as written in C++ ("std::out_of_range"), for messages;
+// demangle does the same for a name from std::type_info::name().
+std::string type_name(const std::type_info& type);
+std::string demangle(const char* mangled);
 
 class Error : public std::runtime_error {
  public:
