@@ -55,6 +55,7 @@ class Rng {
 // any state of G (sizes per-node arrays).
 template <class G>
 concept Game = std::is_trivially_copyable_v<G> && std::is_trivially_copyable_v<typename G::Move> &&
+               std::equality_comparable<typename G::Move> &&
                requires(const G& state, G& mutable_state, typename G::Move move, std::span<typename G::Move> out,
                         Rng& rng) {
                  { G::max_moves } -> std::convertible_to<std::size_t>;
