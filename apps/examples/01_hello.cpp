@@ -5,7 +5,6 @@
 // without a launcher, the program is a one-process job.
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <span>
 #include <vector>
 
@@ -21,12 +20,10 @@ int main(int argc, char** argv) {
 
     // A process-level collective, made by one thread per process: every
     // process contributes its rank, every process gets all of them in rank order.
-    const std::vector<std::vector<std::byte>> ranks = job.allgather(std::as_bytes(std::span(&me, 1)));
+    const std::vector<std::uint32_t> ranks = job.allgather(me);
     for (std::uint32_t r = 0; r < n; ++r) {
-      std::uint32_t seen = 0;
-      std::memcpy(&seen, ranks[r].data(), sizeof seen);
-      if (ranks[r].size() != sizeof seen || seen != r) {
-        std::fprintf(stderr, "01_hello: allgather slot %u holds %u\n", r, seen);
+      if (ranks[r] != r) {
+        std::fprintf(stderr, "01_hello: allgather entry %u holds %u\n", r, ranks[r]);
         return 1;
       }
     }

@@ -188,6 +188,11 @@ std::vector<std::vector<std::byte>> Job::allgather(std::span<const std::byte> mi
 
 transfer::Context& Job::context() { return impl_->runtime.context(); }
 
+void Job::throw_mismatched_allgather(std::size_t process, std::size_t got, std::size_t expected) {
+  throw Error(Errc::protocol, "allgather: process " + std::to_string(process) + " gave " + std::to_string(got) +
+                                  " bytes where " + std::to_string(expected) + " were expected (a different type?)");
+}
+
 memory::Arena& Job::arena() {
   auto& rt = impl_->runtime;
   ThreadId me = current_context != nullptr ? current_context->id() : ThreadId{rank(), service_thread};

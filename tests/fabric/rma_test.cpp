@@ -23,11 +23,27 @@ std::uint32_t next_process() { return (job().rank() + 1) % job().size(); }
 RemoteLocator shared_counter() {
   RemoteLocator where{};
   if (job().rank() == 0) where = allocate_remote(job().size() - 1, 8);
-  auto all = job().allgather(std::as_bytes(std::span(&where, 1)));
-  std::memcpy(&where, all[0].data(), sizeof where);
-  return where;
+  return job().allgather(where)[0];
 }
 }  // namespace
+
+TEST(Job, TypedAllgatherRefusesMismatchedSizes) {
+  // Every process gives its rank, typed; then one gives a different size.
+  const auto ranks = job().allgather(job().rank());
+  ASSERT_EQ(ranks.size(), job().size());
+  for (std::uint32_t p = 0; p < job().size(); ++p) EXPECT_EQ(ranks[p], p);
+  try {
+    if (job().rank() == 0) {
+      (void)job().allgather(std::uint64_t{7});
+    } else {
+      (void)job().allgather(std::uint32_t{7});
+    }
+    FAIL() << "mismatched sizes were accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::protocol);
+    EXPECT_NE(std::string(e.what()).find("were expected"), std::string::npos) << e.what();
+  }
+}
 
 TEST(Rma, PutThenGetRoundTrips) {
   for (std::size_t size : {std::size_t{8}, std::size_t{4096}, std::size_t{1 << 20}}) {
@@ -75,7 +91,7 @@ TEST(Rma, AtomicsFromEveryProcess) {
   std::uint64_t old = compare_swap(counter, total, 1000 + job().rank()).get();
   std::uint32_t won = old == total ? 1 : 0;
   std::uint32_t winners = 0;
-  for (auto& v : job().allgather(std::as_bytes(std::span(&won, 1)))) winners += v[0] != std::byte{0} ? 1 : 0;
+  for (std::uint32_t v : job().allgather(won)) winners += v;
   EXPECT_EQ(winners, 1u);
   job().barrier();
   if (job().rank() == 0) free_remote(counter);

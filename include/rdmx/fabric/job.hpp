@@ -7,11 +7,13 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "rdmx/fabric/identity.hpp"
@@ -111,6 +113,18 @@ class Job {
   // process of the job has died.
   void barrier();
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine);
+  // Every process's `mine`, indexed by rank.
+  template <class T>
+    requires std::is_trivially_copyable_v<T>
+  std::vector<T> allgather(const T& mine) {
+    auto all = allgather(std::as_bytes(std::span(&mine, 1)));
+    std::vector<T> values(all.size());
+    for (std::size_t p = 0; p < all.size(); ++p) {
+      if (all[p].size() != sizeof(T)) throw_mismatched_allgather(p, all[p].size(), sizeof(T));
+      std::memcpy(&values[p], all[p].data(), sizeof(T));
+    }
+    return values;
+  }
 
   transfer::Context& context();
   memory::Arena& arena();
@@ -118,6 +132,7 @@ class Job {
   struct Impl;
 
  private:
+  [[noreturn]] static void throw_mismatched_allgather(std::size_t process, std::size_t got, std::size_t expected);
   friend fabric::Runtime& fabric::runtime_of(Job& job) noexcept;
   std::unique_ptr<Impl> impl_;
 };
