@@ -429,7 +429,7 @@ void WorkerParcels::run_request(const Header& h, const Received& in) {
   Handler handle = handler(h.action);
   if (handle == nullptr) {
     out.fail(Errc::unknown_function, "process " + std::to_string(self.process) + " has no remote action with id " +
-                                         action_name(h.action) + action_conflict(h.action) +
+                                         action_name(h.action) +
                                          " (were caller and destination built from the same program?)");
     return;
   }

@@ -16,6 +16,7 @@
 #include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/core/log.hpp"
+#include "rdmx/core/registry.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/transfer/status.hpp"
@@ -201,8 +202,8 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
     }
   }
 
-  if (!FunctionRegistry::instance().conflict().empty())
-    throw Error(Errc::invalid_argument, FunctionRegistry::instance().conflict());
+  if (const std::string conflicts = registry_conflicts(); !conflicts.empty())
+    throw Error(Errc::invalid_argument, conflicts.substr(0, conflicts.size() - 1));
 
   serve_idle_ = env::get_bool("RDMX_SERVE_IDLE", false);
   on_thread_exception_ = options.on_thread_exception;

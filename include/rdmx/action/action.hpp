@@ -184,7 +184,7 @@ struct ActionWrapper {
     }(std::index_sequence_for<P...>{});
   }
 
-  static inline const std::uint64_t id = parcel::register_action(typeid(ActionWrapper).name(), &handle);
+  static inline const std::uint64_t id = parcel::ActionRegistry::instance().add(typeid(ActionWrapper).name(), &handle);
 };
 
 // One-sentence errors for the public entry points instead of a page of

@@ -27,6 +27,7 @@
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/core/future.hpp"
+#include "rdmx/core/registry.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/serial/input_archive.hpp"
 #include "rdmx/serial/output_archive.hpp"
@@ -62,11 +63,8 @@ class Responder {
 // An action's receiving half: decode the arguments, run, answer.
 using Handler = void (*)(const Received& in, Responder& out);
 
-// Registers an action under the hash of `name` (its wrapper's mangled type
-// name, the same in every process of a program); returns the id. Called
-// during static initialization; two names with one hash are reported when
-// either is used.
-std::uint64_t register_action(std::string_view name, Handler handler);
+// The process's actions, by their wrapper's id (core/registry.hpp).
+using ActionRegistry = Registry<Handler>;
 // The action's readable name (demangled) if this process knows it, else its id in hex.
 std::string action_name(std::uint64_t id);
 
