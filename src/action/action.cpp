@@ -1,15 +1,10 @@
-// The registry of remote actions and how their failures are told.
-
-#include <cstdio>
-#include <cstdlib>
-#include <memory>
-#include <mutex>
+// Actions' names in messages, and how their failures are told.
+#include <string>
 #include <typeinfo>
-#include <unordered_map>
 
-#include "registry.hpp"
+#include "rdmx/action/parcel.hpp"
+#include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
-#include "rdmx/serial/signature.hpp"
 
 namespace rdmx::parcel {
 namespace {
@@ -27,8 +22,6 @@ std::string readable(std::string name) {
 }
 
 }  // namespace
-
-Handler find_action(std::uint64_t id) { return ActionRegistry::instance().find(id); }
 
 std::string action_name(std::uint64_t id) { return "action " + readable(ActionRegistry::instance().name_of(id)); }
 

@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "../fabric/runtime.hpp"
-#include "registry.hpp"
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/rma.hpp"
@@ -140,11 +139,6 @@ class WorkerParcels {
 
   std::size_t poll();
   bool settled() const noexcept { return pulls_.empty(); }  // no arrived parcel waits for its chunks
-  Handler handler(std::uint64_t id) {
-    auto& e = handlers_[id % handlers_.size()];
-    if (e.first != id || e.second == nullptr) e = {id, find_action(id)};
-    return e.second;
-  }
   serial::InputOptions input_options() noexcept { return serial::InputOptions{&landing}; }
   void count_sent(const serial::OutputArchive& ar, std::size_t message_bytes) {
     const std::size_t chunk_bytes = ar.out_of_line_bytes();
@@ -167,7 +161,6 @@ class WorkerParcels {
   std::uint32_t tick_ = 0;
   std::vector<std::unique_ptr<Pull>> pulls_;
   std::vector<std::unique_ptr<serial::OutputArchive>> archives_;
-  std::array<std::pair<std::uint64_t, Handler>, 64> handlers_{};
   std::unordered_map<std::string, std::shared_ptr<transfer::RemoteKey>> rkeys_;  // by thread + packed bytes
   std::unordered_map<std::uint64_t, std::unique_ptr<transfer::Transmitter>> thread_transmitters_;
 };
@@ -426,7 +419,7 @@ void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Comp
 
 void WorkerParcels::run_request(const Header& h, const Received& in) {
   RequestResponder out(*this, h);
-  Handler handle = handler(h.action);
+  Handler handle = ActionRegistry::instance().find_cached(h.action);
   if (handle == nullptr) {
     out.fail(Errc::unknown_function, "process " + std::to_string(self.process) + " has no remote action with id " +
                                          action_name(h.action) +

@@ -486,7 +486,7 @@ void ThreadContext::execute(Received& r) {
     }
     return;
   }
-  Invoker invoker = FunctionRegistry::instance().find(h.function);
+  Invoker invoker = FunctionRegistry::instance().find_cached(h.function);
   std::optional<Error> failure;
   ReplyState state;
   if (invoker == nullptr) {

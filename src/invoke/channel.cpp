@@ -203,7 +203,7 @@ void Channel::push_consumed() {
 // The common case, a call with nothing to answer: no reply state, no
 // buffer; anything unusual goes through execute().
 void Channel::execute_plain(WorkerState& runner, const std::byte* record, const wire::RecordHeader& h) {
-  const fabric::Invoker invoker = runner.find_function(h.function);
+  const fabric::Invoker invoker = fabric::FunctionRegistry::instance().find_cached(h.function);
   if (invoker == nullptr || wire::align_up(h.closure_size) > h.size - sizeof h) [[unlikely]] {
     execute(runner, record, h);
     return;
@@ -451,7 +451,7 @@ void Channel::execute(WorkerState& runner, const std::byte* record, const wire::
   if (kind == wire::kind_broadcast && !remote) forward_broadcast(runner, h, forward, in);  // fan out first, then run
   if (!failure.empty()) {
     // The buffer could not be had: the function does not run.
-  } else if (fabric::Invoker invoker = runner.find_function(h.function)) {
+  } else if (fabric::Invoker invoker = fabric::FunctionRegistry::instance().find_cached(h.function)) {
     try {
       invoker(in);
     } catch (const Error& e) {

@@ -262,12 +262,6 @@ class WorkerState {
   void notify_when_free(transfer::Transmitter& tx, std::uint32_t process, transfer::EpochTag tag, Synchronizer* sync) {
     written_.push_back({&tx, process, tag, sync});
   }
-  // The registry's lookup takes a lock; calls mostly repeat a few functions.
-  fabric::Invoker find_function(std::uint64_t id) {
-    auto& e = functions_[id % functions_.size()];
-    if (e.first != id || e.second == nullptr) e = {id, fabric::FunctionRegistry::instance().find(id)};
-    return e.second;
-  }
 
   // One-sided notifications this thread's Synchronizers wait for (consumed,
   // returned, buffer read), by the process that owes them; any_process: a
@@ -316,7 +310,6 @@ class WorkerState {
   std::uint64_t failures_seen_ = 0;
   std::vector<bool> failures_handled_;  // by process
 
-  std::array<std::pair<std::uint64_t, fabric::Invoker>, 64> functions_{};
   std::vector<std::unique_ptr<Messenger>> messengers_;  // by destination process * threads + thread
   std::vector<Messenger*> pending_publish_;
   struct Written {

@@ -9,11 +9,13 @@
 // stops the Job from starting (registry_conflicts(), checked there), and
 // such an id is never looked up as either.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 namespace rdmx {
 
@@ -51,6 +53,15 @@ class Registry {
     std::lock_guard lock(mutex_);
     auto it = entries_.find(id);
     return it == entries_.end() || it->second.conflict ? nullptr : it->second.entry;
+  }
+  // find() through a small per-thread cache: lookups take a lock, and a
+  // thread's calls mostly repeat a few functions. Entries are never removed,
+  // so a cached one stays right.
+  Entry find_cached(std::uint64_t id) noexcept {
+    static thread_local std::array<std::pair<std::uint64_t, Entry>, 64> cache{};
+    auto& e = cache[id % cache.size()];
+    if (e.first != id || e.second == nullptr) e = {id, find(id)};
+    return e.second;
   }
   // The demangled name registered under `id`, for messages.
   std::string name_of(std::uint64_t id) const;
