@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "causality.hpp"
+#include "rdmx/core/tsan.hpp"
 #include "rdmx/core/error.hpp"
 
 namespace rdmx::fabric {

@@ -4,7 +4,7 @@
 
 #include "rdmx/core/log.hpp"
 #include "rdmx/transfer/status.hpp"
-#include "causality.hpp"
+#include "rdmx/core/tsan.hpp"
 #include "runtime.hpp"
 
 namespace rdmx::fabric {

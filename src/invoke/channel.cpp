@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "messengers.hpp"
-#include "tsan.hpp"
-#include "../fabric/causality.hpp"
+#include "rdmx/core/tsan.hpp"
+
 #include "rdmx/core/log.hpp"
 #include "rdmx/fabric/function_registry.hpp"
 #include "rdmx/fabric/rma.hpp"
@@ -97,7 +97,7 @@ std::size_t Channel::poll_now(WorkerState& runner, std::size_t budget) {
                   ", chunk of " + std::to_string(c.capacity) + " bytes)");
       if (p->end == end_ && !p->closed) break;
       tsan_acquire(c.base);
-      fabric::message_received();
+      message_received();
       end_ = p->end;
       closed_ = p->closed;
       grow_ = p->grow;

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "messengers.hpp"
-#include "tsan.hpp"
-#include "../fabric/causality.hpp"
+#include "rdmx/core/tsan.hpp"
+
 #include "rdmx/core/log.hpp"
 #include "rdmx/core/checked_size.hpp"
 #include "rdmx/fabric/rma.hpp"
@@ -406,7 +406,7 @@ void Messenger::write_word(bool closed, std::uint8_t grow) {
   put_pending();
   const Chunk& c = ring_[cur_];
   const std::uint64_t encoded = wire::encode({write_, static_cast<std::uint16_t>(c.seq), closed, grow}, salt_);
-  fabric::message_sent();
+  message_sent();
   if (c.mapped != nullptr) {
     // Records were stored straight into d's memory: a release store orders
     // them before the word. RDMA writes of this channel (queued calls of
@@ -424,7 +424,7 @@ void Messenger::write_word(bool closed, std::uint8_t grow) {
   // transport copied the records with non-temporal stores.
   tx_->fence();
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  // Same process: the chunk's address is the receiver's too (see tsan.hpp).
+  // Same process: the chunk's address is the receiver's too (see core/tsan.hpp).
   if (dest_.process == owner_.self.process) tsan_release(reinterpret_cast<const void*>(c.remote.address));
   std::uint64_t* word = words_.next(*tx_, dest_.process);
   *word = encoded;
