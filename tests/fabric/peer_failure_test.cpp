@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     if (e.code() != Errc::peer_failed) return fail(e.what());
   }
+  // The layers hear of it right after the fabric's own waits failed, maybe
+  // on another thread: give that a moment.
+  for (auto until = Clock::now() + std::chrono::seconds(10); failed_reports.load() == 0 && Clock::now() < until;) progress();
   if (failed_reports.load() != 1 || failed_process.load() != 1) return fail("a layer was not told once that process 1 failed");
   // Everyone else is still reachable.
   for (std::uint32_t p = 2; p < job.size(); ++p) {
