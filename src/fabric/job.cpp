@@ -73,7 +73,7 @@ Job::~Job() {
   current_job = nullptr;
 }
 
-bool Job::oversubscribed() const noexcept { return impl_->runtime.oversubscribed_; }
+bool Job::oversubscribed() const noexcept { return impl_->runtime.oversubscribed(); }
 
 namespace fabric {
 Runtime& runtime_of(Job& job) noexcept { return job.impl_->runtime; }
@@ -88,8 +88,8 @@ std::uint32_t Job::rank() const noexcept { return impl_->runtime.rank(); }
 std::uint32_t Job::size() const noexcept { return impl_->runtime.size(); }
 std::uint32_t Job::threads_per_process() const noexcept { return impl_->runtime.threads(); }
 std::uint32_t Job::helpers_per_process() const noexcept { return impl_->runtime.helpers(); }
-const ProcessInfo& Job::process_info(std::uint32_t rank) const { return impl_->runtime.infos.at(rank); }
-Layout Job::layout() const { return impl_->runtime.layout; }
+const ProcessInfo& Job::process_info(std::uint32_t rank) const { return impl_->runtime.info(rank); }
+Layout Job::layout() const { return impl_->runtime.layout(); }
 int Job::numa_zone(std::uint32_t thread) const {
   impl_->runtime.validate(ThreadId{rank(), thread});
   return impl_->runtime.numa_node_of(thread);
@@ -99,10 +99,10 @@ std::string Job::launcher() const { return impl_->runtime.bootstrap().launcher()
 std::string Job::describe() const {
   auto& rt = impl_->runtime;
   const char* tls = std::getenv("UCX_TLS");
-  return "rdmx job: layout " + rt.layout.to_string() + " (" + std::to_string(size()) + (size() == 1 ? " process" : " processes") + ", launcher " +
+  return "rdmx job: layout " + rt.layout().to_string() + " (" + std::to_string(size()) + (size() == 1 ? " process" : " processes") + ", launcher " +
          launcher() + "), UCX_TLS=" + (tls != nullptr ? tls : "(UCX default)") +
          (rt.helpers() != 0 ? ", " + std::to_string(rt.helpers()) + " helper threads per process" : "") + ", threads " +
-         rt.pin_reason + ", progress " + to_string(Backoff::mode()) + " after " + std::to_string(Backoff::idle_spins()) +
+         rt.pin_reason() + ", progress " + to_string(Backoff::mode()) + " after " + std::to_string(Backoff::idle_spins()) +
          " idle polls";
 }
 
@@ -153,28 +153,7 @@ void Job::run(const std::function<void(ThreadId)>& fn) {
   if (first_error) std::rethrow_exception(first_error);
 }
 
-void Job::barrier() {
-  // Built from calls rather than the launcher's fence so that waiting keeps
-  // serving calls: a peer blocked on a call to us must not deadlock. Process
-  // 0's service thread counts arrivals and releases everyone.
-  auto& rt = impl_->runtime;
-  const std::uint64_t epoch = ++rt.barrier_epoch;
-  call(ThreadId{0, service_thread}, [epoch] {
-    auto& r = fabric::Runtime::current();
-    if (r.barrier_arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == epoch * r.size())
-      for (std::uint32_t p = 0; p < r.size(); ++p)
-        call(ThreadId{p, service_thread}, [epoch] {
-          fabric::Runtime::current().barrier_released.store(epoch, std::memory_order_release);
-        });
-  });
-  Backoff backoff;
-  while (rt.barrier_released.load(std::memory_order_acquire) < epoch) {
-    for (std::uint32_t p = 0; p < rt.size(); ++p)
-      if (rt.process_failed(p)) throw Error(Errc::peer_failed, "barrier: process " + std::to_string(p) + " has failed");
-    // Peers may be waiting on this process's other threads, which have left Job::run.
-    backoff(progress() + rt.serve_idle_workers() != 0);
-  }
-}
+void Job::barrier() { impl_->runtime.barrier(); }
 
 std::vector<std::vector<std::byte>> Job::allgather(std::span<const std::byte> mine) {
   // Serve calls while the launcher gathers: a peer may be waiting on us.

@@ -54,7 +54,7 @@ std::string Runtime::failure_of(std::uint32_t process) const {
 bool Runtime::gone(std::uint32_t process) {
   if (process >= size_) return false;
   if (process_failed(process)) return true;
-  if (process == rank_ || infos[process].hostname != infos[rank_].hostname || process_alive(pids_[process])) return false;
+  if (process == rank_ || !same_host(process) || process_alive(pids_[process])) return false;
   peer_failed(process, "process " + std::to_string(process) + " (pid " + std::to_string(pids_[process]) + ") has exited");
   return true;
 }
@@ -70,7 +70,7 @@ void Runtime::watch_local_peers() {
   // this host are watched through /proc instead. Remote peers are reached
   // over transports with UCX peer-failure detection.
   for (std::uint32_t p = 0; p < size_; ++p)
-    if (p != rank_ && !process_failed(p) && infos[p].hostname == infos[rank_].hostname && !process_alive(pids_[p]))
+    if (p != rank_ && !process_failed(p) && same_host(p) && !process_alive(pids_[p]))
       peer_failed(p, "process " + std::to_string(p) + " (pid " + std::to_string(pids_[p]) + ") has exited");
 }
 

@@ -122,7 +122,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   addresses_.resize(std::size_t{size_} * slots());
   std::map<std::string, std::uint32_t> machines;
   std::map<std::string, std::uint32_t> per_machine;
-  infos.resize(size_);
+  infos_.resize(size_);
   for (std::uint32_t r = 0; r < size_; ++r) {
     std::size_t at = 0;
     std::uint32_t hl = get_u32(all[r], at);
@@ -144,25 +144,25 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
       at += len;
     }
     auto [it, fresh] = machines.try_emplace(host_name, static_cast<std::uint32_t>(machines.size()));
-    infos[r] = ProcessInfo{r, it->second, per_machine[host_name]++, 0, host_name};
+    infos_[r] = ProcessInfo{r, it->second, per_machine[host_name]++, 0, host_name};
   }
   std::uint32_t most = 0;
-  for (auto& info : infos) {
+  for (auto& info : infos_) {
     info.local_processes = per_machine[info.hostname];
     most = std::max(most, info.local_processes);
   }
-  layout = Layout{static_cast<std::uint32_t>(machines.size()), most, threads_};
-  if (requested && (requested->machines != layout.machines || requested->processes_per_machine != layout.processes_per_machine))
+  layout_ = Layout{static_cast<std::uint32_t>(machines.size()), most, threads_};
+  if (requested && (requested->machines != layout_.machines || requested->processes_per_machine != layout_.processes_per_machine))
     throw Error(Errc::invalid_argument, "layout " + requested->to_string() + " was requested but the launcher started " +
-                                            layout.to_string() + " (machines x processes per machine x threads)");
+                                            layout_.to_string() + " (machines x processes per machine x threads)");
 
   // Pinning: only when every thread of the machine gets a core of its own.
   const std::string pin_mode = pin_text.value_or("auto");
   if (pin_mode != "auto" && pin_mode != "on" && pin_mode != "off")
     throw Error(Errc::invalid_argument, "RDMX_PIN='" + pin_mode + "' must be auto, on or off");
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const long wanted = static_cast<long>(infos[rank_].local_processes) * workers();  // helpers poll too
-  pin = pin_mode == "on" || (pin_mode == "auto" && wanted <= cores);
+  const long wanted = static_cast<long>(infos_[rank_].local_processes) * workers();  // helpers poll too
+  pin_ = pin_mode == "on" || (pin_mode == "auto" && wanted <= cores);
   oversubscribed_ = wanted > cores;
   // Progress: threads that share cores yield soon, so that the thread with
   // work gets the core (a spinning waiter would hold it for its time slice).
@@ -171,7 +171,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   const unsigned spins = progress_mode == "auto" && oversubscribed_ ? Backoff::shared_core_spins : Backoff::default_spins;
   Backoff::set_idle_spins(static_cast<unsigned>(env::get_count("RDMX_IDLE_SPINS", spins)));  // < 2^32
   check_access_ = env::get_bool("RDMX_CHECK_ACCESS", false);
-  pin_reason = pin ? "pinned" : (pin_mode == "off" ? "not pinned (RDMX_PIN=off)"
+  pin_reason_ = pin_ ? "pinned" : (pin_mode == "off" ? "not pinned (RDMX_PIN=off)"
                                                    : "not pinned (" + std::to_string(wanted) + " threads on " +
                                                          std::to_string(cores) + " cores)");
 
@@ -179,14 +179,14 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   // hwloc's order, which keeps a process's threads in one NUMA zone when they
   // fit. Each thread's core and zone are worked out once, here.
   thread_numa_.assign(workers(), -1);
-  if (pin) {
+  if (pin_) {
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) == 0) {
       if (hwloc_topology_load(topo) == 0) {
         const int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
         const bool zones = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) > 1;
         for (std::uint32_t s = 0; s < workers() && cores > 0; ++s) {
-          hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (infos[rank_].local_rank * workers() + s) % cores);
+          hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (infos_[rank_].local_rank * workers() + s) % cores);
           std::vector<int> cpus;
           for (int cpu = hwloc_bitmap_first(core->cpuset); cpu >= 0; cpu = hwloc_bitmap_next(core->cpuset, cpu)) cpus.push_back(cpu);
           thread_cpus_.push_back(std::move(cpus));
@@ -316,7 +316,7 @@ void Runtime::bind_current_thread(std::uint32_t slot) {
                      : slot >= threads_ ? "rdmx-h" + std::to_string(slot - threads_)
                                         : "rdmx-w" + std::to_string(slot);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-  if (!pin || slot >= thread_cpus_.size()) return;
+  if (!pin_ || slot >= thread_cpus_.size()) return;
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int cpu : thread_cpus_[slot]) CPU_SET(cpu, &set);
@@ -328,6 +328,28 @@ void Runtime::unbind_current_thread() {
   ThreadContext* ctx = current_context;
   set_current_context(nullptr);
   ctx->driver.unlock();
+}
+
+void Runtime::barrier() {
+  // Built from calls rather than the launcher's fence so that waiting keeps
+  // serving calls: a peer blocked on a call to us must not deadlock. Process
+  // 0's service thread counts arrivals and releases everyone.
+  const std::uint64_t epoch = ++barrier_epoch_;
+  call(ThreadId{0, service_thread}, [epoch] {
+    auto& r = Runtime::current();
+    if (r.barrier_arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == epoch * r.size())
+      for (std::uint32_t p = 0; p < r.size(); ++p)
+        call(ThreadId{p, service_thread}, [epoch] {
+          Runtime::current().barrier_released_.store(epoch, std::memory_order_release);
+        });
+  });
+  Backoff backoff;
+  while (barrier_released_.load(std::memory_order_acquire) < epoch) {
+    for (std::uint32_t p = 0; p < size(); ++p)
+      if (process_failed(p)) throw Error(Errc::peer_failed, "barrier: process " + std::to_string(p) + " has failed");
+    // Peers may be waiting on this process's other threads, which have left Job::run.
+    backoff(progress() + serve_idle_workers() != 0);
+  }
 }
 
 }  // namespace rdmx::fabric

@@ -308,16 +308,13 @@ class Runtime {
   bool access_allowed(std::uint32_t region, std::uint64_t offset, std::uint64_t length) const;
   bool check_access() const noexcept { return check_access_; }
   transfer::Context& context() { return context_; }
-  std::vector<ProcessInfo> infos;
-  Layout layout;
-  bool pin = false;
-  std::string pin_reason;
-  bool oversubscribed_ = false;  // more worker threads on this machine than cores
-
-  // Progress-aware barrier bookkeeping (see Job::barrier).
-  std::uint64_t barrier_epoch = 0;
-  std::atomic<std::uint64_t> barrier_arrived{0};
-  std::atomic<std::uint64_t> barrier_released{0};
+  const ProcessInfo& info(std::uint32_t process) const { return infos_.at(process); }
+  const Layout& layout() const noexcept { return layout_; }
+  const std::string& pin_reason() const noexcept { return pin_reason_; }
+  bool oversubscribed() const noexcept { return oversubscribed_; }
+  // Job::barrier: every process arrives, served by calls, so that waiting
+  // keeps serving calls.
+  void barrier();
 
   // Take (give back) a worker context for the calling thread.
   void bind_current_thread(std::uint32_t slot);
@@ -358,6 +355,16 @@ class Runtime {
   void survivor_note(bool vote, std::uint32_t from, std::uint64_t round, bool busy);
 
  private:
+  bool same_host(std::uint32_t process) const { return infos_[process].hostname == infos_[rank_].hostname; }
+  std::vector<ProcessInfo> infos_;
+  Layout layout_;
+  bool pin_ = false;
+  std::string pin_reason_;
+  bool oversubscribed_ = false;  // more worker threads on this machine than cores
+  // Job::barrier's bookkeeping: arrivals counted by process 0's service thread.
+  std::uint64_t barrier_epoch_ = 0;
+  std::atomic<std::uint64_t> barrier_arrived_{0};
+  std::atomic<std::uint64_t> barrier_released_{0};
   std::unique_ptr<std::atomic<std::uint64_t>[]> survivor_flushed_, survivor_voted_;  // [process]: round * 2 + busy
   std::vector<std::uint32_t> pids_;
   std::unique_ptr<Bootstrap> bootstrap_;

@@ -212,7 +212,7 @@ void Runtime::shutdown() {
       if (std::chrono::steady_clock::now() < next_look) return false;
       next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
       for (std::uint32_t p = 0; p < size_; ++p)
-        if (p != rank_ && infos[p].hostname == infos[rank_].hostname && !process_alive(pids_[p])) return true;
+        if (p != rank_ && same_host(p) && !process_alive(pids_[p])) return true;
       return false;
     });
   }
