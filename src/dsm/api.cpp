@@ -48,7 +48,8 @@ const Config& Space::config() const noexcept { return engine_->config(); }
 
 void* allocate(std::size_t bytes, std::size_t alignment) { return Engine::require("allocate").allocate(bytes, alignment); }
 void release() { Engine::require("release").release(); }
-void barrier() { Engine::require("barrier").barrier(); }
+void barrier() { Engine::require("barrier").barrier(false); }
+void thread_barrier() { Engine::require("thread_barrier").barrier(true); }
 
 Mutex::Mutex(std::uint32_t index) : index_(index) {}
 void Mutex::lock() { Engine::require("Mutex::lock").lock(index_); }

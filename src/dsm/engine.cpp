@@ -500,20 +500,27 @@ void Engine::process_barrier() {
   ++epoch_;
 }
 
-void Engine::barrier() {
+void Engine::barrier(bool every_thread) {
   const std::uint32_t threads = job_.threads_per_process();
-  if (threads <= 1) {
+  if (!every_thread || threads <= 1) {
     process_barrier();
     return;
   }
-  // The last thread of this process to arrive runs the process's barrier.
+  // Worker thread 0 runs the process's barrier once the others have arrived
+  // (Job::allgather belongs to it); the others wait for it.
   std::unique_lock<std::mutex> hold(meet_mutex_);
   const std::uint64_t generation = generation_;
-  if (++arrived_ < threads) {
+  const ThreadId me = this_thread();
+  if (me.is_service() || me.thread >= threads)
+    throw Error(Errc::invalid_argument, "dsm::thread_barrier: called by " + to_string(me) + ", not a worker thread");
+  if (me.thread != 0) {
+    ++arrived_;
+    meet_cv_.notify_all();
     meet_cv_.wait(hold, [&] { return generation_ != generation; });
     if (meet_error_) std::rethrow_exception(meet_error_);
     return;
   }
+  meet_cv_.wait(hold, [&] { return arrived_ == threads - 1; });
   arrived_ = 0;
   meet_error_ = nullptr;
   hold.unlock();

@@ -69,7 +69,7 @@ class Engine {
 
   void* allocate(std::size_t bytes, std::size_t alignment);
   void release();
-  void barrier();
+  void barrier(bool every_thread);
   void lock(std::uint32_t mutex);
   bool try_lock(std::uint32_t mutex);
   void unlock(std::uint32_t mutex);

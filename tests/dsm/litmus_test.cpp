@@ -40,6 +40,14 @@ std::uint32_t rank() { return job().rank(); }
 std::uint32_t procs() { return job().size(); }
 
 std::uint64_t value(std::uint64_t round, std::uint64_t i) { return (round + 1) * 0x9E3779B97F4A7C15ull ^ (i * 7919); }
+// Which write a value of the stress test came from, for failure messages.
+std::string origin(std::uint64_t v, std::size_t i) {
+  if (v == 0) return "the initial zero";
+  for (std::uint64_t round = 0; round < 64; ++round)
+    for (std::uint64_t p = 0; p < 64; ++p)
+      if (value(round, i) + p == v) return "round " + std::to_string(round) + "'s write by " + std::to_string(p);
+  return "an unknown value";
+}
 }  // namespace
 
 // Runs first: before any Space exists, fences are a clear error.
@@ -57,6 +65,7 @@ TEST(Litmus, FenceWithoutSpaceIsAnError) {
 }
 
 TEST(Litmus, HeapAndAllocationsHaveOneAddress) {
+  space();
   auto* heap = space().heap().data();
   auto* p = dsm::allocate(100);
   auto* q = dsm::allocate_array<std::uint64_t>(3);
@@ -72,6 +81,7 @@ TEST(Litmus, HeapAndAllocationsHaveOneAddress) {
 }
 
 TEST(Litmus, BadRequestsAreClearErrors) {
+  space();
   try {
     dsm::allocate(space().heap().size() + 1);
     FAIL() << "no error";
@@ -88,6 +98,7 @@ TEST(Litmus, BadRequestsAreClearErrors) {
 }
 
 TEST(Litmus, MessagePassingThroughBarrier) {
+  space();
   const std::size_t n = 4 * block() / sizeof(std::uint64_t);
   auto* data = dsm::allocate_array<std::uint64_t>(n);
   for (std::uint32_t round = 0; round < 2 * procs(); ++round) {
@@ -104,6 +115,7 @@ TEST(Litmus, MessagePassingThroughBarrier) {
 }
 
 TEST(Litmus, MessagePassingThroughMutex) {
+  space();
   auto* flag = dsm::allocate_array<std::uint64_t>(1);
   auto* data = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
   const std::size_t n = block() / sizeof(std::uint64_t);
@@ -128,6 +140,7 @@ TEST(Litmus, MessagePassingThroughMutex) {
 }
 
 TEST(Litmus, MutexCountsEveryIncrement) {
+  space();
   auto* counter = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
   dsm::barrier();
   constexpr int rounds = 20;
@@ -143,6 +156,7 @@ TEST(Litmus, MutexCountsEveryIncrement) {
 }
 
 TEST(Litmus, TwoWritersOfOneBlockAreMerged) {
+  space();
   auto* bytes = static_cast<std::uint8_t*>(dsm::allocate(block(), block()));
   for (int round = 0; round < 3; ++round) {
     for (std::size_t i = rank(); i < block(); i += procs()) bytes[i] = static_cast<std::uint8_t>(round * 16 + i % 251 + 1);
@@ -157,6 +171,7 @@ TEST(Litmus, TwoWritersOfOneBlockAreMerged) {
 // part (written under the mutex before it, through a chain of processes),
 // writes its own and passes the turn on.
 TEST(Litmus, ReleaseAcquireChain) {
+  space();
   const std::size_t part = block() / sizeof(std::uint64_t);
   auto* data = static_cast<std::uint64_t*>(dsm::allocate(procs() * block(), block()));
   auto* turn = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
@@ -182,6 +197,7 @@ TEST(Litmus, ReleaseAcquireChain) {
 // The writer of a block changes every round (its home follows), while the
 // others read the block's stable bytes in the same epochs.
 TEST(Litmus, HomeMigrationWhileOthersRead) {
+  space();
   auto* words = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
   constexpr std::size_t stable = 16;
   if (rank() == 0)
@@ -212,6 +228,7 @@ TEST(Litmus, HomeMigrationWhileOthersRead) {
 // words nobody writes are read; after each barrier every process checks
 // the whole array against the same program replayed sequentially.
 TEST(Litmus, RandomizedDrfStressMatchesSequentialReplay) {
+  space();
   const std::size_t n = 6 * block() / sizeof(std::uint64_t) + 13;
   auto* data = dsm::allocate_array<std::uint64_t>(n);
   std::vector<std::uint64_t> replay(n, 0);
@@ -233,7 +250,12 @@ TEST(Litmus, RandomizedDrfStressMatchesSequentialReplay) {
     for (std::size_t i = 0; i < n; ++i)
       if (writer[i] >= 0) replay[i] = value(round, i) + static_cast<std::uint64_t>(writer[i]);
     dsm::barrier();
-    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(data[i], replay[i]) << "round " << round << " word " << i;
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(data[i], replay[i]) << "round " << round << " word " << i << " (block "
+                                    << (reinterpret_cast<std::byte*>(data + i) - space().heap().data()) / block()
+                                    << ") written by " << writer[i] << " on process " << rank() << "; "
+                                    << dsm::to_string(dsm::counters()) << "; holds " << origin(data[i], i);
+    dsm::barrier();  // the next round's writes must not race with these reads
   }
   dsm::barrier();
 }
@@ -241,6 +263,7 @@ TEST(Litmus, RandomizedDrfStressMatchesSequentialReplay) {
 // Several threads per process share the cache: they fault on the same
 // blocks at once and write disjoint words of shared blocks.
 TEST(Litmus, ThreadsShareTheCache) {
+  space();
   const std::uint32_t threads = job().threads_per_process();
   const std::size_t n = 4 * block() / sizeof(std::uint64_t);
   auto* data = dsm::allocate_array<std::uint64_t>(n);
@@ -251,10 +274,10 @@ TEST(Litmus, ThreadsShareTheCache) {
     const std::uint64_t id = std::uint64_t{me.process} * threads + me.thread;
     for (int round = 0; round < 3; ++round) {
       for (std::size_t i = id; i < n; i += writers) data[i] = value(round, i);
-      dsm::barrier();
+      dsm::thread_barrier();
       for (std::size_t i = 0; i < n; ++i)
         if (data[i] != value(round, i)) failures.fetch_add(1);
-      dsm::barrier();
+      dsm::thread_barrier();
     }
   });
   EXPECT_EQ(failures.load(), 0);

@@ -13,7 +13,12 @@ void release();
 
 // Release, exchange every process's signature, acquire: after it, every
 // write any process made before its barrier is visible to every process.
-// Every worker thread of every process calls it (it is a job-wide barrier).
+// One thread per process calls it (outside Job::run, or one chosen thread).
 void barrier();
+
+// The same inside Job::run, where every worker thread of every process
+// calls it: worker thread 0 of each process runs the barrier once the
+// process's other threads have arrived; all leave together.
+void thread_barrier();
 
 }  // namespace rdmx::dsm
