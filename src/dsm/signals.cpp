@@ -88,7 +88,12 @@ void on_fault(int signal, siginfo_t* info, void* context) {
 
 Engine::SignalGuard::SignalGuard(Engine&) {
   // UCX gives SIGSEGV back: it restores what was there before its handler.
-  ucs_debug_disable_signal(SIGSEGV);
+  // Once per process: asked again, UCX warns that it no longer has it.
+  static const bool given_back = [] {
+    ucs_debug_disable_signal(SIGSEGV);
+    return true;
+  }();
+  (void)given_back;
   struct sigaction ours {};
   ours.sa_sigaction = on_fault;
   ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
