@@ -200,12 +200,14 @@ void Engine::exchange_locators() {
   const std::size_t words = (blocks_ + processes_ - 1) / processes_;
   const std::size_t mutexes_here = (config_.mutexes + processes_ - 1) / processes_;
   slot_bytes_ = Signature::encoded_size(config_.notices);
-  meta_bytes_ = words * 8 + mutexes_here * (16 + slot_bytes_);
+  barrier_offset_ = words * 8 + mutexes_here * (16 + slot_bytes_);
+  meta_bytes_ = barrier_offset_ + processes_ * 8 + 2 * std::size_t{processes_} * slot_bytes_;
   struct Mine {
     RemoteLocator home, meta;
   };
   Mine mine{allocate_remote(rank_, config_.heap_bytes), allocate_remote(rank_, meta_bytes_)};
   home_ = reinterpret_cast<std::byte*>(resolve(mine.home).address);
+  meta_ = reinterpret_cast<std::byte*>(resolve(mine.meta).address);
   for (const Mine& m : gather(job_, mine)) {
     homes_.push_back(m.home);
     metas_.push_back(m.meta);
@@ -225,6 +227,15 @@ RemoteLocator Engine::mutex_word(std::uint32_t mutex) const {
 RemoteLocator Engine::mutex_slot(std::uint32_t mutex, std::size_t bytes) const {
   RemoteLocator w = mutex_word(mutex);
   return w.slice(16, bytes);
+}
+
+RemoteLocator Engine::barrier_flag(std::uint32_t process, std::uint32_t sender) const {
+  return metas_[process].slice(barrier_offset_ + std::size_t{sender} * 8, 8);
+}
+RemoteLocator Engine::barrier_slot(std::uint32_t process, std::uint64_t parity, std::uint32_t sender,
+                                   std::size_t bytes) const {
+  const std::size_t slot = static_cast<std::size_t>(parity) * processes_ + sender;
+  return metas_[process].slice(barrier_offset_ + std::size_t{processes_} * 8 + slot * slot_bytes_, bytes);
 }
 
 void Engine::lock_block(std::uint32_t block) noexcept {
@@ -481,6 +492,11 @@ void Engine::invalidate_everything() {
 
 // ---- barrier ---------------------------------------------------------------------
 
+// Every process puts its signature into every other process's slot for this
+// barrier's parity, then (after a flush orders the two) raises its flag
+// there; each waits for every flag locally. Two slot sets suffice: nobody
+// can start barrier e+2, and overwrite e's set, before every process has
+// raised its flag for e+1, which it does only after reading e's signatures.
 void Engine::process_barrier() {
   release_all();
   std::vector<std::byte> mine;
@@ -488,16 +504,51 @@ void Engine::process_barrier() {
     std::lock_guard<std::mutex> hold(history_mutex_);
     mine = history_.encode(epoch_);
   }
-  const auto all = job_.allgather(mine);
+  const std::uint64_t target = epoch_ + 1;
+  const std::uint64_t parity = target % 2;
+  for (std::uint32_t q = 0; q < processes_; ++q)
+    if (q != rank_) post_put(mine.data(), barrier_slot(q, parity, rank_, mine.size()));
+  for (std::uint32_t q = 0; q < processes_; ++q)
+    if (q != rank_) flush(q);
+  for (std::uint32_t q = 0; q < processes_; ++q)
+    if (q != rank_) put(&target, barrier_flag(q, rank_)).get();
+  for (std::uint32_t p = 0; p < processes_; ++p)
+    if (p != rank_) wait_for_peer(p, target);
   for (std::uint32_t p = 0; p < processes_; ++p) {
     if (p == rank_) continue;
-    const DecodedSignature sig = decode(all[p], blocks_, processes_);
+    const std::byte* slot =
+        meta_ + barrier_offset_ + std::size_t{processes_} * 8 + (parity * processes_ + p) * slot_bytes_;
+    SignatureHeader header;
+    std::memcpy(&header, slot, sizeof header);
+    if (header.count > config_.notices)
+      throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + " sent a malformed barrier signature");
+    const DecodedSignature sig = decode({slot, Signature::encoded_size(header.count)}, blocks_, processes_);
     acquire(sig.header, sig.notices);
   }
   // Everything acquired here every process acquired too: no need to pass it on.
   std::lock_guard<std::mutex> hold(history_mutex_);
   history_.clear();
   ++epoch_;
+}
+
+// Waits until `process` has raised its flag here to `target`; a process that
+// died never will, so it is probed every few milliseconds (Errc::peer_failed).
+void Engine::wait_for_peer(std::uint32_t process, std::uint64_t target) {
+  std::atomic_ref<std::uint64_t> flag(*reinterpret_cast<std::uint64_t*>(meta_ + barrier_offset_ + std::size_t{process} * 8));
+  Backoff backoff;
+  auto last_check = std::chrono::steady_clock::now();
+  while (flag.load(std::memory_order_acquire) < target) {
+    backoff(progress() != 0);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check < std::chrono::milliseconds(5)) continue;
+    last_check = now;
+    try {
+      std::uint64_t probe = 0;
+      get(&probe, metas_[process].slice(0, 8)).get();
+    } catch (const Error& e) {
+      throw Error(Errc::peer_failed, "dsm::barrier: process " + std::to_string(process) + " failed: " + e.what());
+    }
+  }
 }
 
 void Engine::barrier(bool every_thread) {

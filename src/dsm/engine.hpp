@@ -83,6 +83,9 @@ class Engine {
   RemoteLocator home_block(std::uint32_t process, std::uint32_t block) const;
   RemoteLocator mutex_word(std::uint32_t mutex) const;
   RemoteLocator mutex_slot(std::uint32_t mutex, std::size_t bytes) const;
+  RemoteLocator barrier_flag(std::uint32_t process, std::uint32_t sender) const;
+  RemoteLocator barrier_slot(std::uint32_t process, std::uint64_t parity, std::uint32_t sender, std::size_t bytes) const;
+  void wait_for_peer(std::uint32_t process, std::uint64_t target);
   std::size_t offset(std::uint32_t block) const { return std::size_t{block} * config_.block_bytes; }
 
   void lock_block(std::uint32_t block) noexcept;
@@ -114,8 +117,13 @@ class Engine {
   std::byte* rw_ = nullptr;
   std::byte* twin_ = nullptr;
   std::byte* home_ = nullptr;   // this process's home copies (registered)
-  std::size_t meta_bytes_ = 0;  // per process: owner words, then mutex words and slots
+  // Per process: owner words, mutex words and slots, then the barrier area:
+  // a flag per sender (the last barrier it sent for) and two sets (by
+  // barrier parity) of a signature slot per sender.
+  std::size_t meta_bytes_ = 0;
   std::size_t slot_bytes_ = 0;
+  std::size_t barrier_offset_ = 0;
+  std::byte* meta_ = nullptr;  // this process's metadata, where peers write barrier signatures
   std::vector<RemoteLocator> homes_, metas_;
   std::size_t allocated_ = 0;
 
