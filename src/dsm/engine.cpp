@@ -150,7 +150,7 @@ void Engine::map_heap() {
   if (::ftruncate(memfd_, static_cast<off_t>(bytes)) != 0)
     throw Error(Errc::out_of_memory, "dsm: sizing the heap to " + std::to_string(bytes) + " bytes failed: " +
                                          std::strerror(errno));
-  rw_ = map_or_throw(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, "runtime view");
+  rw_ = map_or_throw(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd_, "runtime view");
   twin_ = map_or_throw(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
                        "twin area");
 
