@@ -4,6 +4,8 @@
 // randomized data-race-free program checked against its sequential replay.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -62,6 +64,43 @@ TEST(Litmus, FenceWithoutSpaceIsAnError) {
   }
   EXPECT_THROW(dsm::release(), Error);
   EXPECT_THROW(dsm::Mutex(0).lock(), Error);
+}
+
+// Also before any Space: a heap address that one process cannot map is a
+// clear error in every process, naming the address and the process.
+TEST(Litmus, AnAddressTakenSomewhereIsAClearError) {
+  ASSERT_FALSE(the_space);
+  dsm::Config config = dsm::Config::from_env();
+  config.heap_bytes = 1 << 20;
+  config.address = 0x300000000000;
+  void* squatter = nullptr;
+  if (rank() == procs() - 1) {
+    squatter = mmap(reinterpret_cast<void*>(config.address + 4096), 4096, PROT_READ,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    ASSERT_NE(squatter, MAP_FAILED);
+  }
+  try {
+    dsm::Space space(job(), config);
+    FAIL() << "a Space started at an address taken in process " << procs() - 1;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::out_of_memory);
+    const std::string text = e.what();
+    EXPECT_NE(text.find("0x300000000000: taken in process(es) " + std::to_string(procs() - 1)), std::string::npos)
+        << text;
+  }
+  if (squatter != nullptr) munmap(squatter, 4096);
+  // Different configurations are refused too.
+  dsm::Config odd = dsm::Config::from_env();
+  odd.heap_bytes = 1 << 20;
+  if (rank() == 0) odd.mutexes += 1;
+  if (procs() > 1) {
+    try {
+      dsm::Space space(job(), odd);
+      FAIL() << "processes with different configurations started a Space";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("configured its space differently"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Litmus, HeapAndAllocationsHaveOneAddress) {
