@@ -71,8 +71,10 @@ constexpr Variable table[] = {
     {"RDMX_DSM_HOME", nullptr, Kind::choice, 0, 0, "floating|fixed", "floating",
      "DSM home policy: floating (a block moves to its last releaser) or fixed (cyclic, remote diff merge)"},
     {"RDMX_DSM_NOTICES", nullptr, Kind::count, 1, 1ull << 20, nullptr, "1024",
-     "write notices a DSM signature holds before it overflows (then acquirers drop every cached block)"},
+     "write notices a DSM signature holds before it overflows (then acquirers fall back to logical leases)"},
     {"RDMX_DSM_MUTEXES", nullptr, Kind::count, 1, 1ull << 16, nullptr, "16", "global DSM mutexes"},
+    {"RDMX_DSM_LEASE", nullptr, Kind::count, 0, 1ull << 32, nullptr, "16",
+     "logical lease of a fetched DSM block, used when a signature overflowed (Tardis)"},
     {"RDMX_DSM_CHECK_RACES", nullptr, Kind::flag, 0, 1, nullptr, "0",
      "debug: report bytes two processes wrote between the same DSM synchronizations (floating home)"},
 };

@@ -28,6 +28,7 @@ Config Config::from_env() {
     throw Error(Errc::invalid_argument, "RDMX_DSM_HOME='" + home + "' is not floating or fixed");
   c.notices = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_NOTICES", 1024));
   c.mutexes = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_MUTEXES", 16));
+  c.lease = env::get_count("RDMX_DSM_LEASE", 16);
   c.check_races = env::get_bool("RDMX_DSM_CHECK_RACES", false);
   return c;
 }

@@ -94,11 +94,11 @@ Engine::Engine(Job& job, const Config& config)
   // Every process must run the same configuration, or block numbers and
   // protocols would disagree.
   struct Shape {
-    std::uint64_t heap, block, notices, mutexes, home, races;
+    std::uint64_t heap, block, notices, mutexes, home, races, lease;
     bool operator==(const Shape&) const = default;
   };
   const Shape mine{config_.heap_bytes, config_.block_bytes, config_.notices, config_.mutexes,
-                   static_cast<std::uint64_t>(config_.home), config_.check_races ? 1u : 0u};
+                   static_cast<std::uint64_t>(config_.home), config_.check_races ? 1u : 0u, config_.lease};
   const auto shapes = gather(job_, mine);
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (!(shapes[p] == mine))
@@ -110,6 +110,7 @@ Engine::Engine(Job& job, const Config& config)
   state_ = std::make_unique<std::atomic<BlockState>[]>(blocks_);
   version_ = std::make_unique<std::uint64_t[]>(blocks_);
   hint_ = std::make_unique<WriteNotice[]>(blocks_);
+  lease_ = std::make_unique<std::uint64_t[]>(blocks_);
   for (std::size_t b = 0; b < blocks_; ++b) {
     state_[b].store(BlockState::invalid, std::memory_order_relaxed);
     hint_[b] = WriteNotice{static_cast<std::uint32_t>(b), no_source, 0};
@@ -200,7 +201,7 @@ void Engine::exchange_locators() {
   const std::size_t words = (blocks_ + processes_ - 1) / processes_;
   const std::size_t mutexes_here = (config_.mutexes + processes_ - 1) / processes_;
   slot_bytes_ = Signature::encoded_size(config_.notices);
-  barrier_offset_ = words * 8 + mutexes_here * (16 + slot_bytes_);
+  barrier_offset_ = words * 16 + mutexes_here * (16 + slot_bytes_);
   meta_bytes_ = barrier_offset_ + processes_ * 8 + 2 * std::size_t{processes_} * slot_bytes_;
   struct Mine {
     RemoteLocator home, meta;
@@ -217,12 +218,43 @@ void Engine::exchange_locators() {
 RemoteLocator Engine::owner_word(std::uint32_t block) const {
   return metas_[block % processes_].slice(std::uint64_t{block / processes_} * 8, 8);
 }
+RemoteLocator Engine::lease_word(std::uint32_t block) const {
+  const std::size_t words = (blocks_ + processes_ - 1) / processes_;
+  return metas_[block % processes_].slice(words * 8 + std::uint64_t{block / processes_} * 8, 8);
+}
+
+void Engine::advance(std::uint64_t t) noexcept {
+  std::uint64_t cur = time_.load(std::memory_order_relaxed);
+  while (cur < t && !time_.compare_exchange_weak(cur, t, std::memory_order_acq_rel)) {
+  }
+}
+
+std::uint64_t Engine::extend_lease(std::uint32_t block, std::uint64_t until) {
+  const RemoteLocator where = lease_word(block);
+  std::uint64_t cur = fetch_add(where, 0).get();
+  while (cur < until) {
+    const std::uint64_t seen = compare_swap(where, cur, until).get();
+    if (seen == cur) break;
+    cur = seen;
+  }
+  return cur;
+}
+
+// Tardis: a write's timestamp is past every lease readers took on the
+// version it replaces, and not before this process's logical time.
+std::uint64_t Engine::write_timestamp(std::uint32_t block) {
+  const std::uint64_t leased = fetch_add(lease_word(block), 0).get();
+  const std::uint64_t wts = std::max(leased + 1, now());
+  advance(wts);
+  return wts;
+}
+
 RemoteLocator Engine::home_block(std::uint32_t process, std::uint32_t block) const {
   return homes_[process].slice(offset(block), config_.block_bytes);
 }
 RemoteLocator Engine::mutex_word(std::uint32_t mutex) const {
   const std::size_t words = (blocks_ + processes_ - 1) / processes_;
-  return metas_[mutex % processes_].slice(words * 8 + std::size_t{mutex / processes_} * (16 + slot_bytes_), 8);
+  return metas_[mutex % processes_].slice(words * 16 + std::size_t{mutex / processes_} * (16 + slot_bytes_), 8);
 }
 RemoteLocator Engine::mutex_slot(std::uint32_t mutex, std::size_t bytes) const {
   RemoteLocator w = mutex_word(mutex);
@@ -265,7 +297,7 @@ void Engine::fault(void* address, bool write) {
     }
     (write ? counters_.write_faults : counters_.read_faults).fetch_add(1, std::memory_order_relaxed);
     if (s == BlockState::invalid) {
-      fetch(block);
+      fetch(block, write);
       s = BlockState::clean;
       if (!write) {
         protect(block, PROT_READ);
@@ -289,18 +321,29 @@ void Engine::fault(void* address, bool write) {
 
 // Reads the block into the runtime view: from the writer a write notice
 // named (fast read: one get), else from the home the owner word names.
-void Engine::fetch(std::uint32_t block) {
+void Engine::fetch(std::uint32_t block, bool for_write) {
   WriteNotice& hint = hint_[block];
   std::uint32_t source;
   std::uint64_t version;
+  std::uint64_t seen = 0;
+  std::uint64_t lease = 0;  // none: dropped by any overflowed signature
   if (hint.source != no_source) {
+    // Fast read: no lease (the home is not asked), the notice is enough.
     source = hint.source;
     version = hint.version;
     counters_.fast_reads.fetch_add(1, std::memory_order_relaxed);
   } else {
-    const std::uint64_t w = fetch_add(owner_word(block), 0).get();
-    source = config_.home == HomePolicy::fixed ? block % processes_ : word::owner(w);
-    version = word::version(w);
+    seen = fetch_add(owner_word(block), 0).get();
+    source = config_.home == HomePolicy::fixed ? block % processes_ : word::owner(seen);
+    version = word::version(seen);
+    // Take a lease on this version; valid only if no release began meanwhile
+    // (a releaser locks or bumps the owner word before it reads the lease word).
+    // A block fetched to be written needs none: its release leases it anew,
+    // and a lease of ours would only push our own write timestamp past it.
+    if ((seen & word::lock_mask) == 0 && config_.lease != 0 && !for_write) {
+      lease = now() + config_.lease;
+      extend_lease(block, lease);
+    }
   }
   std::byte* into = rw_ + offset(block);
   if (source == rank_) {
@@ -309,8 +352,10 @@ void Engine::fetch(std::uint32_t block) {
     get(into, home_block(source, block)).get();
     counters_.bytes_fetched.fetch_add(config_.block_bytes, std::memory_order_relaxed);
   }
+  if (lease != 0 && fetch_add(owner_word(block), 0).get() != seen) lease = 0;
   hint.source = no_source;
   version_[block] = version;
+  lease_[block] = lease;
 }
 
 // ---- release -----------------------------------------------------------------
@@ -347,6 +392,10 @@ void Engine::release_floating(std::uint32_t block) {
   const std::byte* mine = rw_ + off;
   const std::byte* twin = twin_ + off;
   const bool moved = owner != rank_;
+  // Our merged copy is the newest version: lease it to ourselves past the write.
+  const std::uint64_t wts = write_timestamp(block);
+  if (config_.lease != 0) extend_lease(block, wts + config_.lease);
+  lease_[block] = config_.lease != 0 ? wts + config_.lease : 0;
   if (moved) {
     // Migration: the previous home's copy, with one get, straight into ours.
     get(home, home_block(owner, block)).get();
@@ -404,6 +453,8 @@ void Engine::release_fixed(std::uint32_t block) {
   }
   // The runs must be at the home before the version says so.
   if (sent) flush(home_process);
+  write_timestamp(block);
+  lease_[block] = 0;  // others may have merged runs we do not hold
   const std::uint64_t was = fetch_add(owner_word(block), std::uint64_t{1} << 32).get();
   // Our copy is current only if nobody else merged since we fetched it.
   if (word::version(was) == version_[block]) version_[block] = word::version(was) + 1;
@@ -454,11 +505,14 @@ void Engine::invalidate(std::uint32_t block, const WriteNotice& notice) {
   if (hint.source == no_source || notice.version > hint.version) hint = notice;
 }
 
-void Engine::acquire(const SignatureHeader& header, std::span<const WriteNotice> notices) {
-  if (header.overflowed != 0) {
-    invalidate_everything();
-  } else {
-    for (const WriteNotice& n : notices) {
+void Engine::acquire(std::span<const DecodedSignature> signatures) {
+  bool overflowed = false;
+  for (const DecodedSignature& sig : signatures) {
+    advance(sig.header.time);
+    overflowed = overflowed || sig.header.overflowed != 0;
+  }
+  for (const DecodedSignature& sig : signatures)
+    for (const WriteNotice& n : sig.notices) {
       lock_block(n.block);
       try {
         invalidate(n.block, n);
@@ -468,26 +522,38 @@ void Engine::acquire(const SignatureHeader& header, std::span<const WriteNotice>
       }
       unlock_block(n.block);
     }
-  }
+  // After the notices: it also forgets their hints, since a dropped notice
+  // may name a newer version than a listed one.
+  if (overflowed) invalidate_expired();
   // Pass on what we acquired to whoever acquires from us (release-acquire chains).
   std::lock_guard<std::mutex> hold(history_mutex_);
-  history_.merge(header, notices);
+  for (const DecodedSignature& sig : signatures) history_.merge(sig.header, sig.notices);
 }
 
-// An overflowed signature no longer says which blocks changed: drop them all.
-void Engine::invalidate_everything() {
+// An overflowed signature no longer names every block that changed; its
+// logical time is past every write it dropped (Tardis): a copy whose lease
+// ends before our (now raised) time may miss one of them and goes.
+void Engine::invalidate_expired() {
   counters_.overflows.fetch_add(1, std::memory_order_relaxed);
   release_all();
-  for (std::uint32_t b = 0; b < blocks_; ++b) lock_block(b);
-  const int rc = ::mprotect(app_, config_.heap_bytes, PROT_NONE);
+  const std::uint64_t time = now();
   for (std::uint32_t b = 0; b < blocks_; ++b) {
-    if (state_[b].load(std::memory_order_relaxed) != BlockState::invalid)
-      counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
-    state_[b].store(BlockState::invalid, std::memory_order_release);
+    lock_block(b);
     hint_[b].source = no_source;
+    try {
+      const BlockState s = state_[b].load(std::memory_order_relaxed);
+      if (s == BlockState::dirty) release_block(b);  // written by another thread since release_all
+      if (s != BlockState::invalid && (lease_[b] == 0 || lease_[b] < time)) {
+        protect(b, PROT_NONE);
+        state_[b].store(BlockState::invalid, std::memory_order_release);
+        counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
+      }
+    } catch (...) {
+      unlock_block(b);
+      throw;
+    }
     unlock_block(b);
   }
-  if (rc != 0) throw Error(Errc::invalid_argument, std::string("dsm: mprotect of the heap failed: ") + std::strerror(errno));
 }
 
 // ---- barrier ---------------------------------------------------------------------
@@ -502,7 +568,7 @@ void Engine::process_barrier() {
   std::vector<std::byte> mine;
   {
     std::lock_guard<std::mutex> hold(history_mutex_);
-    mine = history_.encode(epoch_);
+    mine = history_.encode(epoch_, now());
   }
   const std::uint64_t target = epoch_ + 1;
   const std::uint64_t parity = target % 2;
@@ -514,6 +580,7 @@ void Engine::process_barrier() {
     if (q != rank_) put(&target, barrier_flag(q, rank_)).get();
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (p != rank_) wait_for_peer(p, target);
+  std::vector<DecodedSignature> received;
   for (std::uint32_t p = 0; p < processes_; ++p) {
     if (p == rank_) continue;
     const std::byte* slot =
@@ -522,9 +589,9 @@ void Engine::process_barrier() {
     std::memcpy(&header, slot, sizeof header);
     if (header.count > config_.notices)
       throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + " sent a malformed barrier signature");
-    const DecodedSignature sig = decode({slot, Signature::encoded_size(header.count)}, blocks_, processes_);
-    acquire(sig.header, sig.notices);
+    received.push_back(decode({slot, Signature::encoded_size(header.count)}, blocks_, processes_));
   }
+  acquire(received);
   // Everything acquired here every process acquired too: no need to pass it on.
   std::lock_guard<std::mutex> hold(history_mutex_);
   history_.clear();
@@ -673,7 +740,7 @@ void Engine::acquire_mutex(std::uint32_t mutex) {
   std::vector<std::byte> bytes(Signature::encoded_size(header.count));
   get(bytes.data(), mutex_slot(mutex, bytes.size())).get();
   const DecodedSignature sig = decode(bytes, blocks_, processes_);
-  acquire(sig.header, sig.notices);
+  acquire({&sig, 1});
 }
 
 void Engine::unlock(std::uint32_t mutex) {
@@ -682,7 +749,7 @@ void Engine::unlock(std::uint32_t mutex) {
   std::vector<std::byte> sig;
   {
     std::lock_guard<std::mutex> hold(history_mutex_);
-    sig = history_.encode(epoch_);
+    sig = history_.encode(epoch_, now());
   }
   const RemoteLocator where = mutex_word(mutex);
   put(sig.data(), mutex_slot(mutex, sig.size())).get();

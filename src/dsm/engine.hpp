@@ -28,6 +28,9 @@ class Job;
 
 namespace rdmx::dsm {
 
+// A block's lease word, beside its owner word: the largest lease end any
+// reader took on the block's current version (Tardis's rts); a releaser's
+// write timestamp is past it.
 // A block's owner word, at its manager (block mod P):
 //   bits 0-15 lock holder + 1 (0: unlocked), 16-31 owner (home), 32-63 version.
 namespace word {
@@ -80,6 +83,13 @@ class Engine {
   void map_heap();
   void exchange_locators();
   RemoteLocator owner_word(std::uint32_t block) const;
+  RemoteLocator lease_word(std::uint32_t block) const;
+  // Logical time (Tardis): raised to every write timestamp released or acquired here.
+  std::uint64_t now() const noexcept { return time_.load(std::memory_order_acquire); }
+  void advance(std::uint64_t t) noexcept;
+  // Raises the lease word of `block` to at least `until`; returns what it held before.
+  std::uint64_t extend_lease(std::uint32_t block, std::uint64_t until);
+  std::uint64_t write_timestamp(std::uint32_t block);
   RemoteLocator home_block(std::uint32_t process, std::uint32_t block) const;
   RemoteLocator mutex_word(std::uint32_t mutex) const;
   RemoteLocator mutex_slot(std::uint32_t mutex, std::size_t bytes) const;
@@ -92,15 +102,16 @@ class Engine {
   void unlock_block(std::uint32_t block) noexcept;
   void protect(std::uint32_t block, int protection);
   // With the block's lock held:
-  void fetch(std::uint32_t block);
+  void fetch(std::uint32_t block, bool for_write);
   void release_block(std::uint32_t block);
   void release_floating(std::uint32_t block);
   void release_fixed(std::uint32_t block);
   void invalidate(std::uint32_t block, const WriteNotice& notice);
 
   void release_all();
-  void acquire(const SignatureHeader& header, std::span<const WriteNotice> notices);
-  void invalidate_everything();
+  // Acquire from every signature at once (a barrier hands over several).
+  void acquire(std::span<const DecodedSignature> signatures);
+  void invalidate_expired();
   void note(const WriteNotice& notice);
   void process_barrier();
   void acquire_mutex(std::uint32_t mutex);
@@ -132,6 +143,8 @@ class Engine {
   std::unique_ptr<std::atomic<BlockState>[]> state_;
   std::unique_ptr<std::uint64_t[]> version_;      // version of the cached copy
   std::unique_ptr<WriteNotice[]> hint_;           // newest notice of an invalid block (source ~0u: none)
+  std::unique_ptr<std::uint64_t[]> lease_;        // logical time the cached copy is valid until (0: none)
+  std::atomic<std::uint64_t> time_{0};
 
   std::atomic_flag dirty_lock_ = ATOMIC_FLAG_INIT;
   std::vector<std::uint32_t> dirty_, releasing_;  // capacity = blocks

@@ -37,9 +37,9 @@ void Signature::clear() {
   overflowed_ = false;
 }
 
-std::vector<std::byte> Signature::encode(std::uint64_t epoch) const {
+std::vector<std::byte> Signature::encode(std::uint64_t epoch, std::uint64_t time) const {
   std::vector<std::byte> out(encoded_size(static_cast<std::uint32_t>(notices_.size())));
-  const SignatureHeader header{epoch, static_cast<std::uint32_t>(notices_.size()), overflowed_ ? 1u : 0u};
+  const SignatureHeader header{epoch, time, static_cast<std::uint32_t>(notices_.size()), overflowed_ ? 1u : 0u};
   std::memcpy(out.data(), &header, sizeof header);
   if (!notices_.empty()) std::memcpy(out.data() + sizeof header, notices_.data(), notices_.size() * sizeof(WriteNotice));
   return out;
@@ -53,7 +53,7 @@ DecodedSignature decode(std::span<const std::byte> bytes, std::size_t blocks, st
   if (bytes.size() < Signature::encoded_size(out.header.count))
     throw Error(Errc::protocol, "dsm: a signature says " + std::to_string(out.header.count) + " notices but holds " +
                                     std::to_string(bytes.size()) + " bytes");
-  // The notices sit 16-byte aligned after the 16-byte header in every buffer we decode.
+  // The notices sit 8-byte aligned after the 24-byte header in every buffer we decode.
   out.notices = {reinterpret_cast<const WriteNotice*>(bytes.data() + sizeof(SignatureHeader)), out.header.count};
   for (const WriteNotice& n : out.notices)
     if (n.block >= blocks || n.source >= processes)

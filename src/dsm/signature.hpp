@@ -1,8 +1,8 @@
 // Signatures (MENPS Fig. 6): what a releaser hands an acquirer. A bounded
 // list of write notices (block, version, the process whose home copy holds
 // that version); when more blocks were written than the list holds, it
-// overflows and the acquirer must drop every cached block instead (the
-// fallback that MENPS covers with logical leases).
+// overflows, and the acquirer falls back to logical leases: it drops every
+// cached block whose lease ends before the signature's logical time.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +19,9 @@ struct WriteNotice {
 
 struct SignatureHeader {
   std::uint64_t epoch;  // barriers the releaser had passed
+  // The releaser's logical time: at least the write timestamp of every
+  // write it released or acquired, so of every notice an overflow dropped.
+  std::uint64_t time;
   std::uint32_t count;
   std::uint32_t overflowed;
 };
@@ -37,7 +40,7 @@ class Signature {
   std::uint32_t capacity() const noexcept { return capacity_; }
 
   // Header followed by the notices, as stored in a mutex's slot and sent at barriers.
-  std::vector<std::byte> encode(std::uint64_t epoch) const;
+  std::vector<std::byte> encode(std::uint64_t epoch, std::uint64_t time) const;
   static std::size_t encoded_size(std::uint32_t notices) {
     return sizeof(SignatureHeader) + notices * sizeof(WriteNotice);
   }

@@ -28,9 +28,13 @@ struct Config {
   std::size_t block_bytes = 0;  // coherence unit, a multiple of the page size (RDMX_DSM_BLOCK, default 4K)
   HomePolicy home = HomePolicy::floating;  // RDMX_DSM_HOME=floating|fixed
   // Write notices a signature holds; beyond that it overflows and acquirers
-  // invalidate every cached block (RDMX_DSM_NOTICES, default 1024).
+  // fall back to logical leases (RDMX_DSM_NOTICES, default 1024).
   std::uint32_t notices = 0;
   std::uint32_t mutexes = 0;  // global mutexes (RDMX_DSM_MUTEXES, default 16)
+  // Logical lease a reader takes on a block it fetches (Tardis): the copy
+  // survives an overflowed signature whose logical time has not passed the
+  // lease's end (RDMX_DSM_LEASE, default 16).
+  std::uint64_t lease = 0;
   // Report bytes that two processes wrote between the same synchronizations
   // (RDMX_DSM_CHECK_RACES; floating home only).
   bool check_races = false;
