@@ -13,7 +13,9 @@
 //   reread_clean   a read of a cached clean block (no fault), ns
 //   first_write    a write to a cached clean block (fault, twin)
 //   reread_written a read of a block this process wrote (no fault), ns
-//   barrier        dsm::barrier with nothing written
+//   barrier        dsm: dsm::barrier with nothing written;
+//                  floating_home / fixed_home: every process wrote its own bytes of the
+//                  same `density` blocks before it (the two home policies)
 //   mutex          dsm::Mutex lock + unlock, uncontended
 //   mpi            MPI_Get of one block (lock/get/unlock) and MPI_Barrier
 #define OMPI_SKIP_MPICXX 1
@@ -261,6 +263,34 @@ int main(int argc, char** argv) {
       }
       emit("barrier", "mpi", block, 0, "us", me0 ? median(b) : 0);
     }
+  }
+  // The protocols at a barrier: every process writes its own bytes of the
+  // same `density` blocks, then meets the others. Floating home: each block
+  // migrates through every writer; fixed home: each writer puts its runs to
+  // the block's home. Both in this binary, by configuration.
+  for (const rdmx::dsm::HomePolicy policy : {rdmx::dsm::HomePolicy::floating, rdmx::dsm::HomePolicy::fixed}) {
+    constexpr std::size_t block = 4096;
+    constexpr int most = 64;
+    rdmx::dsm::Config config = rdmx::dsm::Config::from_env();
+    config.block_bytes = block;
+    config.heap_bytes = std::size_t{most} * block;
+    config.home = policy;
+    rdmx::dsm::Space space(job, config);
+    auto* area = static_cast<volatile char*>(rdmx::dsm::allocate(std::size_t{most} * block, block));
+    for (int density : {1, 16, most}) {
+      std::vector<double> t;
+      for (int r = 0; r < std::max(10, opt.reps / 8); ++r) {
+        for (int b = 0; b < density; ++b) area[std::size_t(b) * block + job.rank() * 8 + r % 8] = static_cast<char>(r);
+        const auto t0 = Clock::now();
+        rdmx::dsm::barrier();
+        t.push_back(us_since(t0));
+      }
+      emit("barrier", policy == rdmx::dsm::HomePolicy::fixed ? "fixed_home" : "floating_home", block, density, "us",
+           median(t));
+    }
+    if (me0)
+      std::fprintf(stderr, "rdmx-bench-dsm: %s home: %s\n", rdmx::dsm::to_string(policy),
+                   rdmx::dsm::to_string(rdmx::dsm::counters()).c_str());
   }
   MPI_Finalize();
   return 0;
