@@ -111,12 +111,12 @@ Engine::Engine(Job& job, const Config& config)
   version_ = std::make_unique<std::uint64_t[]>(blocks_);
   hint_ = std::make_unique<WriteNotice[]>(blocks_);
   lease_ = std::make_unique<std::uint64_t[]>(blocks_);
+  listed_ = std::make_unique<std::uint8_t[]>(blocks_);
   for (std::size_t b = 0; b < blocks_; ++b) {
     state_[b].store(BlockState::invalid, std::memory_order_relaxed);
     hint_[b] = WriteNotice{static_cast<std::uint32_t>(b), no_source, 0};
   }
   dirty_.reserve(blocks_);
-  releasing_.reserve(blocks_);
 
   try {
     map_heap();
@@ -307,7 +307,10 @@ void Engine::fault(void* address, bool write) {
     if (write) {
       std::memcpy(twin_ + offset(block), rw_ + offset(block), config_.block_bytes);
       while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
-      dirty_.push_back(block);  // within the reserved capacity: each block is listed once
+      if (listed_[block] == 0) {
+        listed_[block] = 1;
+        dirty_.push_back(block);  // within the reserved capacity: each block is listed once
+      }
       dirty_lock_.clear(std::memory_order_release);
       state_[block].store(BlockState::dirty, std::memory_order_release);
       protect(block, PROT_READ | PROT_WRITE);
@@ -467,10 +470,15 @@ void Engine::note(const WriteNotice& notice) {
 }
 
 void Engine::release_all() {
+  // Threads may release at once: each takes the list there is, and leaves an
+  // empty one with full capacity for the fault path.
+  std::vector<std::uint32_t> batch;
+  batch.reserve(blocks_);
   while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
-  releasing_.swap(dirty_);
+  batch.swap(dirty_);
+  for (std::uint32_t block : batch) listed_[block] = 0;
   dirty_lock_.clear(std::memory_order_release);
-  for (std::uint32_t block : releasing_) {
+  for (std::uint32_t block : batch) {
     lock_block(block);
     try {
       if (state_[block].load(std::memory_order_relaxed) == BlockState::dirty) release_block(block);
@@ -480,7 +488,6 @@ void Engine::release_all() {
     }
     unlock_block(block);
   }
-  releasing_.clear();
 }
 
 void Engine::release() { release_all(); }

@@ -147,7 +147,10 @@ class Engine {
   std::atomic<std::uint64_t> time_{0};
 
   std::atomic_flag dirty_lock_ = ATOMIC_FLAG_INIT;
-  std::vector<std::uint32_t> dirty_, releasing_;  // capacity = blocks
+  // Blocks to release, each listed at most once (listed_), so the fault
+  // path's push never grows the vector past its reserved capacity.
+  std::vector<std::uint32_t> dirty_;
+  std::unique_ptr<std::uint8_t[]> listed_;
 
   std::mutex history_mutex_;
   Signature history_;  // notices produced or acquired since the last barrier

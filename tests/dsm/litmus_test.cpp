@@ -356,3 +356,23 @@ TEST(Litmus, ThreadsShareTheCache) {
   EXPECT_EQ(failures.load(), 0);
   dsm::barrier();
 }
+
+// Threads of several processes take one mutex in turn: every increment counts.
+TEST(Litmus, ThreadsCountUnderAMutex) {
+  space();
+  auto* counter = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
+  dsm::barrier();
+  constexpr int rounds = 10;
+  job().run([&](ThreadId) {
+    dsm::Mutex m(4);
+    for (int i = 0; i < rounds; ++i) {
+      m.lock();
+      *counter += 1;
+      m.unlock();
+    }
+    dsm::thread_barrier();
+  });
+  dsm::barrier();
+  EXPECT_EQ(*counter, std::uint64_t{rounds} * procs() * job().threads_per_process());
+  dsm::barrier();
+}
