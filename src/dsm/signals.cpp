@@ -1,5 +1,6 @@
 #include "signals.hpp"
 
+#include <dlfcn.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <ucs/debug/debug.h>
@@ -27,6 +28,20 @@ struct KernelSigaction {
   void* restorer;
   unsigned long mask;
 };
+
+// The handler the kernel has for SIGSEGV now (whatever sigaction wrappers say).
+void* installed_handler() {
+  KernelSigaction installed{};
+  if (::syscall(SYS_rt_sigaction, SIGSEGV, nullptr, &installed, sizeof installed.mask) != 0) return nullptr;
+  return installed.handler;
+}
+
+// Whether `handler` is code of UCX's libucs.
+bool in_libucs(void* handler) {
+  Dl_info info{};
+  return handler != nullptr && ::dladdr(handler, &info) != 0 && info.dli_fname != nullptr &&
+         std::strstr(info.dli_fname, "libucs") != nullptr;
+}
 
 void say(const char* text) {
   std::size_t n = std::strlen(text);
@@ -88,12 +103,8 @@ void on_fault(int signal, siginfo_t* info, void* context) {
 
 Engine::SignalGuard::SignalGuard(Engine&) {
   // UCX gives SIGSEGV back: it restores what was there before its handler.
-  // Once per process: asked again, UCX warns that it no longer has it.
-  static const bool given_back = [] {
-    ucs_debug_disable_signal(SIGSEGV);
-    return true;
-  }();
-  (void)given_back;
+  // Only when it has it: asked otherwise, UCX warns that it does not.
+  if (in_libucs(installed_handler())) ucs_debug_disable_signal(SIGSEGV);
   struct sigaction ours {};
   ours.sa_sigaction = on_fault;
   ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
@@ -102,9 +113,7 @@ Engine::SignalGuard::SignalGuard(Engine&) {
     throw Error(Errc::invalid_argument, std::string("dsm: installing the SIGSEGV handler failed: ") +
                                             std::strerror(errno));
   if (previous_action.sa_sigaction == on_fault) previous_action = {};
-  KernelSigaction installed{};
-  if (::syscall(SYS_rt_sigaction, SIGSEGV, nullptr, &installed, sizeof installed.mask) != 0 ||
-      installed.handler != reinterpret_cast<void*>(&on_fault))
+  if (installed_handler() != reinterpret_cast<void*>(&on_fault))
     throw Error(Errc::invalid_argument,
                 "dsm: the SIGSEGV handler installed is not the DSM's (another library intercepts sigaction, "
                 "e.g. libucs_signal with UCX_HANDLE_ERRORS, or a sanitizer); the shared heap cannot detect "
