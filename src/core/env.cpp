@@ -64,6 +64,19 @@ constexpr Variable table[] = {
      "most memory the serialization registration cache keeps pinned"},
     {"RDMX_PARCEL_CALLS", nullptr, Kind::choice, 0, 0, "auto|one-sided|send", "auto",
      "how action parcels travel (one-sided or send-based calls)"},
+    {"RDMX_DSM_HEAP", nullptr, Kind::size, 64 * KiB, TiB, nullptr, "32M",
+     "bytes of the DSM's shared heap (a multiple of RDMX_DSM_BLOCK)"},
+    {"RDMX_DSM_BLOCK", nullptr, Kind::size, 4 * KiB, GiB, nullptr, "4K",
+     "the DSM's coherence block, a multiple of the page size"},
+    {"RDMX_DSM_HOME", nullptr, Kind::choice, 0, 0, "floating|fixed", "floating",
+     "DSM home policy: floating (a block moves to its last releaser) or fixed (cyclic, remote diff merge)"},
+    {"RDMX_DSM_NOTICES", nullptr, Kind::count, 1, 1ull << 20, nullptr, "1024",
+     "write notices a DSM signature holds before it overflows (then acquirers fall back to logical leases)"},
+    {"RDMX_DSM_MUTEXES", nullptr, Kind::count, 1, 1ull << 16, nullptr, "16", "global DSM mutexes"},
+    {"RDMX_DSM_LEASE", nullptr, Kind::count, 0, 1ull << 32, nullptr, "16",
+     "logical lease of a fetched DSM block, used when a signature overflowed (Tardis)"},
+    {"RDMX_DSM_CHECK_RACES", nullptr, Kind::flag, 0, 1, nullptr, "0",
+     "debug: report bytes two processes wrote between the same DSM synchronizations (floating home)"},
 };
 
 // RDMX_* variables that rdmx's own scripts set or read: not settings of the

@@ -1,0 +1,46 @@
+// dsm::Config: how a process's distributed shared memory is laid out and
+// which protocols it runs. Every process of a job must use the same values
+// (the Space checks this when it starts). Defaults come from the RDMX_DSM_*
+// settings (README.md, "Settings"), so a program that sets no field gets
+// the user's configuration.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace rdmx::dsm {
+
+// Where a block's home (the copy every other process fetches) lives.
+enum class HomePolicy {
+  // MENPS's floating home: the last releaser of a block becomes its home. A
+  // releaser takes the block's owner word by compare-and-swap, reads the
+  // block from the previous home with one get and merges its diff locally.
+  floating,
+  // Baseline: block b's home is process b mod P for ever, and releasers put
+  // each changed run of bytes there (remote diff merge, as in ArgoDSM).
+  fixed,
+};
+const char* to_string(HomePolicy policy) noexcept;
+
+struct Config {
+  static Config from_env();
+
+  std::size_t heap_bytes = 0;   // shared heap per process (RDMX_DSM_HEAP, default 32M)
+  std::size_t block_bytes = 0;  // coherence unit, a multiple of the page size (RDMX_DSM_BLOCK, default 4K)
+  HomePolicy home = HomePolicy::floating;  // RDMX_DSM_HOME=floating|fixed
+  // Write notices a signature holds; beyond that it overflows and acquirers
+  // fall back to logical leases (RDMX_DSM_NOTICES, default 1024).
+  std::uint32_t notices = 0;
+  std::uint32_t mutexes = 0;  // global mutexes (RDMX_DSM_MUTEXES, default 16)
+  // Logical lease a reader takes on a block it fetches (Tardis): the copy
+  // survives an overflowed signature whose logical time has not passed the
+  // lease's end (RDMX_DSM_LEASE, default 16).
+  std::uint64_t lease = 0;
+  // Report bytes that two processes wrote between the same synchronizations
+  // (RDMX_DSM_CHECK_RACES; floating home only).
+  bool check_races = false;
+  // Where to put the heap; 0 lets process 0 pick. A non-zero address that
+  // some process cannot map there is an error.
+  std::uintptr_t address = 0;
+};
+
+}  // namespace rdmx::dsm

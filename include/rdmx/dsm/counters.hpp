@@ -1,0 +1,23 @@
+// What this process's DSM did since its Space started (all threads).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace rdmx::dsm {
+
+struct Counters {
+  std::uint64_t read_faults = 0;   // first access was a read
+  std::uint64_t write_faults = 0;  // a write to an invalid or clean block
+  std::uint64_t fast_reads = 0;    // misses served from a write notice's writer, no owner lookup
+  std::uint64_t migrations = 0;    // floating home: blocks this process took from another home
+  std::uint64_t merges = 0;        // blocks whose diff this process merged into a home
+  std::uint64_t invalidations = 0; // cached blocks dropped at an acquire
+  std::uint64_t overflows = 0;     // acquires of a signature that had overflowed (all invalidated)
+  std::uint64_t bytes_fetched = 0; // block data read from other processes
+  std::uint64_t races = 0;         // bytes two processes wrote between the same synchronizations (check mode)
+};
+
+Counters counters();
+std::string to_string(const Counters& c);
+
+}  // namespace rdmx::dsm

@@ -1,0 +1,24 @@
+// Synchronization of the shared heap (release consistency, docs/dsm.md).
+// A data-race-free program sees every write that happens before its reads
+// through these operations and dsm::Mutex.
+#pragma once
+
+namespace rdmx::dsm {
+
+// Release fence: this process's writes so far become visible to any process
+// that later acquires from it (through a barrier or a mutex). Blocks it
+// wrote are merged into their homes; the write notices it produced wait to
+// be sent at the next synchronization.
+void release();
+
+// Release, exchange every process's signature, acquire: after it, every
+// write any process made before its barrier is visible to every process.
+// One thread per process calls it (outside Job::run, or one chosen thread).
+void barrier();
+
+// The same inside Job::run, where every worker thread of every process
+// calls it: worker thread 0 of each process runs the barrier once the
+// process's other threads have arrived; all leave together.
+void thread_barrier();
+
+}  // namespace rdmx::dsm

@@ -1,0 +1,70 @@
+// The public face of the DSM: Space, allocate, fences, Mutex, counters.
+#include <cstdio>
+#include <string>
+
+#include "engine.hpp"
+#include "rdmx/core/env.hpp"
+#include "rdmx/core/error.hpp"
+#include "rdmx/dsm/counters.hpp"
+#include "rdmx/dsm/fence.hpp"
+#include "rdmx/dsm/mutex.hpp"
+#include "rdmx/dsm/space.hpp"
+#include "rdmx/fabric/job.hpp"
+
+namespace rdmx::dsm {
+
+const char* to_string(HomePolicy policy) noexcept { return policy == HomePolicy::fixed ? "fixed" : "floating"; }
+
+Config Config::from_env() {
+  Config c;
+  c.heap_bytes = env::get_size("RDMX_DSM_HEAP", 32ull << 20);
+  c.block_bytes = env::get_size("RDMX_DSM_BLOCK", 4096);
+  const auto home = env::get("RDMX_DSM_HOME").value_or("floating");
+  if (home == "fixed")
+    c.home = HomePolicy::fixed;
+  else if (home == "floating")
+    c.home = HomePolicy::floating;
+  else
+    throw Error(Errc::invalid_argument, "RDMX_DSM_HOME='" + home + "' is not floating or fixed");
+  c.notices = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_NOTICES", 1024));
+  c.mutexes = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_MUTEXES", 16));
+  c.lease = env::get_count("RDMX_DSM_LEASE", 16);
+  c.check_races = env::get_bool("RDMX_DSM_CHECK_RACES", false);
+  return c;
+}
+
+Space::Space(Job& job, const Config& config) : engine_(std::make_unique<Engine>(job, config)) {}
+
+Space::~Space() {
+  // Peers may still fetch from our home copies until they, too, are done.
+  try {
+    Job::current().barrier();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rdmx dsm: leaving the space: %s\n", e.what());
+  }
+}
+
+std::span<std::byte> Space::heap() const noexcept { return {engine_->base(), engine_->bytes()}; }
+const Config& Space::config() const noexcept { return engine_->config(); }
+
+void* allocate(std::size_t bytes, std::size_t alignment) { return Engine::require("allocate").allocate(bytes, alignment); }
+void release() { Engine::require("release").release(); }
+void barrier() { Engine::require("barrier").barrier(false); }
+void thread_barrier() { Engine::require("thread_barrier").barrier(true); }
+
+Mutex::Mutex(std::uint32_t index) : index_(index) {}
+void Mutex::lock() { Engine::require("Mutex::lock").lock(index_); }
+bool Mutex::try_lock() { return Engine::require("Mutex::try_lock").try_lock(index_); }
+void Mutex::unlock() { Engine::require("Mutex::unlock").unlock(index_); }
+
+Counters counters() { return Engine::require("counters").counters(); }
+
+std::string to_string(const Counters& c) {
+  return "read_faults " + std::to_string(c.read_faults) + ", write_faults " + std::to_string(c.write_faults) +
+         ", fast_reads " + std::to_string(c.fast_reads) + ", migrations " + std::to_string(c.migrations) +
+         ", merges " + std::to_string(c.merges) + ", invalidations " + std::to_string(c.invalidations) +
+         ", overflows " + std::to_string(c.overflows) + ", bytes_fetched " + std::to_string(c.bytes_fetched) +
+         ", races " + std::to_string(c.races);
+}
+
+}  // namespace rdmx::dsm

@@ -1,0 +1,772 @@
+#include "engine.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "rdmx/core/backoff.hpp"
+#include "rdmx/core/error.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
+#include "signals.hpp"
+
+namespace rdmx::dsm {
+
+std::atomic<Engine*> Engine::current_{nullptr};
+
+namespace {
+constexpr std::uint32_t no_source = ~0u;
+constexpr int attempts = 8;
+
+std::string hex(std::uintptr_t v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%zx", static_cast<std::size_t>(v));
+  return text;
+}
+
+template <class T>
+std::vector<T> gather(Job& job, const T& mine) {
+  std::vector<T> out;
+  for (const auto& bytes : job.allgather(std::as_bytes(std::span(&mine, 1)))) {
+    if (bytes.size() != sizeof(T)) throw Error(Errc::protocol, "dsm: a process sent a malformed start-up record");
+    T value;
+    std::memcpy(&value, bytes.data(), sizeof value);
+    out.push_back(value);
+  }
+  return out;
+}
+
+std::byte* map_or_throw(void* hint, std::size_t bytes, int protection, int flags, int fd, const char* what) {
+  void* p = ::mmap(hint, bytes, protection, flags, fd, 0);
+  if (p == MAP_FAILED)
+    throw Error(Errc::out_of_memory, std::string("dsm: mapping the ") + what + " (" + std::to_string(bytes) +
+                                         " bytes) failed: " + std::strerror(errno));
+  return static_cast<std::byte*>(p);
+}
+
+// Releasers compare blocks a word at a time; most of a block is unchanged.
+bool same_word(const std::byte* a, const std::byte* b) {
+  std::uint64_t x, y;
+  std::memcpy(&x, a, 8);
+  std::memcpy(&y, b, 8);
+  return x == y;
+}
+}  // namespace
+
+Counters AtomicCounters::snapshot() const {
+  auto r = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(migrations), r(merges),
+                  r(invalidations), r(overflows), r(bytes_fetched), r(races)};
+}
+
+Engine& Engine::require(const char* what) {
+  Engine* e = current();
+  if (e == nullptr)
+    throw Error(Errc::invalid_argument,
+                std::string("dsm::") + what + ": no dsm::Space in this process (construct one after the rdmx::Job)");
+  return *e;
+}
+
+Engine::Engine(Job& job, const Config& config)
+    : job_(job), config_(config), rank_(job.rank()), processes_(job.size()),
+      history_(config.notices, 0) {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  if (config_.block_bytes == 0 || config_.block_bytes % page != 0)
+    throw Error(Errc::invalid_argument, "dsm: the block size " + std::to_string(config_.block_bytes) +
+                                            " is not a multiple of the page size " + std::to_string(page));
+  if (config_.heap_bytes == 0 || config_.heap_bytes % config_.block_bytes != 0)
+    throw Error(Errc::invalid_argument, "dsm: the heap size " + std::to_string(config_.heap_bytes) +
+                                            " is not a positive multiple of the block size " +
+                                            std::to_string(config_.block_bytes));
+  if (processes_ > 0xfffe) throw Error(Errc::invalid_argument, "dsm: at most 65534 processes");
+  if (config_.notices == 0 || config_.mutexes == 0)
+    throw Error(Errc::invalid_argument, "dsm: notices and mutexes must be at least 1");
+  if (current() != nullptr) throw Error(Errc::invalid_argument, "dsm: this process already has a dsm::Space");
+  blocks_ = config_.heap_bytes / config_.block_bytes;
+  if (blocks_ > 0xffffffffull) throw Error(Errc::invalid_argument, "dsm: more than 2^32 blocks");
+  history_ = Signature(config_.notices, blocks_);
+
+  // Every process must run the same configuration, or block numbers and
+  // protocols would disagree.
+  struct Shape {
+    std::uint64_t heap, block, notices, mutexes, home, races, lease;
+    bool operator==(const Shape&) const = default;
+  };
+  const Shape mine{config_.heap_bytes, config_.block_bytes, config_.notices, config_.mutexes,
+                   static_cast<std::uint64_t>(config_.home), config_.check_races ? 1u : 0u, config_.lease};
+  const auto shapes = gather(job_, mine);
+  for (std::uint32_t p = 0; p < processes_; ++p)
+    if (!(shapes[p] == mine))
+      throw Error(Errc::invalid_argument, "dsm: process " + std::to_string(p) + " configured its space differently " +
+                                              "from process " + std::to_string(rank_) +
+                                              " (RDMX_DSM_* settings must match in every process)");
+
+  block_lock_ = std::make_unique<std::atomic<std::uint8_t>[]>(blocks_);
+  state_ = std::make_unique<std::atomic<BlockState>[]>(blocks_);
+  version_ = std::make_unique<std::uint64_t[]>(blocks_);
+  hint_ = std::make_unique<WriteNotice[]>(blocks_);
+  lease_ = std::make_unique<std::uint64_t[]>(blocks_);
+  listed_ = std::make_unique<std::uint8_t[]>(blocks_);
+  for (std::size_t b = 0; b < blocks_; ++b) {
+    state_[b].store(BlockState::invalid, std::memory_order_relaxed);
+    hint_[b] = WriteNotice{static_cast<std::uint32_t>(b), no_source, 0};
+  }
+  dirty_.reserve(blocks_);
+
+  try {
+    map_heap();
+    exchange_locators();
+    signals_ = std::make_unique<SignalGuard>(*this);
+  } catch (...) {
+    if (app_ != nullptr) ::munmap(app_, config_.heap_bytes);
+    if (rw_ != nullptr) ::munmap(rw_, config_.heap_bytes);
+    if (twin_ != nullptr) ::munmap(twin_, config_.heap_bytes);
+    if (memfd_ >= 0) ::close(memfd_);
+    throw;
+  }
+  current_.store(this, std::memory_order_release);
+  job_.barrier();
+}
+
+Engine::~Engine() {
+  current_.store(nullptr, std::memory_order_release);
+  signals_.reset();
+  ::munmap(app_, config_.heap_bytes);
+  ::munmap(rw_, config_.heap_bytes);
+  ::munmap(twin_, config_.heap_bytes);
+  ::close(memfd_);
+  // The home copies and metadata stay in the arena until the Job ends: a
+  // peer may still be reading them.
+}
+
+void Engine::map_heap() {
+  const std::size_t bytes = config_.heap_bytes;
+  memfd_ = ::memfd_create("rdmx-dsm-heap", MFD_CLOEXEC);
+  if (memfd_ < 0) throw Error(Errc::out_of_memory, std::string("dsm: memfd_create failed: ") + std::strerror(errno));
+  if (::ftruncate(memfd_, static_cast<off_t>(bytes)) != 0)
+    throw Error(Errc::out_of_memory, "dsm: sizing the heap to " + std::to_string(bytes) + " bytes failed: " +
+                                         std::strerror(errno));
+  rw_ = map_or_throw(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd_, "runtime view");
+  twin_ = map_or_throw(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                       "twin area");
+
+  // Process 0 proposes an address, every process tries to map the heap
+  // there; if any cannot, all drop it and process 0 proposes another.
+  std::string failures;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    std::uintptr_t proposal = config_.address;
+    if (proposal == 0 && rank_ == 0) {
+      if (attempt == 0) {
+        // Where the kernel would put it here: usually free in the peers too.
+        void* probe = ::mmap(nullptr, bytes + config_.block_bytes, PROT_NONE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (probe != MAP_FAILED) {
+          ::munmap(probe, bytes + config_.block_bytes);
+          proposal = (reinterpret_cast<std::uintptr_t>(probe) + config_.block_bytes - 1) / config_.block_bytes *
+                     config_.block_bytes;
+        }
+      }
+      // Then the middle of the 47-bit user space, far from heap, libraries and stacks.
+      if (proposal == 0) proposal = (std::uintptr_t{0x200000000000} + std::uintptr_t(attempt) * 0x40000000000ull);
+    }
+    proposal = gather(job_, proposal)[0];
+    void* p = ::mmap(reinterpret_cast<void*>(proposal), bytes, PROT_NONE, MAP_SHARED | MAP_FIXED_NOREPLACE, memfd_, 0);
+    std::uint32_t ok = p != MAP_FAILED && reinterpret_cast<std::uintptr_t>(p) == proposal ? 1 : 0;
+    const int error = errno;
+    if (p != MAP_FAILED && ok == 0) ::munmap(p, bytes);  // a kernel that took the address as a hint
+    const auto oks = gather(job_, ok);
+    std::string failed;
+    for (std::uint32_t q = 0; q < processes_; ++q)
+      if (oks[q] == 0) failed += (failed.empty() ? "" : ", ") + std::to_string(q);
+    if (failed.empty()) {
+      app_ = static_cast<std::byte*>(p);
+      return;
+    }
+    if (ok != 0) ::munmap(p, bytes);
+    failures += "\n  " + hex(proposal) + ": taken in process(es) " + failed +
+                (ok == 0 ? std::string(" (here: ") + std::strerror(error) + ")" : "");
+    if (config_.address != 0) break;
+  }
+  throw Error(Errc::out_of_memory, "dsm: no address range of " + std::to_string(bytes) +
+                                       " bytes is free in every process; tried:" + failures +
+                                       "\n  (a smaller RDMX_DSM_HEAP, or Config::address of a range free everywhere)");
+}
+
+void Engine::exchange_locators() {
+  const std::size_t words = (blocks_ + processes_ - 1) / processes_;
+  const std::size_t mutexes_here = (config_.mutexes + processes_ - 1) / processes_;
+  slot_bytes_ = Signature::encoded_size(config_.notices);
+  barrier_offset_ = words * 16 + mutexes_here * (16 + slot_bytes_);
+  meta_bytes_ = barrier_offset_ + processes_ * 8 + 2 * std::size_t{processes_} * slot_bytes_;
+  struct Mine {
+    RemoteLocator home, meta;
+  };
+  Mine mine{allocate_remote(rank_, config_.heap_bytes), allocate_remote(rank_, meta_bytes_)};
+  home_ = reinterpret_cast<std::byte*>(resolve(mine.home).address);
+  meta_ = reinterpret_cast<std::byte*>(resolve(mine.meta).address);
+  for (const Mine& m : gather(job_, mine)) {
+    homes_.push_back(m.home);
+    metas_.push_back(m.meta);
+  }
+}
+
+RemoteLocator Engine::owner_word(std::uint32_t block) const {
+  return metas_[block % processes_].slice(std::uint64_t{block / processes_} * 8, 8);
+}
+RemoteLocator Engine::lease_word(std::uint32_t block) const {
+  const std::size_t words = (blocks_ + processes_ - 1) / processes_;
+  return metas_[block % processes_].slice(words * 8 + std::uint64_t{block / processes_} * 8, 8);
+}
+
+void Engine::advance(std::uint64_t t) noexcept {
+  std::uint64_t cur = time_.load(std::memory_order_relaxed);
+  while (cur < t && !time_.compare_exchange_weak(cur, t, std::memory_order_acq_rel)) {
+  }
+}
+
+std::uint64_t Engine::extend_lease(std::uint32_t block, std::uint64_t until) {
+  const RemoteLocator where = lease_word(block);
+  std::uint64_t cur = fetch_add(where, 0).get();
+  while (cur < until) {
+    const std::uint64_t seen = compare_swap(where, cur, until).get();
+    if (seen == cur) break;
+    cur = seen;
+  }
+  return cur;
+}
+
+// Tardis: a write's timestamp is past every lease readers took on the
+// version it replaces, and not before this process's logical time.
+std::uint64_t Engine::write_timestamp(std::uint32_t block) {
+  const std::uint64_t leased = fetch_add(lease_word(block), 0).get();
+  const std::uint64_t wts = std::max(leased + 1, now());
+  advance(wts);
+  return wts;
+}
+
+RemoteLocator Engine::home_block(std::uint32_t process, std::uint32_t block) const {
+  return homes_[process].slice(offset(block), config_.block_bytes);
+}
+RemoteLocator Engine::mutex_word(std::uint32_t mutex) const {
+  const std::size_t words = (blocks_ + processes_ - 1) / processes_;
+  return metas_[mutex % processes_].slice(words * 16 + std::size_t{mutex / processes_} * (16 + slot_bytes_), 8);
+}
+RemoteLocator Engine::mutex_slot(std::uint32_t mutex, std::size_t bytes) const {
+  RemoteLocator w = mutex_word(mutex);
+  return w.slice(16, bytes);
+}
+
+RemoteLocator Engine::barrier_flag(std::uint32_t process, std::uint32_t sender) const {
+  return metas_[process].slice(barrier_offset_ + std::size_t{sender} * 8, 8);
+}
+RemoteLocator Engine::barrier_slot(std::uint32_t process, std::uint64_t parity, std::uint32_t sender,
+                                   std::size_t bytes) const {
+  const std::size_t slot = static_cast<std::size_t>(parity) * processes_ + sender;
+  return metas_[process].slice(barrier_offset_ + std::size_t{processes_} * 8 + slot * slot_bytes_, bytes);
+}
+
+void Engine::lock_block(std::uint32_t block) noexcept {
+  unsigned spins = 0;
+  while (block_lock_[block].exchange(1, std::memory_order_acquire) != 0)
+    if (++spins % 64 == 0) std::this_thread::yield();
+}
+void Engine::unlock_block(std::uint32_t block) noexcept { block_lock_[block].store(0, std::memory_order_release); }
+
+void Engine::protect(std::uint32_t block, int protection) {
+  if (::mprotect(app_ + offset(block), config_.block_bytes, protection) != 0)
+    throw Error(Errc::invalid_argument, "dsm: mprotect of block " + std::to_string(block) + " failed: " +
+                                            std::strerror(errno));
+}
+
+// ---- the fault path --------------------------------------------------------
+
+void Engine::fault(void* address, bool write) {
+  const auto block = static_cast<std::uint32_t>((static_cast<std::byte*>(address) - app_) / config_.block_bytes);
+  lock_block(block);
+  try {
+    BlockState s = state_[block].load(std::memory_order_relaxed);
+    // Another thread may have served this block while we waited for its lock.
+    if (s == BlockState::dirty || (s == BlockState::clean && !write)) {
+      unlock_block(block);
+      return;
+    }
+    (write ? counters_.write_faults : counters_.read_faults).fetch_add(1, std::memory_order_relaxed);
+    if (s == BlockState::invalid) {
+      fetch(block, write);
+      s = BlockState::clean;
+      if (!write) {
+        protect(block, PROT_READ);
+        state_[block].store(BlockState::clean, std::memory_order_release);
+      }
+    }
+    if (write) {
+      std::memcpy(twin_ + offset(block), rw_ + offset(block), config_.block_bytes);
+      while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+      if (listed_[block] == 0) {
+        listed_[block] = 1;
+        dirty_.push_back(block);  // within the reserved capacity: each block is listed once
+      }
+      dirty_lock_.clear(std::memory_order_release);
+      state_[block].store(BlockState::dirty, std::memory_order_release);
+      protect(block, PROT_READ | PROT_WRITE);
+    }
+  } catch (...) {
+    unlock_block(block);
+    throw;
+  }
+  unlock_block(block);
+}
+
+// Reads the block into the runtime view: from the writer a write notice
+// named (fast read: one get), else from the home the owner word names.
+void Engine::fetch(std::uint32_t block, bool for_write) {
+  WriteNotice& hint = hint_[block];
+  std::uint32_t source;
+  std::uint64_t version;
+  std::uint64_t seen = 0;
+  std::uint64_t lease = 0;  // none: dropped by any overflowed signature
+  if (hint.source != no_source) {
+    // Fast read: no lease (the home is not asked), the notice is enough.
+    source = hint.source;
+    version = hint.version;
+    counters_.fast_reads.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    seen = fetch_add(owner_word(block), 0).get();
+    source = config_.home == HomePolicy::fixed ? block % processes_ : word::owner(seen);
+    version = word::version(seen);
+    // Take a lease on this version; valid only if no release began meanwhile
+    // (a releaser locks or bumps the owner word before it reads the lease word).
+    // A block fetched to be written needs none: its release leases it anew,
+    // and a lease of ours would only push our own write timestamp past it.
+    if ((seen & word::lock_mask) == 0 && config_.lease != 0 && !for_write) {
+      lease = now() + config_.lease;
+      extend_lease(block, lease);
+    }
+  }
+  std::byte* into = rw_ + offset(block);
+  if (source == rank_) {
+    std::memcpy(into, home_ + offset(block), config_.block_bytes);
+  } else {
+    get(into, home_block(source, block)).get();
+    counters_.bytes_fetched.fetch_add(config_.block_bytes, std::memory_order_relaxed);
+  }
+  if (lease != 0 && fetch_add(owner_word(block), 0).get() != seen) lease = 0;
+  hint.source = no_source;
+  version_[block] = version;
+  lease_[block] = lease;
+}
+
+// ---- release -----------------------------------------------------------------
+
+void Engine::release_block(std::uint32_t block) {
+  // Read-only first: a thread writing now faults and waits for this block's
+  // lock, then twins the merged block, so no write slips between diff and merge.
+  protect(block, PROT_READ);
+  if (config_.home == HomePolicy::floating)
+    release_floating(block);
+  else
+    release_fixed(block);
+  state_[block].store(BlockState::clean, std::memory_order_release);
+  counters_.merges.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Engine::release_floating(std::uint32_t block) {
+  const RemoteLocator where = owner_word(block);
+  const std::uint32_t me = rank_ + 1;
+  // Take the owner word's lock: expect it unlocked at whatever owner and
+  // version it holds; a failed swap tells us what it holds.
+  std::uint64_t expected = fetch_add(where, 0).get() & ~word::lock_mask;
+  Backoff backoff;
+  for (;;) {
+    const std::uint64_t seen = compare_swap(where, expected, expected | me).get();
+    if (seen == expected) break;
+    expected = seen & ~word::lock_mask;
+    backoff(false);
+  }
+  const std::uint32_t owner = word::owner(expected);
+  const std::uint64_t version = word::version(expected);
+  const std::size_t off = offset(block);
+  std::byte* home = home_ + off;
+  const std::byte* mine = rw_ + off;
+  const std::byte* twin = twin_ + off;
+  const bool moved = owner != rank_;
+  // Our merged copy is the newest version: lease it to ourselves past the write.
+  const std::uint64_t wts = write_timestamp(block);
+  if (config_.lease != 0) extend_lease(block, wts + config_.lease);
+  lease_[block] = config_.lease != 0 ? wts + config_.lease : 0;
+  if (moved) {
+    // Migration: the previous home's copy, with one get, straight into ours.
+    get(home, home_block(owner, block)).get();
+    counters_.migrations.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_fetched.fetch_add(config_.block_bytes, std::memory_order_relaxed);
+  }
+  for (std::size_t i = 0; i < config_.block_bytes; i += 8) {
+    if (same_word(mine + i, twin + i)) continue;
+    for (std::size_t j = i; j < i + 8; ++j) {
+      if (mine[j] == twin[j]) continue;
+      if (config_.check_races && moved && home[j] != twin[j]) {
+        counters_.races.fetch_add(1, std::memory_order_relaxed);
+        std::fprintf(stderr,
+                     "rdmx dsm: data race: block %u offset %zu (heap offset %zu) was written by process %u and by "
+                     "another process between the same synchronizations\n",
+                     block, j, off + j, rank_);
+      }
+      home[j] = mine[j];
+    }
+  }
+  // Our cached copy becomes the merged block: it holds every write up to the new version.
+  if (moved) std::memcpy(rw_ + off, home, config_.block_bytes);
+  std::atomic_thread_fence(std::memory_order_release);
+  const std::uint64_t released = word::pack(version + 1, rank_, 0);
+  const std::uint64_t was = compare_swap(where, expected | me, released).get();
+  if (was != (expected | me))
+    throw Error(Errc::protocol, "dsm: the owner word of block " + std::to_string(block) +
+                                    " changed while this process held its lock");
+  version_[block] = version + 1;
+  note(WriteNotice{block, rank_, version + 1});
+}
+
+void Engine::release_fixed(std::uint32_t block) {
+  const std::uint32_t home_process = block % processes_;
+  const std::size_t off = offset(block);
+  const std::byte* mine = rw_ + off;
+  const std::byte* twin = twin_ + off;
+  // Remote diff merge: each changed run of bytes is its own put.
+  std::size_t i = 0;
+  bool sent = false;
+  while (i < config_.block_bytes) {
+    if (mine[i] == twin[i]) {
+      ++i;
+      continue;
+    }
+    std::size_t end = i + 1;
+    while (end < config_.block_bytes && mine[end] != twin[end]) ++end;
+    if (home_process == rank_) {
+      std::memcpy(home_ + off + i, mine + i, end - i);
+    } else {
+      post_put(mine + i, home_block(home_process, block).slice(i, end - i));
+      sent = true;
+    }
+    i = end;
+  }
+  // The runs must be at the home before the version says so.
+  if (sent) flush(home_process);
+  write_timestamp(block);
+  lease_[block] = 0;  // others may have merged runs we do not hold
+  const std::uint64_t was = fetch_add(owner_word(block), std::uint64_t{1} << 32).get();
+  // Our copy is current only if nobody else merged since we fetched it.
+  if (word::version(was) == version_[block]) version_[block] = word::version(was) + 1;
+  note(WriteNotice{block, home_process, word::version(was) + 1});
+}
+
+void Engine::note(const WriteNotice& notice) {
+  std::lock_guard<std::mutex> hold(history_mutex_);
+  history_.add(notice);
+}
+
+void Engine::release_all() {
+  // Threads may release at once: each takes the list there is, and leaves an
+  // empty one with full capacity for the fault path.
+  std::vector<std::uint32_t> batch;
+  batch.reserve(blocks_);
+  while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+  batch.swap(dirty_);
+  for (std::uint32_t block : batch) listed_[block] = 0;
+  dirty_lock_.clear(std::memory_order_release);
+  for (std::uint32_t block : batch) {
+    lock_block(block);
+    try {
+      if (state_[block].load(std::memory_order_relaxed) == BlockState::dirty) release_block(block);
+    } catch (...) {
+      unlock_block(block);
+      throw;
+    }
+    unlock_block(block);
+  }
+}
+
+void Engine::release() { release_all(); }
+
+// ---- acquire -------------------------------------------------------------------
+
+void Engine::invalidate(std::uint32_t block, const WriteNotice& notice) {
+  BlockState s = state_[block].load(std::memory_order_relaxed);
+  if (s == BlockState::dirty) {
+    // Our unreleased writes must not be lost: merge them first (an early
+    // release is always allowed); the merged copy may already be new enough.
+    release_block(block);
+    s = BlockState::clean;
+  }
+  if (s == BlockState::clean) {
+    if (version_[block] >= notice.version) return;
+    protect(block, PROT_NONE);
+    state_[block].store(BlockState::invalid, std::memory_order_release);
+    counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
+  }
+  WriteNotice& hint = hint_[block];
+  if (hint.source == no_source || notice.version > hint.version) hint = notice;
+}
+
+void Engine::acquire(std::span<const DecodedSignature> signatures) {
+  bool overflowed = false;
+  for (const DecodedSignature& sig : signatures) {
+    advance(sig.header.time);
+    overflowed = overflowed || sig.header.overflowed != 0;
+  }
+  for (const DecodedSignature& sig : signatures)
+    for (const WriteNotice& n : sig.notices) {
+      lock_block(n.block);
+      try {
+        invalidate(n.block, n);
+      } catch (...) {
+        unlock_block(n.block);
+        throw;
+      }
+      unlock_block(n.block);
+    }
+  // After the notices: it also forgets their hints, since a dropped notice
+  // may name a newer version than a listed one.
+  if (overflowed) invalidate_expired();
+  // Pass on what we acquired to whoever acquires from us (release-acquire chains).
+  std::lock_guard<std::mutex> hold(history_mutex_);
+  for (const DecodedSignature& sig : signatures) history_.merge(sig.header, sig.notices);
+}
+
+// An overflowed signature no longer names every block that changed; its
+// logical time is past every write it dropped (Tardis): a copy whose lease
+// ends before our (now raised) time may miss one of them and goes.
+void Engine::invalidate_expired() {
+  counters_.overflows.fetch_add(1, std::memory_order_relaxed);
+  release_all();
+  const std::uint64_t time = now();
+  for (std::uint32_t b = 0; b < blocks_; ++b) {
+    lock_block(b);
+    hint_[b].source = no_source;
+    try {
+      const BlockState s = state_[b].load(std::memory_order_relaxed);
+      if (s == BlockState::dirty) release_block(b);  // written by another thread since release_all
+      if (s != BlockState::invalid && (lease_[b] == 0 || lease_[b] < time)) {
+        protect(b, PROT_NONE);
+        state_[b].store(BlockState::invalid, std::memory_order_release);
+        counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
+      }
+    } catch (...) {
+      unlock_block(b);
+      throw;
+    }
+    unlock_block(b);
+  }
+}
+
+// ---- barrier ---------------------------------------------------------------------
+
+// Every process puts its signature into every other process's slot for this
+// barrier's parity, then (after a flush orders the two) raises its flag
+// there; each waits for every flag locally. Two slot sets suffice: nobody
+// can start barrier e+2, and overwrite e's set, before every process has
+// raised its flag for e+1, which it does only after reading e's signatures.
+void Engine::process_barrier() {
+  release_all();
+  std::vector<std::byte> mine;
+  {
+    std::lock_guard<std::mutex> hold(history_mutex_);
+    mine = history_.encode(epoch_, now());
+  }
+  const std::uint64_t target = epoch_ + 1;
+  const std::uint64_t parity = target % 2;
+  for (std::uint32_t q = 0; q < processes_; ++q)
+    if (q != rank_) post_put(mine.data(), barrier_slot(q, parity, rank_, mine.size()));
+  for (std::uint32_t q = 0; q < processes_; ++q)
+    if (q != rank_) flush(q);
+  for (std::uint32_t q = 0; q < processes_; ++q)
+    if (q != rank_) put(&target, barrier_flag(q, rank_)).get();
+  for (std::uint32_t p = 0; p < processes_; ++p)
+    if (p != rank_) wait_for_peer(p, target);
+  std::vector<DecodedSignature> received;
+  for (std::uint32_t p = 0; p < processes_; ++p) {
+    if (p == rank_) continue;
+    const std::byte* slot =
+        meta_ + barrier_offset_ + std::size_t{processes_} * 8 + (parity * processes_ + p) * slot_bytes_;
+    SignatureHeader header;
+    std::memcpy(&header, slot, sizeof header);
+    if (header.count > config_.notices)
+      throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + " sent a malformed barrier signature");
+    received.push_back(decode({slot, Signature::encoded_size(header.count)}, blocks_, processes_));
+  }
+  acquire(received);
+  // Everything acquired here every process acquired too: no need to pass it on.
+  std::lock_guard<std::mutex> hold(history_mutex_);
+  history_.clear();
+  ++epoch_;
+}
+
+// Waits until `process` has raised its flag here to `target`; a process that
+// died never will, so it is probed every few milliseconds (Errc::peer_failed).
+void Engine::wait_for_peer(std::uint32_t process, std::uint64_t target) {
+  std::atomic_ref<std::uint64_t> flag(*reinterpret_cast<std::uint64_t*>(meta_ + barrier_offset_ + std::size_t{process} * 8));
+  Backoff backoff;
+  auto last_check = std::chrono::steady_clock::now();
+  while (flag.load(std::memory_order_acquire) < target) {
+    backoff(progress() != 0);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check < std::chrono::milliseconds(5)) continue;
+    last_check = now;
+    try {
+      std::uint64_t probe = 0;
+      get(&probe, metas_[process].slice(0, 8)).get();
+    } catch (const Error& e) {
+      throw Error(Errc::peer_failed, "dsm::barrier: process " + std::to_string(process) + " failed: " + e.what());
+    }
+  }
+}
+
+void Engine::barrier(bool every_thread) {
+  const std::uint32_t threads = job_.threads_per_process();
+  if (!every_thread || threads <= 1) {
+    process_barrier();
+    return;
+  }
+  // Worker thread 0 runs the process's barrier once the others have arrived
+  // (Job::allgather belongs to it); the others wait for it.
+  std::unique_lock<std::mutex> hold(meet_mutex_);
+  const std::uint64_t generation = generation_;
+  const ThreadId me = this_thread();
+  if (me.is_service() || me.thread >= threads)
+    throw Error(Errc::invalid_argument, "dsm::thread_barrier: called by " + to_string(me) + ", not a worker thread");
+  if (me.thread != 0) {
+    ++arrived_;
+    meet_cv_.notify_all();
+    meet_cv_.wait(hold, [&] { return generation_ != generation; });
+    if (meet_error_) std::rethrow_exception(meet_error_);
+    return;
+  }
+  meet_cv_.wait(hold, [&] { return arrived_ == threads - 1; });
+  arrived_ = 0;
+  meet_error_ = nullptr;
+  hold.unlock();
+  std::exception_ptr error;
+  try {
+    process_barrier();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  hold.lock();
+  meet_error_ = error;
+  ++generation_;
+  meet_cv_.notify_all();
+  if (error) std::rethrow_exception(error);
+}
+
+// ---- allocation --------------------------------------------------------------------
+
+void* Engine::allocate(std::size_t bytes, std::size_t alignment) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > config_.block_bytes)
+    throw Error(Errc::invalid_argument, "dsm::allocate: alignment " + std::to_string(alignment) +
+                                            " is not a power of two up to the block size " +
+                                            std::to_string(config_.block_bytes));
+  struct Request {
+    std::uint64_t bytes, alignment;
+  };
+  const Request mine{bytes, alignment};
+  const auto all = gather(job_, mine);
+  for (std::uint32_t p = 0; p < processes_; ++p)
+    if (all[p].bytes != bytes || all[p].alignment != alignment)
+      throw Error(Errc::invalid_argument, "dsm::allocate is collective: process " + std::to_string(p) + " asked for " +
+                                              std::to_string(all[p].bytes) + " bytes (alignment " +
+                                              std::to_string(all[p].alignment) + ") while process " +
+                                              std::to_string(rank_) + " asked for " + std::to_string(bytes) + " (" +
+                                              std::to_string(alignment) + ")");
+  const std::size_t start = (allocated_ + alignment - 1) / alignment * alignment;
+  if (bytes == 0 || start > config_.heap_bytes || bytes > config_.heap_bytes - start)
+    throw Error(bytes == 0 ? Errc::invalid_argument : Errc::out_of_memory,
+                "dsm::allocate: " + std::to_string(bytes) + " bytes do not fit the shared heap (" +
+                    std::to_string(config_.heap_bytes - std::min(start, config_.heap_bytes)) + " of " +
+                    std::to_string(config_.heap_bytes) + " bytes left; RDMX_DSM_HEAP sets its size)");
+  allocated_ = start + bytes;
+  return app_ + start;
+}
+
+// ---- mutexes -------------------------------------------------------------------------
+
+void Engine::check_mutex(std::uint32_t mutex, const char* what) const {
+  if (mutex >= config_.mutexes)
+    throw Error(Errc::invalid_argument, std::string("dsm::Mutex::") + what + ": mutex " + std::to_string(mutex) +
+                                            " does not exist (the space has " + std::to_string(config_.mutexes) +
+                                            "; RDMX_DSM_MUTEXES)");
+}
+
+bool Engine::try_lock(std::uint32_t mutex) {
+  check_mutex(mutex, "try_lock");
+  if (compare_swap(mutex_word(mutex), 0, rank_ + 1).get() != 0) return false;
+  acquire_mutex(mutex);
+  return true;
+}
+
+void Engine::lock(std::uint32_t mutex) {
+  check_mutex(mutex, "lock");
+  const RemoteLocator where = mutex_word(mutex);
+  Backoff backoff;
+  auto last_check = std::chrono::steady_clock::now();
+  for (;;) {
+    const std::uint64_t holder = compare_swap(where, 0, rank_ + 1).get();
+    if (holder == 0) break;
+    if (holder > processes_)
+      throw Error(Errc::protocol, "dsm: mutex " + std::to_string(mutex) + " holds a malformed word " +
+                                      std::to_string(holder));
+    // A holder that died never unlocks: touching it every few milliseconds
+    // turns its death into Errc::peer_failed here.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check > std::chrono::milliseconds(5)) {
+      last_check = now;
+      try {
+        std::uint64_t probe = 0;
+        get(&probe, metas_[holder - 1].slice(0, 8)).get();
+      } catch (const Error& e) {
+        throw Error(Errc::peer_failed, "dsm: mutex " + std::to_string(mutex) + " is held by process " +
+                                           std::to_string(holder - 1) + ", which failed: " + e.what());
+      }
+    }
+    progress();
+    backoff(false);
+  }
+  acquire_mutex(mutex);
+}
+
+void Engine::acquire_mutex(std::uint32_t mutex) {
+  SignatureHeader header{};
+  get(&header, mutex_slot(mutex, sizeof header)).get();
+  if (header.count > config_.notices)
+    throw Error(Errc::protocol, "dsm: mutex " + std::to_string(mutex) + " holds a malformed signature");
+  // A signature from before our last barrier names nothing we have not acquired there.
+  if (header.epoch < epoch_) return;
+  std::vector<std::byte> bytes(Signature::encoded_size(header.count));
+  get(bytes.data(), mutex_slot(mutex, bytes.size())).get();
+  const DecodedSignature sig = decode(bytes, blocks_, processes_);
+  acquire({&sig, 1});
+}
+
+void Engine::unlock(std::uint32_t mutex) {
+  check_mutex(mutex, "unlock");
+  release_all();
+  std::vector<std::byte> sig;
+  {
+    std::lock_guard<std::mutex> hold(history_mutex_);
+    sig = history_.encode(epoch_, now());
+  }
+  const RemoteLocator where = mutex_word(mutex);
+  put(sig.data(), mutex_slot(mutex, sig.size())).get();
+  flush(where.process);  // the signature lands before the lock word frees
+  const std::uint64_t was = compare_swap(where, rank_ + 1, 0).get();
+  if (was != rank_ + 1)
+    throw Error(Errc::invalid_argument, "dsm::Mutex::unlock: mutex " + std::to_string(mutex) +
+                                            " is not held by this process" +
+                                            (was == 0 ? std::string(" (it is free)")
+                                                      : " (process " + std::to_string(was - 1) + " holds it)"));
+}
+
+}  // namespace rdmx::dsm

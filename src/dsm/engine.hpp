@@ -1,0 +1,171 @@
+// The DSM engine of one process: the heap's three views, per-block state,
+// the fault path and the coherence protocols (docs/dsm.md, "Protocol").
+//
+// Views of the heap, all of one memfd except the home copy:
+//   app   at the agreed address; its protection is the block's state
+//         (none: invalid, read: clean, read+write: dirty);
+//   rw    always writable: the runtime installs fetched data through it;
+//   twin  private copy of a dirty block as it was before the first write;
+//   home  registered arena memory peers read with get: the block as of its
+//         last release here, for the blocks this process is (or was) home of.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "rdmx/dsm/config.hpp"
+#include "rdmx/dsm/counters.hpp"
+#include "rdmx/transfer/remote_locator.hpp"
+#include "signature.hpp"
+
+namespace rdmx {
+class Job;
+}
+
+namespace rdmx::dsm {
+
+// A block's lease word, beside its owner word: the largest lease end any
+// reader took on the block's current version (Tardis's rts); a releaser's
+// write timestamp is past it.
+// A block's owner word, at its manager (block mod P):
+//   bits 0-15 lock holder + 1 (0: unlocked), 16-31 owner (home), 32-63 version.
+namespace word {
+inline constexpr std::uint64_t lock_mask = 0xffff;
+inline std::uint64_t pack(std::uint64_t version, std::uint32_t owner, std::uint32_t holder_plus_one) {
+  return version << 32 | std::uint64_t{owner} << 16 | holder_plus_one;
+}
+inline std::uint32_t owner(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 16 & 0xffff); }
+inline std::uint64_t version(std::uint64_t w) { return w >> 32; }
+}  // namespace word
+
+enum class BlockState : std::uint8_t { invalid, clean, dirty };
+
+// Counters bumped from any thread.
+struct AtomicCounters {
+  std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, migrations{0}, merges{0},
+      invalidations{0}, overflows{0}, bytes_fetched{0}, races{0};
+  Counters snapshot() const;
+};
+
+class Engine {
+ public:
+  Engine(Job& job, const Config& config);
+  ~Engine();
+
+  static Engine* current() noexcept { return current_.load(std::memory_order_acquire); }
+  static Engine& require(const char* what);
+
+  const Config& config() const noexcept { return config_; }
+  std::byte* base() const noexcept { return app_; }
+  std::size_t bytes() const noexcept { return config_.heap_bytes; }
+  bool contains(const void* p) const noexcept {
+    auto* b = static_cast<const std::byte*>(p);
+    return b >= app_ && b < app_ + config_.heap_bytes;
+  }
+
+  // The fault path: `address` lies in the heap. Returns once the access can proceed.
+  void fault(void* address, bool write);
+
+  void* allocate(std::size_t bytes, std::size_t alignment);
+  void release();
+  void barrier(bool every_thread);
+  void lock(std::uint32_t mutex);
+  bool try_lock(std::uint32_t mutex);
+  void unlock(std::uint32_t mutex);
+  Counters counters() const { return counters_.snapshot(); }
+
+ private:
+  struct Views;
+  void map_heap();
+  void exchange_locators();
+  RemoteLocator owner_word(std::uint32_t block) const;
+  RemoteLocator lease_word(std::uint32_t block) const;
+  // Logical time (Tardis): raised to every write timestamp released or acquired here.
+  std::uint64_t now() const noexcept { return time_.load(std::memory_order_acquire); }
+  void advance(std::uint64_t t) noexcept;
+  // Raises the lease word of `block` to at least `until`; returns what it held before.
+  std::uint64_t extend_lease(std::uint32_t block, std::uint64_t until);
+  std::uint64_t write_timestamp(std::uint32_t block);
+  RemoteLocator home_block(std::uint32_t process, std::uint32_t block) const;
+  RemoteLocator mutex_word(std::uint32_t mutex) const;
+  RemoteLocator mutex_slot(std::uint32_t mutex, std::size_t bytes) const;
+  RemoteLocator barrier_flag(std::uint32_t process, std::uint32_t sender) const;
+  RemoteLocator barrier_slot(std::uint32_t process, std::uint64_t parity, std::uint32_t sender, std::size_t bytes) const;
+  void wait_for_peer(std::uint32_t process, std::uint64_t target);
+  std::size_t offset(std::uint32_t block) const { return std::size_t{block} * config_.block_bytes; }
+
+  void lock_block(std::uint32_t block) noexcept;
+  void unlock_block(std::uint32_t block) noexcept;
+  void protect(std::uint32_t block, int protection);
+  // With the block's lock held:
+  void fetch(std::uint32_t block, bool for_write);
+  void release_block(std::uint32_t block);
+  void release_floating(std::uint32_t block);
+  void release_fixed(std::uint32_t block);
+  void invalidate(std::uint32_t block, const WriteNotice& notice);
+
+  void release_all();
+  // Acquire from every signature at once (a barrier hands over several).
+  void acquire(std::span<const DecodedSignature> signatures);
+  void invalidate_expired();
+  void note(const WriteNotice& notice);
+  void process_barrier();
+  void acquire_mutex(std::uint32_t mutex);
+  void check_mutex(std::uint32_t mutex, const char* what) const;
+
+  static std::atomic<Engine*> current_;
+
+  Job& job_;
+  Config config_;
+  std::uint32_t rank_, processes_;
+  std::size_t blocks_;
+  int memfd_ = -1;
+  std::byte* app_ = nullptr;
+  std::byte* rw_ = nullptr;
+  std::byte* twin_ = nullptr;
+  std::byte* home_ = nullptr;   // this process's home copies (registered)
+  // Per process: owner words, mutex words and slots, then the barrier area:
+  // a flag per sender (the last barrier it sent for) and two sets (by
+  // barrier parity) of a signature slot per sender.
+  std::size_t meta_bytes_ = 0;
+  std::size_t slot_bytes_ = 0;
+  std::size_t barrier_offset_ = 0;
+  std::byte* meta_ = nullptr;  // this process's metadata, where peers write barrier signatures
+  std::vector<RemoteLocator> homes_, metas_;
+  std::size_t allocated_ = 0;
+
+  // Per block, preallocated so that the fault path allocates nothing of ours.
+  std::unique_ptr<std::atomic<std::uint8_t>[]> block_lock_;
+  std::unique_ptr<std::atomic<BlockState>[]> state_;
+  std::unique_ptr<std::uint64_t[]> version_;      // version of the cached copy
+  std::unique_ptr<WriteNotice[]> hint_;           // newest notice of an invalid block (source ~0u: none)
+  std::unique_ptr<std::uint64_t[]> lease_;        // logical time the cached copy is valid until (0: none)
+  std::atomic<std::uint64_t> time_{0};
+
+  std::atomic_flag dirty_lock_ = ATOMIC_FLAG_INIT;
+  // Blocks to release, each listed at most once (listed_), so the fault
+  // path's push never grows the vector past its reserved capacity.
+  std::vector<std::uint32_t> dirty_;
+  std::unique_ptr<std::uint8_t[]> listed_;
+
+  std::mutex history_mutex_;
+  Signature history_;  // notices produced or acquired since the last barrier
+  std::uint64_t epoch_ = 0;
+
+  // Threads of this process meeting in barrier().
+  std::mutex meet_mutex_;
+  std::condition_variable meet_cv_;
+  std::uint32_t arrived_ = 0;
+  std::uint64_t generation_ = 0;
+  std::exception_ptr meet_error_;
+
+  AtomicCounters counters_;
+  struct SignalGuard;
+  std::unique_ptr<SignalGuard> signals_;
+};
+
+}  // namespace rdmx::dsm

@@ -1,0 +1,60 @@
+// A process dies holding a DSM mutex. The survivors waiting for the mutex,
+// then meeting at a DSM barrier, must get Errc::peer_failed within bounded
+// time, never hang. Its own main: the job cannot end with a collective.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "rdmx/core/error.hpp"
+#include "rdmx/dsm/fence.hpp"
+#include "rdmx/dsm/mutex.hpp"
+#include "rdmx/dsm/space.hpp"
+#include "rdmx/fabric/job.hpp"
+
+using namespace rdmx;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+int fail(const std::string& what) {
+  std::fprintf(stderr, "dsm peer_failure_test: FAILED: %s\n", what.c_str());
+  return 1;
+}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  Job job(argc, argv);
+  if (job.size() < 2) return fail("needs at least 2 processes");
+  dsm::Space space(job);
+  auto* data = dsm::allocate_array<int>(16);
+  const std::uint32_t victim = job.size() - 1;
+  dsm::Mutex mutex(0);  // its word lives in process 0, a survivor
+  if (job.rank() == victim) {
+    mutex.lock();
+    data[0] = 1;
+    job.barrier();  // the others now know it holds the mutex
+    raise(SIGKILL);
+  }
+  job.barrier();
+
+  auto t0 = Clock::now();
+  try {
+    mutex.lock();
+    return fail("took a mutex its dead holder never released");
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) return fail(std::string("mutex: ") + e.what());
+    std::printf("dsm: mutex holder's failure detected after %.0f ms: %s\n", ms_since(t0), e.what());
+  }
+  t0 = Clock::now();
+  try {
+    dsm::barrier();
+    return fail("a barrier with a dead process completed");
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) return fail(std::string("barrier: ") + e.what());
+    std::printf("dsm: barrier failure detected after %.0f ms: %s\n", ms_since(t0), e.what());
+  }
+  std::fflush(stdout);
+  return 0;
+}
