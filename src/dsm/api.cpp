@@ -3,6 +3,7 @@
 #include <string>
 
 #include "engine.hpp"
+#include "rdmx/core/log.hpp"
 #include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/dsm/counters.hpp"
@@ -40,7 +41,7 @@ Space::~Space() {
   try {
     Job::current().barrier();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rdmx dsm: leaving the space: %s\n", e.what());
+    rdmx::log(rdmx::LogLevel::warn, "dsm: leaving the space: %s", e.what());
   }
 }
 

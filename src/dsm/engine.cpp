@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "rdmx/core/log.hpp"
 #include "rdmx/core/backoff.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
@@ -411,10 +412,10 @@ void Engine::release_floating(std::uint32_t block) {
       if (mine[j] == twin[j]) continue;
       if (config_.check_races && moved && home[j] != twin[j]) {
         counters_.races.fetch_add(1, std::memory_order_relaxed);
-        std::fprintf(stderr,
-                     "rdmx dsm: data race: block %u offset %zu (heap offset %zu) was written by process %u and by "
-                     "another process between the same synchronizations\n",
-                     block, j, off + j, rank_);
+        rdmx::log(rdmx::LogLevel::error,
+                  "dsm: data race: block %u offset %zu (heap offset %zu) was written by process %u and by "
+                  "another process between the same synchronizations\n",
+                  block, j, off + j, rank_);
       }
       home[j] = mine[j];
     }
