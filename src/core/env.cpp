@@ -64,6 +64,14 @@ constexpr Variable table[] = {
      "most memory the serialization registration cache keeps pinned"},
     {"RDMX_PARCEL_CALLS", nullptr, Kind::choice, 0, 0, "auto|one-sided|send", "auto",
      "how action parcels travel (one-sided or send-based calls)"},
+    {"RDMX_FAR_SERVERS", nullptr, Kind::text, 0, 0, "comma-separated ranks", "the last process",
+     "processes that serve far memory (far::Manager)"},
+    {"RDMX_FAR_REGION", nullptr, Kind::size, 64 * KiB, 64 * TiB, nullptr, "16M",
+     "registered bytes each far-memory server maps and publishes"},
+    {"RDMX_FAR_CACHE", nullptr, Kind::size, 64 * KiB, 64 * TiB, nullptr, "4M",
+     "local budget: bytes of the far-memory cache arena"},
+    {"RDMX_FAR_PATH", nullptr, Kind::choice, 0, 0, "one_sided|two_sided", "one_sided",
+     "how far objects travel: one-sided get/put, or requests served by the server's CPU"},
 };
 
 // RDMX_* variables that rdmx's own scripts set or read: not settings of the

@@ -1,0 +1,127 @@
+// The two devices over the job's published regions: one-sided get/put
+// (the server's CPU does nothing) and two-sided requests answered by the
+// server's service thread (AIFM's TCP device, for comparison).
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "rdmx/core/error.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/rma.hpp"
+#include "rdmx/far/device.hpp"
+#include "served_region.hpp"
+
+namespace rdmx::far {
+namespace detail {
+namespace {
+std::atomic<std::byte*> served_base{nullptr};
+std::atomic<std::size_t> served_bytes{0};
+}  // namespace
+
+void serve(std::byte* base, std::size_t bytes) noexcept {
+  served_bytes.store(bytes, std::memory_order_relaxed);
+  served_base.store(base, std::memory_order_release);
+}
+void stop_serving() noexcept { served_base.store(nullptr, std::memory_order_release); }
+
+std::span<std::byte> served(std::uint64_t offset, std::uint64_t bytes) {
+  std::byte* base = served_base.load(std::memory_order_acquire);
+  const std::size_t size = served_bytes.load(std::memory_order_relaxed);
+  if (base == nullptr) throw Error(Errc::invalid_argument, "far: this process serves no far-memory region");
+  if (offset > size || bytes > size - offset)
+    throw Error(Errc::invalid_argument, "far: request for bytes [" + std::to_string(offset) + ", " +
+                                            std::to_string(offset + bytes) + ") outside the served region of " +
+                                            std::to_string(size) + " bytes");
+  return {base + offset, bytes};
+}
+}  // namespace detail
+
+namespace {
+
+class JobDevice : public Device {
+ public:
+  explicit JobDevice(std::vector<RemoteLocator> regions) : regions_(std::move(regions)) {}
+  std::size_t servers() const noexcept override { return regions_.size(); }
+  std::uint64_t region_bytes(std::size_t server) const override { return regions_.at(server).length; }
+  std::uint32_t rank_of(std::size_t server) const override { return regions_.at(server).process; }
+
+ protected:
+  std::vector<RemoteLocator> regions_;
+};
+
+class OneSidedDevice final : public JobDevice {
+ public:
+  using JobDevice::JobDevice;
+  const char* name() const noexcept override { return "one_sided"; }
+  void read(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
+    check_range(server, offset, bytes);
+    get(local, regions_[server].slice(offset, bytes)).get();
+  }
+  void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
+    check_range(server, offset, bytes);
+    const RemoteLocator target = regions_[server].slice(offset, bytes);
+    put(local, target).get();
+    // Remote completion: the next read may come from another thread, whose
+    // endpoint is not ordered after this one's.
+    flush(target.process);
+  }
+};
+
+// A read request: the server replies with the bytes, which the runtime
+// copies into the caller's buffer (the cache slot).
+struct ReadRequest {
+  std::uint64_t offset;
+  std::uint64_t bytes;
+};
+struct ReadHandler {
+  static void invoke(fabric::Incoming& in) {
+    ReadRequest request;
+    if (in.closure_size != sizeof request) throw Error(Errc::protocol, "far: malformed read request");
+    std::memcpy(&request, in.closure, sizeof request);
+    std::span<std::byte> bytes = detail::served(request.offset, request.bytes);
+    in.reply(in, bytes.data(), bytes.size());
+  }
+};
+
+class TwoSidedDevice final : public JobDevice {
+ public:
+  using JobDevice::JobDevice;
+  const char* name() const noexcept override { return "two_sided"; }
+  void read(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
+    check_range(server, offset, bytes);
+    const ReadRequest request{offset, bytes};  // relative to the served region
+    Synchronizer sync;
+    fabric::Outgoing call;
+    call.destination = ThreadId{regions_[server].process, service_thread};
+    call.kind = fabric::CallKind::returning;
+    call.function = fabric::FunctionId<ReadHandler>::value;
+    call.closure = &request;
+    call.closure_size = sizeof request;
+    call.sync = &sync;
+    call.notify = Notify::consumed;
+    call.result = local;
+    call.result_size = bytes;
+    fabric::send_call(call);
+    sync.wait();
+  }
+  void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
+    check_range(server, offset, bytes);
+    const std::uint64_t at = offset;  // relative to the served region
+    Synchronizer sync;
+    call_buffer<Notify::consumed>(ThreadId{regions_[server].process, service_thread}, [at](std::span<std::byte> data) {
+      std::span<std::byte> target = detail::served(at, data.size());
+      std::memcpy(target.data(), data.data(), data.size());
+    }, std::span(static_cast<const std::byte*>(local), bytes), sync);
+    sync.wait();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_device(Path path, std::vector<RemoteLocator> regions) {
+  if (regions.empty()) throw Error(Errc::invalid_argument, "far: no server published a region");
+  if (path == Path::one_sided) return std::make_unique<OneSidedDevice>(std::move(regions));
+  return std::make_unique<TwoSidedDevice>(std::move(regions));
+}
+
+}  // namespace rdmx::far

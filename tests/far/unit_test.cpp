@@ -1,0 +1,181 @@
+// The far-memory manager in one process, over the in-process device.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "../error_from.hpp"
+#include "rdmx/far/pointer.hpp"
+#include "shadow.hpp"
+
+using namespace rdmx;
+using namespace rdmx::far;
+
+namespace {
+Config small_cache(std::size_t cache = 64 * 1024, std::size_t region = 4 << 20) {
+  Config c;
+  c.cache_bytes = cache;
+  c.region_bytes = region;
+  return c;
+}
+struct Point {
+  int x, y;
+};
+Errc error_of(auto&& f) { return rdmx::testing::error_from(f).code(); }
+}  // namespace
+
+TEST(FarUnit, SizeClasses) {
+  EXPECT_EQ(size_class_of(1), 0u);
+  EXPECT_EQ(size_class_of(64), 0u);
+  EXPECT_EQ(size_class_of(65), 1u);
+  EXPECT_EQ(size_class_of(4096), 6u);
+  EXPECT_EQ(size_class_of(16384), 8u);
+  EXPECT_EQ(error_of([] { size_class_of(16385); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, PointerIsOneWordAndTracksLocalOrRemote) {
+  Manager manager(make_local_device(2, 1 << 20), small_cache());
+  auto p = make_unique<Point>(Point{1, 2});
+  EXPECT_TRUE(p.is_local());
+  {
+    DerefScope scope;
+    p.deref_mut(scope)->x = 7;
+  }
+  EXPECT_TRUE(p.evict());
+  EXPECT_FALSE(p.is_local());
+  EXPECT_EQ(state::class_of(p.state_word()), 0u);
+  DerefScope scope;
+  EXPECT_EQ(p.deref(scope)->x, 7);
+  EXPECT_EQ(p.deref(scope)->y, 2);
+  EXPECT_TRUE(p.is_local());
+  EXPECT_EQ(manager.stats().write_backs, 1u);
+  EXPECT_EQ(manager.stats().misses, 1u);
+}
+
+TEST(FarUnit, ObjectsSpreadOverServers) {
+  Manager manager(make_local_device(3, 1 << 20), small_cache());
+  std::vector<UniquePtr<Point>> v;
+  std::set<std::uint32_t> servers;
+  for (int i = 0; i < 6; ++i) {
+    v.push_back(make_unique<Point>(Point{i, i}));
+    v.back().evict();
+    servers.insert(state::server_of(v.back().state_word()));
+  }
+  EXPECT_EQ(servers.size(), 3u);
+}
+
+TEST(FarUnit, PinnedObjectsAreNotEvicted) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  auto p = make_unique<Point>(Point{3, 4});
+  DerefScope scope;
+  const Point* local = p.deref(scope);
+  EXPECT_FALSE(p.evict());
+  // Fill the cache many times over: p stays where it is.
+  std::vector<UniquePtr<std::array<char, 4096>>> filler;
+  for (int i = 0; i < 64; ++i) filler.push_back(make_unique<std::array<char, 4096>>());
+  EXPECT_EQ(p.deref(scope), local);
+  EXPECT_EQ(local->x, 3);
+  EXPECT_GT(manager.stats().evictions, 0u);
+}
+
+TEST(FarUnit, BudgetIsRespected) {
+  Manager manager(make_local_device(2, 4 << 20), small_cache(64 * 1024));
+  const std::size_t checked = shadow::random_operations(200, 3000, 1);
+  EXPECT_GT(checked, 3000u);
+  Stats s = manager.stats();
+  EXPECT_LE(s.peak_resident_bytes, s.cache_bytes);
+  EXPECT_GT(s.evictions, 100u);
+  EXPECT_GT(s.write_backs, 0u);
+  EXPECT_EQ(s.objects, 0u);  // every object freed
+}
+
+TEST(FarUnit, ConcurrentReadersAndWritersAgreeWithTheirShadows) {
+  Manager manager(make_local_device(2, 8 << 20), small_cache(128 * 1024));
+  std::vector<std::thread> threads;
+  std::atomic<std::size_t> checked{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &checked] { checked += shadow::random_operations(100, 1500, 100 + t); });
+  for (auto& t : threads) t.join();
+  EXPECT_GT(checked.load(), 4 * 1500u);
+  EXPECT_LE(manager.stats().peak_resident_bytes, manager.stats().cache_bytes);
+  EXPECT_GT(manager.stats().evictions, 100u);
+}
+
+// Threads sharing objects: the program orders accesses to one object (a
+// mutex per object, as it must for any shared data), eviction runs in
+// whichever thread needs a slot, holding none of those mutexes. Every read
+// must see the last write.
+TEST(FarUnit, SharedObjectsUnderEviction) {
+  Manager manager(make_local_device(1, 8 << 20), small_cache(64 * 1024));
+  using Obj = shadow::Pattern<1024>;
+  constexpr int objects = 128;
+  std::vector<UniquePtr<Obj>> v;
+  std::vector<std::uint64_t> version(objects, 0);
+  std::vector<std::mutex> locks(objects);
+  for (int i = 0; i < objects; ++i) v.push_back(make_unique<Obj>(Obj::of(0)));
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int op = 0; op < 4000; ++op) {
+        const int i = static_cast<int>(rng() % objects);
+        std::lock_guard lock(locks[i]);
+        DerefScope scope;
+        if (rng() % 3 == 0) {
+          *v[i].deref_mut(scope) = Obj::of(++version[i]);
+        } else if (!v[i].deref(scope)->is(version[i])) {
+          ++bad;
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(manager.stats().evictions, 0u);
+}
+
+TEST(FarUnit, ErrorsAreClear) {
+  Manager manager(make_local_device(1, 64 * 1024), small_cache());
+  UniquePtr<Point> p = make_unique<Point>(Point{1, 1});
+  // Out of far memory: the 64 KiB region holds three more 16 KiB objects.
+  std::vector<UniquePtr<std::array<char, 16384>>> big;
+  for (int i = 0; i < 3; ++i) big.push_back(make_unique<std::array<char, 16384>>());
+  EXPECT_EQ(error_of([] { make_unique<std::array<char, 16384>>(); }), Errc::out_of_memory);
+  big.pop_back();
+  big.push_back(make_unique<std::array<char, 16384>>());  // the freed block is reused
+  // Freeing a pinned object, dereferencing a null one.
+  {
+    DerefScope scope;
+    p.deref(scope);
+    EXPECT_EQ(error_of([&] { p.reset(); }), Errc::invalid_argument);
+  }
+  UniquePtr<Point> q = std::move(p);
+  DerefScope scope;
+  EXPECT_EQ(error_of([&] { p.deref(scope); }), Errc::invalid_argument);
+  EXPECT_EQ(q.deref(scope)->x, 1);
+  // A second manager in the process, a cache below four slabs.
+  EXPECT_EQ(error_of([] { Manager m(make_local_device(1, 1 << 20), small_cache()); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, BudgetExhaustedByPinsIsAnError) {
+  Manager manager(make_local_device(1, 4 << 20), small_cache(64 * 1024));
+  std::vector<UniquePtr<std::array<char, 16384>>> v;
+  for (int i = 0; i < 8; ++i) v.push_back(make_unique<std::array<char, 16384>>());
+  DerefScope scope;
+  for (int i = 0; i < 4; ++i) v[i].deref(scope);
+  EXPECT_EQ(error_of([&] { v[5].deref(scope); }), Errc::out_of_memory);
+}
+
+TEST(FarUnit, BadConfiguration) {
+  EXPECT_EQ(error_of([] { Manager m(make_local_device(1, 1 << 20), small_cache(16 * 1024)); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([] { size_class_of(std::size_t{1} << 40); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, DeviceChecksEveryOffset) {
+  auto device = make_local_device(1, 4096);
+  char buffer[64];
+  EXPECT_EQ(error_of([&] { device->read(0, 4096 - 32, buffer, 64); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { device->write(1, 0, buffer, 64); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { device->read(0, ~0ull, buffer, 64); }), Errc::invalid_argument);
+}
