@@ -70,6 +70,8 @@ constexpr Variable table[] = {
      "registered bytes each far-memory server maps and publishes"},
     {"RDMX_FAR_CACHE", nullptr, Kind::size, 64 * KiB, 64 * TiB, nullptr, "4M",
      "local budget: bytes of the far-memory cache arena"},
+    {"RDMX_FAR_REPLICATION", nullptr, Kind::count, 1, 16, nullptr, "1",
+     "far-memory servers holding each object (the servers form groups of this many)"},
     {"RDMX_FAR_PATH", nullptr, Kind::choice, 0, 0, "one_sided|two_sided", "one_sided",
      "how far objects travel: one-sided get/put, or requests served by the server's CPU"},
 };

@@ -41,6 +41,8 @@ Path Config::env_path() {
   return text ? parse_path(*text, "RDMX_FAR_PATH") : Path::one_sided;
 }
 
+std::size_t Config::env_replication() { return env::get_count("RDMX_FAR_REPLICATION", 1); }
+
 std::uint32_t size_class_of(std::size_t bytes) {
   if (bytes > max_object_bytes)
     throw Error(Errc::invalid_argument, "far object of " + std::to_string(bytes) + " bytes exceeds the largest size class (" +

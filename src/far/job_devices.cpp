@@ -44,21 +44,42 @@ class JobDevice : public Device {
   std::size_t servers() const noexcept override { return regions_.size(); }
   std::uint64_t region_bytes(std::size_t server) const override { return regions_.at(server).length; }
   std::uint32_t rank_of(std::size_t server) const override { return regions_.at(server).process; }
+  void read(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) final {
+    check_range(server, offset, bytes);
+    naming_loss(server, [&] { fetch(server, offset, local, bytes); });
+  }
+  void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) final {
+    check_range(server, offset, bytes);
+    naming_loss(server, [&] { store(server, offset, local, bytes); });
+  }
 
  protected:
+  virtual void fetch(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) = 0;
+  virtual void store(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) = 0;
   std::vector<RemoteLocator> regions_;
+
+ private:
+  // A dead server's error says what it means for far memory.
+  template <class F>
+  void naming_loss(std::size_t server, F&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      if (e.code() != Errc::peer_failed) throw;
+      throw Error(Errc::peer_failed, "far: server " + std::to_string(server) + " (process " + std::to_string(rank_of(server)) +
+                                         ") is lost, and its objects with it: " + e.what());
+    }
+  }
 };
 
 class OneSidedDevice final : public JobDevice {
  public:
   using JobDevice::JobDevice;
   const char* name() const noexcept override { return "one_sided"; }
-  void read(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
-    check_range(server, offset, bytes);
+  void fetch(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
     get(local, regions_[server].slice(offset, bytes)).get();
   }
-  void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
-    check_range(server, offset, bytes);
+  void store(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
     const RemoteLocator target = regions_[server].slice(offset, bytes);
     put(local, target).get();
     // Remote completion: the next read may come from another thread, whose
@@ -87,8 +108,7 @@ class TwoSidedDevice final : public JobDevice {
  public:
   using JobDevice::JobDevice;
   const char* name() const noexcept override { return "two_sided"; }
-  void read(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
-    check_range(server, offset, bytes);
+  void fetch(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
     const ReadRequest request{offset, bytes};  // relative to the served region
     Synchronizer sync;
     fabric::Outgoing call;
@@ -104,8 +124,7 @@ class TwoSidedDevice final : public JobDevice {
     fabric::send_call(call);
     sync.wait();
   }
-  void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
-    check_range(server, offset, bytes);
+  void store(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
     const std::uint64_t at = offset;  // relative to the served region
     Synchronizer sync;
     call_buffer<Notify::consumed>(ThreadId{regions_[server].process, service_thread}, [at](std::span<std::byte> data) {

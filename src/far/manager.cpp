@@ -182,6 +182,9 @@ Manager::Manager(Job& job, Config config) : impl_(std::make_unique<Impl>()) {
     if (servers.back() >= job.size() || servers.size() > state::max_servers)
       throw Error(Errc::invalid_argument, "far: server rank " + std::to_string(servers.back()) + " is not in the job of " +
                                               std::to_string(job.size()) + " processes (RDMX_FAR_SERVERS)");
+    if (m.config.replication == 0 || servers.size() % m.config.replication != 0)
+      throw Error(Errc::invalid_argument, "far: replication " + std::to_string(m.config.replication) + " needs a number of servers that divides by it (" +
+                                              std::to_string(servers.size()) + " servers; RDMX_FAR_SERVERS, RDMX_FAR_REPLICATION)");
     m.cache_chunk = job.arena().allocate_chunk(m.config.cache_bytes, min_object_bytes);
     if (std::binary_search(servers.begin(), servers.end(), job.rank())) {
       m.server_chunk = job.arena().allocate_chunk(m.config.region_bytes, min_object_bytes);
@@ -216,7 +219,7 @@ Manager::Manager(Job& job, Config config) : impl_(std::make_unique<Impl>()) {
     if (m.cache_chunk) job.arena().release_chunk(m.cache_chunk);
     throw Error(Errc::invalid_argument, failure);
   }
-  m.device = make_device(m.config.path, m.regions);
+  m.device = make_replicated(make_device(m.config.path, m.regions), m.config.replication);
   m.remote = std::make_unique<detail::RemoteAllocator>(*m.device, job.rank(), job.size());
   m.init_cache(m.cache_chunk.data);
   current_manager.store(this);
@@ -229,7 +232,7 @@ Manager::Manager(std::unique_ptr<Device> device, Config config) : impl_(std::mak
   if (device == nullptr || device->servers() == 0) throw Error(Errc::invalid_argument, "far: a Manager needs a device with a server");
   m.config.servers.clear();
   for (std::size_t s = 0; s < device->servers(); ++s) m.config.servers.push_back(device->rank_of(s));
-  m.device = std::move(device);
+  m.device = make_replicated(std::move(device), m.config.replication);
   m.remote = std::make_unique<detail::RemoteAllocator>(*m.device, 0, 1);
   m.own_cache.reset(static_cast<std::byte*>(std::aligned_alloc(min_object_bytes, m.config.cache_bytes / slab_bytes * slab_bytes)));
   if (m.own_cache == nullptr) throw Error(Errc::out_of_memory, "far: cannot allocate the cache");

@@ -179,3 +179,81 @@ TEST(FarUnit, DeviceChecksEveryOffset) {
   EXPECT_EQ(error_of([&] { device->write(1, 0, buffer, 64); }), Errc::invalid_argument);
   EXPECT_EQ(error_of([&] { device->read(0, ~0ull, buffer, 64); }), Errc::invalid_argument);
 }
+
+namespace {
+// In-process servers that can be "killed": a lost one fails like a dead peer.
+class LosableDevice final : public Device {
+ public:
+  LosableDevice(std::size_t servers, std::size_t bytes) : inner_(make_local_device(servers, bytes)), lost_(servers) {}
+  const char* name() const noexcept override { return "losable"; }
+  std::size_t servers() const noexcept override { return inner_->servers(); }
+  std::uint64_t region_bytes(std::size_t s) const override { return inner_->region_bytes(s); }
+  std::uint32_t rank_of(std::size_t s) const override { return inner_->rank_of(s); }
+  void read(std::size_t s, std::uint64_t offset, void* local, std::size_t bytes) override {
+    check(s);
+    inner_->read(s, offset, local, bytes);
+  }
+  void write(std::size_t s, std::uint64_t offset, const void* local, std::size_t bytes) override {
+    check(s);
+    inner_->write(s, offset, local, bytes);
+  }
+  void kill(std::size_t s) { lost_.at(s) = true; }
+
+ private:
+  void check(std::size_t s) const {
+    if (lost_.at(s)) throw Error(Errc::peer_failed, "server " + std::to_string(s) + " is gone");
+  }
+  std::unique_ptr<Device> inner_;
+  std::vector<bool> lost_;
+};
+}  // namespace
+
+TEST(FarUnit, ReplicationSurvivesTheLossOfOneCopy) {
+  auto owned = std::make_unique<LosableDevice>(4, 1 << 20);
+  LosableDevice& device = *owned;
+  Config c = small_cache();
+  c.replication = 2;
+  Manager manager(std::move(owned), c);
+  EXPECT_EQ(manager.device().servers(), 2u);
+  std::vector<UniquePtr<std::uint64_t>> v;
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    v.push_back(make_unique<std::uint64_t>(i * 3));
+    ASSERT_TRUE(v.back().evict());
+  }
+  device.kill(1);  // group 0 keeps server 0
+  {
+    DerefScope scope;
+    for (std::uint64_t i = 0; i < 16; ++i) {
+      EXPECT_EQ(*v[i].deref(scope), i * 3);
+      *v[i].deref_mut(scope) += 1;
+    }
+  }
+  for (auto& p : v) ASSERT_TRUE(p.evict());  // written to the surviving copies only
+  device.kill(2);  // group 1 keeps server 3
+  {
+    DerefScope scope;
+    for (std::uint64_t i = 0; i < 16; ++i) EXPECT_EQ(*v[i].deref(scope), i * 3 + 1);
+  }
+  for (auto& p : v) ASSERT_TRUE(p.evict());
+  device.kill(0);  // group 0 is gone: its objects fail clearly, group 1's still read
+  std::size_t lost = 0, read = 0;
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    DerefScope scope;
+    try {
+      EXPECT_EQ(*v[i].deref(scope), i * 3 + 1);
+      ++read;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::peer_failed);
+      EXPECT_NE(std::string(e.what()).find("every copy of server group 0"), std::string::npos) << e.what();
+      ++lost;
+    }
+  }
+  EXPECT_EQ(lost, 8u);
+  EXPECT_EQ(read, 8u);
+}
+
+TEST(FarUnit, ReplicationNeedsDivisibleServers) {
+  Config c = small_cache();
+  c.replication = 2;
+  EXPECT_EQ(error_of([&] { Manager m(make_local_device(3, 1 << 20), c); }), Errc::invalid_argument);
+}

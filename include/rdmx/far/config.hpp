@@ -23,6 +23,7 @@ struct Config {
   static std::size_t env_region_bytes();            // RDMX_FAR_REGION, default 16M
   static std::size_t env_cache_bytes();             // RDMX_FAR_CACHE, default 4M
   static Path env_path();                           // RDMX_FAR_PATH, default one_sided
+  static std::size_t env_replication();             // RDMX_FAR_REPLICATION, default 1
 
   // Ranks that serve; empty: the last process of the job.
   std::vector<std::uint32_t> servers = env_servers();
@@ -32,6 +33,9 @@ struct Config {
   // Local budget: the registered cache arena objects live in while local.
   std::size_t cache_bytes = env_cache_bytes();
   Path path = env_path();
+  // Servers holding each object: the servers form groups of this many
+  // (their count must divide by it); a group survives the loss of all but one.
+  std::size_t replication = env_replication();
 };
 
 // Objects are placed in power-of-two size classes from 64 B to 16 KiB; a

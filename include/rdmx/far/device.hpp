@@ -35,6 +35,12 @@ class Device {
 
 // Over the published regions (one RemoteLocator per server, in server order).
 std::unique_ptr<Device> make_device(Path path, std::vector<RemoteLocator> regions);
+// Every object on `copies` servers: the inner device's servers form groups
+// of `copies` consecutive ones, and the result has one server per group.
+// Writes go to every live copy; a read falls back to the next copy when one
+// fails with Errc::peer_failed. Only when every copy of a group is lost do
+// its operations fail (Errc::peer_failed, naming the processes).
+std::unique_ptr<Device> make_replicated(std::unique_ptr<Device> inner, std::size_t copies);
 // `servers` regions of `bytes` each in this process's memory.
 std::unique_ptr<Device> make_local_device(std::size_t servers, std::size_t bytes);
 
