@@ -134,11 +134,19 @@ struct Manager::Impl {
 
   // Under the lock: evicts one object; false when three sweeps found none.
   bool evict_one() {
-    for (std::size_t step = 0; step < 3 * units; ++step) {
+    // Steps count 64-byte units; an object is passed over whole.
+    for (std::size_t step = 0; step < 3 * units;) {
       const auto slot = static_cast<std::uint32_t>(hand);
-      hand = (hand + 1) % units;
-      if (slots[slot].owner.load(std::memory_order_relaxed) == nullptr) continue;
-      if (try_evict(slot, step < 2 * units) == Outcome::evicted) return true;
+      if (slots[slot].owner.load(std::memory_order_relaxed) == nullptr) {
+        hand = (hand + 1) % units;
+        ++step;
+        continue;
+      }
+      const std::size_t stride = (std::size_t{slots[slot].bytes} + min_object_bytes - 1) / min_object_bytes;
+      hand = (hand + std::max<std::size_t>(stride, 1)) % units;
+      const bool second_chance = step < 2 * units;
+      step += std::max<std::size_t>(stride, 1);
+      if (try_evict(slot, second_chance) == Outcome::evicted) return true;
     }
     return false;
   }

@@ -7,6 +7,7 @@
 
 #include "../error_from.hpp"
 #include "rdmx/far/pointer.hpp"
+#include "rdmx/far/shared_pointer.hpp"
 #include "shadow.hpp"
 
 using namespace rdmx;
@@ -256,4 +257,32 @@ TEST(FarUnit, ReplicationNeedsDivisibleServers) {
   Config c = small_cache();
   c.replication = 2;
   EXPECT_EQ(error_of([&] { Manager m(make_local_device(3, 1 << 20), c); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, SharedPointersShareOneObject) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  auto a = make_shared<Point>(Point{1, 2});
+  SharedPtr<Point> b = a;
+  EXPECT_EQ(a.use_count(), 2);
+  b.write({3, 4});
+  EXPECT_TRUE(a.evict());
+  EXPECT_FALSE(b.is_local());  // one state word: both copies see the eviction
+  EXPECT_EQ(b.read().x, 3);
+  EXPECT_TRUE(a.is_local());
+  EXPECT_EQ(manager.stats().objects, 1u);
+  a.reset();
+  EXPECT_EQ(b.read().y, 4);
+  b.reset();
+  EXPECT_EQ(manager.stats().objects, 0u);  // the last copy freed it
+  DerefScope scope;
+  EXPECT_EQ(error_of([&] { b.deref(scope); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, ReadAndWriteCopy) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  auto p = make_unique<Point>(Point{5, 6});
+  p.write({7, 8});
+  p.evict();
+  EXPECT_EQ(p.read().x, 7);
+  EXPECT_EQ(p.read().y, 8);
 }

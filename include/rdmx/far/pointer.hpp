@@ -21,6 +21,7 @@
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/far/config.hpp"
+#include "rdmx/far/dereference.hpp"
 #include "rdmx/far/manager.hpp"
 #include "rdmx/far/scope.hpp"
 #include "rdmx/far/state.hpp"
@@ -28,11 +29,7 @@
 namespace rdmx::far {
 
 template <class T>
-class UniquePtr {
-  static_assert(std::is_trivially_copyable_v<T>, "rdmx::far: far objects must be trivially copyable (they move byte for byte)");
-  static_assert(alignof(T) <= min_object_bytes, "rdmx::far: far objects are aligned to at most 64 bytes");
-  static_assert(sizeof(T) <= max_object_bytes, "rdmx::far: the object exceeds the largest size class (16 KiB)");
-
+class UniquePtr : public Dereference<UniquePtr<T>, T> {
  public:
   UniquePtr() noexcept = default;
   UniquePtr(UniquePtr&& other) noexcept { take(other); }
@@ -59,11 +56,6 @@ class UniquePtr {
   bool is_local() const noexcept { return (word_.load(std::memory_order_acquire) & state::present) != 0; }
   std::uint64_t state_word() const noexcept { return word_.load(std::memory_order_acquire); }
 
-  const T* deref(DerefScope& scope) const { return get(scope, Access::read); }
-  T* deref_mut(DerefScope& scope) { return get(scope, Access::write); }
-  // Read without marking the object hot, for data touched once (a scan).
-  const T* deref_nt(DerefScope& scope) const { return get(scope, Access::non_temporal); }
-
   // Frees the object now; throws Errc::invalid_argument if a scope pins it.
   void reset() {
     if (word_.load(std::memory_order_relaxed) != 0) Manager::current().free(word_);
@@ -73,11 +65,10 @@ class UniquePtr {
 
   template <class U, class... A>
   friend UniquePtr<U> make_unique(A&&... args);
+  // The state word (for Dereference and the Manager).
+  std::atomic<std::uint64_t>& word() const noexcept { return word_; }
 
  private:
-  T* get(DerefScope& scope, Access access) const {
-    return static_cast<T*>(scope.manager().deref(word_, sizeof(T), scope, access));
-  }
   void take(UniquePtr& other) noexcept {
     if (other.word_.load(std::memory_order_relaxed) != 0) Manager::current().move(other.word_, word_);
   }

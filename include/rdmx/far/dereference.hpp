@@ -1,0 +1,44 @@
+// What every far pointer offers on top of its state word: the checks on
+// the object type, and the dereference family. A pointer class derives
+// from Dereference<Itself, T> and provides `std::atomic<std::uint64_t>&
+// word() const` (throwing for a null pointer that has no word).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "rdmx/far/config.hpp"
+#include "rdmx/far/manager.hpp"
+#include "rdmx/far/scope.hpp"
+
+namespace rdmx::far {
+
+template <class Pointer, class T>
+class Dereference {
+  static_assert(std::is_trivially_copyable_v<T>, "rdmx::far: far objects must be trivially copyable (they move byte for byte)");
+  static_assert(alignof(T) <= min_object_bytes, "rdmx::far: far objects are aligned to at most 64 bytes");
+  static_assert(sizeof(T) <= max_object_bytes, "rdmx::far: the object exceeds the largest size class (16 KiB)");
+
+ public:
+  // The object, local and pinned until `scope` ends.
+  const T* deref(DerefScope& scope) const { return get(scope, Access::read); }
+  T* deref_mut(DerefScope& scope) const { return get(scope, Access::write); }
+  // Read without marking the object hot, for data touched once (a scan).
+  const T* deref_nt(DerefScope& scope) const { return get(scope, Access::non_temporal); }
+  // A copy of the object / replace it, each in a scope of its own.
+  T read() const {
+    DerefScope scope;
+    return *deref(scope);
+  }
+  void write(const T& value) const {
+    DerefScope scope;
+    *deref_mut(scope) = value;
+  }
+
+ private:
+  T* get(DerefScope& scope, Access access) const {
+    return static_cast<T*>(scope.manager().deref(static_cast<const Pointer&>(*this).word(), sizeof(T), scope, access));
+  }
+};
+
+}  // namespace rdmx::far
