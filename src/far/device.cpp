@@ -18,6 +18,10 @@ void Device::check_range(std::size_t server, std::uint64_t offset, std::size_t b
                                             std::to_string(server) + " (process " + std::to_string(rank_of(server)) + ")");
 }
 
+void Device::read_many(std::span<const Transfer> transfers) {
+  for (const Transfer& t : transfers) read(t.server, t.offset, t.local, t.bytes);
+}
+
 namespace {
 
 // Servers as plain memory of this process: the unit tests' device.

@@ -1,7 +1,10 @@
 // The two devices over the job's published regions: one-sided get/put
 // (the server's CPU does nothing) and two-sided requests answered by the
 // server's service thread (AIFM's TCP device, for comparison).
+#include <algorithm>
 #include <atomic>
+#include <exception>
+#include <vector>
 #include <cstring>
 #include <string>
 
@@ -46,28 +49,39 @@ class JobDevice : public Device {
   std::uint32_t rank_of(std::size_t server) const override { return regions_.at(server).process; }
   void read(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) final {
     check_range(server, offset, bytes);
-    naming_loss(server, [&] { fetch(server, offset, local, bytes); });
+    naming_loss(describe(server), [&] { fetch(server, offset, local, bytes); });
   }
   void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) final {
     check_range(server, offset, bytes);
-    naming_loss(server, [&] { store(server, offset, local, bytes); });
+    naming_loss(describe(server), [&] { store(server, offset, local, bytes); });
+  }
+  void read_many(std::span<const Transfer> transfers) final {
+    for (const Transfer& t : transfers) check_range(t.server, t.offset, t.bytes);
+    if (transfers.empty()) return;
+    const std::size_t first = transfers.front().server;
+    const bool one = std::all_of(transfers.begin(), transfers.end(), [&](const Transfer& t) { return t.server == first; });
+    naming_loss(one ? describe(first) : "one of the servers read from", [&] { fetch_many(transfers); });
   }
 
  protected:
   virtual void fetch(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) = 0;
+  // Every transfer issued before any is waited for; returns when all have ended.
+  virtual void fetch_many(std::span<const Transfer> transfers) = 0;
   virtual void store(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) = 0;
   std::vector<RemoteLocator> regions_;
 
  private:
   // A dead server's error says what it means for far memory.
+  std::string describe(std::size_t server) const {
+    return "server " + std::to_string(server) + " (process " + std::to_string(rank_of(server)) + ")";
+  }
   template <class F>
-  void naming_loss(std::size_t server, F&& f) {
+  void naming_loss(const std::string& who, F&& f) {
     try {
       f();
     } catch (const Error& e) {
       if (e.code() != Errc::peer_failed) throw;
-      throw Error(Errc::peer_failed, "far: server " + std::to_string(server) + " (process " + std::to_string(rank_of(server)) +
-                                         ") is lost, and its objects with it: " + e.what());
+      throw Error(Errc::peer_failed, "far: " + who + " is lost, and its objects with it: " + e.what());
     }
   }
 };
@@ -85,6 +99,28 @@ class OneSidedDevice final : public JobDevice {
     // Remote completion: the next read may come from another thread, whose
     // endpoint is not ordered after this one's.
     flush(target.process);
+  }
+  void fetch_many(std::span<const Transfer> transfers) override {
+    std::vector<Future<void>> pending;
+    pending.reserve(transfers.size());
+    std::exception_ptr failure;
+    for (const Transfer& t : transfers) {
+      try {
+        pending.push_back(get(t.local, regions_[t.server].slice(t.offset, t.bytes)));
+      } catch (...) {
+        failure = std::current_exception();
+        break;
+      }
+    }
+    // Every get ends before this returns: on failure the caller reuses the slots.
+    for (auto& f : pending) {
+      try {
+        f.get();
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    if (failure) std::rethrow_exception(failure);
   }
 };
 
@@ -109,20 +145,34 @@ class TwoSidedDevice final : public JobDevice {
   using JobDevice::JobDevice;
   const char* name() const noexcept override { return "two_sided"; }
   void fetch(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
-    const ReadRequest request{offset, bytes};  // relative to the served region
     Synchronizer sync;
+    request(sync, {server, offset, local, bytes});
+    sync.wait();
+  }
+  void fetch_many(std::span<const Transfer> transfers) override {
+    Synchronizer sync;
+    try {
+      for (const Transfer& t : transfers) request(sync, t);
+    } catch (...) {
+      sync.wait_for(60000);  // what was sent must land (or fail) before the slots are reused
+      throw;
+    }
+    sync.wait();
+  }
+  // Asks the server for t's bytes; its reply lands in t.local and counts `sync` down.
+  void request(Synchronizer& sync, const Transfer& t) {
+    const ReadRequest request{t.offset, t.bytes};  // relative to the served region
     fabric::Outgoing call;
-    call.destination = ThreadId{regions_[server].process, service_thread};
+    call.destination = ThreadId{regions_[t.server].process, service_thread};
     call.kind = fabric::CallKind::returning;
     call.function = fabric::FunctionId<ReadHandler>::value;
     call.closure = &request;
     call.closure_size = sizeof request;
     call.sync = &sync;
     call.notify = Notify::consumed;
-    call.result = local;
-    call.result_size = bytes;
+    call.result = t.local;
+    call.result_size = t.bytes;
     fabric::send_call(call);
-    sync.wait();
   }
   void store(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
     const std::uint64_t at = offset;  // relative to the served region

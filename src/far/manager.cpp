@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
@@ -90,7 +91,7 @@ struct Manager::Impl {
 
   // Under the lock. CLOCK: a hot object gets a second chance; a pinned or
   // busy one is passed over.
-  Outcome try_evict(std::uint32_t slot, bool second_chance) {
+  Outcome try_evict(std::uint32_t slot, bool second_chance, bool patient = false) {
     Slot& m = slots[slot];
     std::atomic<std::uint64_t>* word = m.owner.load(std::memory_order_relaxed);
     std::uint64_t s = word->load(std::memory_order_acquire);
@@ -102,9 +103,15 @@ struct Manager::Impl {
     // Claim it, then look for pins: a reader pins before it re-reads the
     // word, so either it sees busy and backs off or this sees its pin.
     if (!word->compare_exchange_strong(s, s | state::busy, std::memory_order_seq_cst)) return Outcome::skipped;
-    if (pins[slot].load(std::memory_order_seq_cst) != 0) {
-      word->fetch_and(~state::busy, std::memory_order_release);
-      return Outcome::skipped;
+    // Patient (an explicit eviction): a pin may be another thread's, held
+    // for an instant on its way to a different object that used this slot.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(patient ? 50 : 0);
+    while (pins[slot].load(std::memory_order_seq_cst) != 0) {
+      if (!patient || std::chrono::steady_clock::now() > deadline) {
+        word->fetch_and(~state::busy, std::memory_order_release);
+        return Outcome::skipped;
+      }
+      std::this_thread::yield();
     }
     s = word->load(std::memory_order_acquire);
     if ((s & state::dirty) != 0) {
@@ -151,6 +158,16 @@ struct Manager::Impl {
     return false;
   }
 
+  // A remote object whose fetch this thread has claimed (its word is busy).
+  struct Claim {
+    std::atomic<std::uint64_t>* word;
+    std::uint64_t remote;  // the word before it was claimed
+    std::uint32_t slot = 0;
+    std::size_t index;  // in the caller's batch
+  };
+  void* pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access, std::uint64_t& claimed);
+  void fetch_claimed(std::span<Claim> claims, std::size_t bytes, DerefScope& scope, Access access);
+
   // A slot of `size_class`, evicting cold objects while the budget is spent.
   std::uint32_t take_slot(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
     auto deadline = std::chrono::steady_clock::now() + pinned_patience;
@@ -171,6 +188,95 @@ struct Manager::Impl {
     }
   }
 };
+
+
+// The hit path: pins a local object in `scope` and returns it; for a remote
+// one, claims its fetch (the word turns busy), fills `claim` and returns
+// nullptr. Waits while another thread fetches or evicts the object.
+void* Manager::Impl::pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access,
+                                   std::uint64_t& claimed) {
+  Impl& m = *this;
+  constexpr std::uint64_t identity = state::present | state::busy | state::slot_mask;
+  for (;;) {
+    std::uint64_t s = word.load(std::memory_order_acquire);
+    if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: dereference of a null or moved-from far pointer");
+    if ((s & state::busy) != 0) {
+      std::this_thread::yield();  // another thread fetches or evicts it
+      continue;
+    }
+    if ((s & state::present) != 0) {
+      const std::uint32_t slot = state::slot_of(s);
+      m.pins[slot].fetch_add(1, std::memory_order_seq_cst);
+      const std::uint64_t again = word.load(std::memory_order_seq_cst);
+      if ((again & identity) != (s & identity)) {
+        m.pins[slot].fetch_sub(1, std::memory_order_release);
+        continue;
+      }
+      if (m.slots[slot].owner.load(std::memory_order_acquire) != &word) {
+        m.pins[slot].fetch_sub(1, std::memory_order_release);
+        throw Error(Errc::invalid_argument, "far: dangling far pointer: its cache slot belongs to another object (was it copied byte-wise?)");
+      }
+      Manager::pin_in(scope, slot);
+      std::uint64_t mark = access == Access::non_temporal ? 0 : state::hot;
+      if (access == Access::write) mark |= state::dirty;
+      if ((again & mark) != mark) word.fetch_or(mark, std::memory_order_relaxed);
+      return m.address(slot);
+    }
+    if (bytes > class_bytes(state::class_of(s)))
+      throw Error(Errc::invalid_argument, "far: dereference as a " + std::to_string(bytes) + "-byte object of a " +
+                                              std::to_string(class_bytes(state::class_of(s))) + "-byte far block");
+    if (!word.compare_exchange_weak(s, s | state::busy, std::memory_order_acq_rel)) continue;
+    claimed = s;
+    return nullptr;
+  }
+}
+
+// Fetches every claimed object, their transfers in flight together, straight
+// into cache slots (swap-in without a copy), pins them in `scope` and makes
+// their words local. On failure every claim is given back, still remote.
+void Manager::Impl::fetch_claimed(std::span<Claim> claims, std::size_t bytes, DerefScope& scope, Access access) {
+  Impl& m = *this;
+  std::size_t slotted = 0;
+  const auto give_back = [&] {
+    {
+      std::lock_guard lock(m.mutex);
+      for (std::size_t i = 0; i < slotted; ++i) {
+        m.pins[claims[i].slot].store(0, std::memory_order_relaxed);
+        m.release(claims[i].slot);
+      }
+    }
+    for (const Claim& c : claims) c.word->store(c.remote, std::memory_order_release);
+  };
+  std::vector<Device::Transfer> transfers;
+  transfers.reserve(claims.size());
+  try {
+    std::unique_lock lock(m.mutex);
+    for (Claim& c : claims) {
+      c.slot = m.take_slot(lock, state::class_of(c.remote));
+      m.occupy(c.slot, *c.word, c.remote, bytes);
+      m.pins[c.slot].store(1, std::memory_order_relaxed);  // for `scope`, before the word turns local
+      ++slotted;
+      transfers.push_back({state::server_of(c.remote), state::offset_of(c.remote), m.address(c.slot), bytes});
+    }
+  } catch (...) {
+    give_back();
+    throw;
+  }
+  try {
+    m.device->read_many(transfers);
+  } catch (...) {
+    give_back();
+    throw;
+  }
+  m.misses.fetch_add(claims.size(), std::memory_order_relaxed);
+  std::uint64_t flags = state::valid | state::present;
+  if (access != Access::non_temporal) flags |= state::hot;
+  if (access == Access::write) flags |= state::dirty;
+  for (const Claim& c : claims) {
+    Manager::pin_in(scope, c.slot);
+    c.word->store(flags | c.slot, std::memory_order_release);
+  }
+}
 
 Manager::Manager(Job& job, Config config) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
@@ -326,70 +432,37 @@ void Manager::commit(std::atomic<std::uint64_t>& word) noexcept { word.fetch_and
 void* Manager::deref(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access) {
   Impl& m = *impl_;
   if (&scope.manager() != this) throw Error(Errc::invalid_argument, "far: the DerefScope belongs to another far::Manager");
-  constexpr std::uint64_t identity = state::present | state::busy | state::slot_mask;
-  for (;;) {
-    std::uint64_t s = word.load(std::memory_order_acquire);
-    if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: dereference of a null or moved-from far pointer");
-    if ((s & state::busy) != 0) {
-      std::this_thread::yield();  // another thread fetches or evicts it
-      continue;
-    }
-    if ((s & state::present) != 0) {
-      const std::uint32_t slot = state::slot_of(s);
-      m.pins[slot].fetch_add(1, std::memory_order_seq_cst);
-      const std::uint64_t again = word.load(std::memory_order_seq_cst);
-      if ((again & identity) != (s & identity)) {
-        m.pins[slot].fetch_sub(1, std::memory_order_release);
+  std::uint64_t remote = 0;
+  if (void* local = m.pin_or_claim(word, bytes, scope, access, remote)) return local;
+  Impl::Claim claim{&word, remote, 0, 0};
+  m.fetch_claimed(std::span(&claim, 1), bytes, scope, access);
+  return m.address(claim.slot);
+}
+
+void Manager::deref_many(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope,
+                         Access access, std::span<void*> out) {
+  Impl& m = *impl_;
+  if (&scope.manager() != this) throw Error(Errc::invalid_argument, "far: the DerefScope belongs to another far::Manager");
+  if (out.size() < words.size()) throw Error(Errc::invalid_argument, "far: deref_many needs an output entry per pointer");
+  std::vector<Impl::Claim> claims;
+  std::vector<std::size_t> repeated;  // pointers named twice: done once the first is local
+  try {
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      if (std::any_of(claims.begin(), claims.end(), [&](const Impl::Claim& c) { return c.word == words[i]; })) {
+        repeated.push_back(i);
         continue;
       }
-      if (m.slots[slot].owner.load(std::memory_order_acquire) != &word) {
-        m.pins[slot].fetch_sub(1, std::memory_order_release);
-        throw Error(Errc::invalid_argument, "far: dangling far pointer: its cache slot belongs to another object (was it copied byte-wise?)");
-      }
-      scope.pin(slot);
-      std::uint64_t mark = access == Access::non_temporal ? 0 : state::hot;
-      if (access == Access::write) mark |= state::dirty;
-      if ((again & mark) != mark) word.fetch_or(mark, std::memory_order_relaxed);
-      return m.address(slot);
+      std::uint64_t remote = 0;
+      out[i] = m.pin_or_claim(*words[i], bytes, scope, access, remote);
+      if (out[i] == nullptr) claims.push_back({words[i], remote, 0, i});
     }
-    // Remote: claim the fetch.
-    if (!word.compare_exchange_weak(s, s | state::busy, std::memory_order_acq_rel)) continue;
-    const std::uint32_t size_class = state::class_of(s);
-    if (bytes > class_bytes(size_class)) {
-      word.store(s, std::memory_order_release);
-      throw Error(Errc::invalid_argument, "far: dereference as a " + std::to_string(bytes) + "-byte object of a " +
-                                              std::to_string(class_bytes(size_class)) + "-byte far block");
-    }
-    std::uint32_t slot = 0;
-    try {
-      std::unique_lock lock(m.mutex);
-      slot = m.take_slot(lock, size_class);
-      m.occupy(slot, word, s & ~state::busy, bytes);
-      m.pins[slot].store(1, std::memory_order_relaxed);
-    } catch (...) {
-      word.store(s, std::memory_order_release);
-      throw;
-    }
-    try {
-      // Swap-in without a copy: straight into the slot in the registered arena.
-      m.device->read(state::server_of(s), state::offset_of(s), m.address(slot), bytes);
-    } catch (...) {
-      {
-        std::lock_guard lock(m.mutex);
-        m.pins[slot].store(0, std::memory_order_relaxed);
-        m.release(slot);
-      }
-      word.store(s, std::memory_order_release);
-      throw;
-    }
-    m.misses.fetch_add(1, std::memory_order_relaxed);
-    scope.pin(slot);
-    std::uint64_t local = state::valid | state::present | slot;
-    if (access != Access::non_temporal) local |= state::hot;
-    if (access == Access::write) local |= state::dirty;
-    word.store(local, std::memory_order_release);
-    return m.address(slot);
+  } catch (...) {
+    for (const Impl::Claim& c : claims) c.word->store(c.remote, std::memory_order_release);
+    throw;
   }
+  if (!claims.empty()) m.fetch_claimed(claims, bytes, scope, access);
+  for (const Impl::Claim& c : claims) out[c.index] = m.address(c.slot);
+  for (std::size_t i : repeated) out[i] = deref(*words[i], bytes, scope, access);
 }
 
 void Manager::free(std::atomic<std::uint64_t>& word) {
@@ -404,8 +477,21 @@ void Manager::free(std::atomic<std::uint64_t>& word) {
     const std::uint32_t slot = state::slot_of(s);
     if (m.slots[slot].owner.load(std::memory_order_relaxed) != &word)
       throw Error(Errc::invalid_argument, "far: double free or dangling far pointer: its cache slot belongs to another object");
-    if (m.pins[slot].load(std::memory_order_seq_cst) != 0)
-      throw Error(Errc::invalid_argument, "far: a far object was freed while a DerefScope still pins it");
+    // Claim it first. Another thread's dereference of an object that used
+    // to be in this slot may hold a pin for an instant, until it re-reads
+    // that object's word; a pin of this object that outlasts the wait is
+    // a scope that still uses it.
+    std::uint64_t expected = s;
+    while (!word.compare_exchange_weak(expected, expected | state::busy, std::memory_order_seq_cst)) {
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    while (m.pins[slot].load(std::memory_order_seq_cst) != 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        word.fetch_and(~state::busy, std::memory_order_release);
+        throw Error(Errc::invalid_argument, "far: a far object was freed while a DerefScope still pins it");
+      }
+      std::this_thread::yield();
+    }
     remote = m.slots[slot].remote;
     m.release(slot);
   }
@@ -432,9 +518,10 @@ bool Manager::evict(std::atomic<std::uint64_t>& word) {
   const std::uint64_t s = word.load(std::memory_order_acquire);
   if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction of a null far pointer");
   if ((s & state::present) == 0) return true;
-  return m.try_evict(state::slot_of(s), false) == Impl::Outcome::evicted;
+  return m.try_evict(state::slot_of(s), false, true) == Impl::Outcome::evicted;
 }
 
+void Manager::pin_in(DerefScope& scope, std::uint32_t slot) { scope.pin(slot); }
 void Manager::unpin(std::uint32_t slot) noexcept { impl_->pins[slot].fetch_sub(1, std::memory_order_release); }
 
 DerefScope::DerefScope() : manager_(&Manager::current()) {}

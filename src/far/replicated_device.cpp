@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/far/device.hpp"
@@ -39,6 +40,26 @@ class ReplicatedDevice final : public Device {
       }
     }
     throw Error(Errc::peer_failed, "far: every copy of server group " + std::to_string(group) + " is lost (" + members(group) + ")" + why);
+  }
+
+  // All from each group's first live copy at once; if a copy is lost
+  // meanwhile, one by one with fall-back.
+  void read_many(std::span<const Transfer> transfers) override {
+    std::vector<Transfer> inner;
+    inner.reserve(transfers.size());
+    for (const Transfer& t : transfers) {
+      check_range(t.server, t.offset, t.bytes);
+      std::size_t c = 0;
+      while (c < copies_ && lost_[t.server * copies_ + c].load(std::memory_order_acquire)) ++c;
+      if (c == copies_) return read(t.server, t.offset, t.local, t.bytes);  // throws: the group is lost
+      inner.push_back({t.server * copies_ + c, t.offset, t.local, t.bytes});
+    }
+    try {
+      inner_->read_many(inner);
+    } catch (const Error& e) {
+      if (e.code() != Errc::peer_failed) throw;
+      for (const Transfer& t : transfers) read(t.server, t.offset, t.local, t.bytes);
+    }
   }
 
   void write(std::size_t group, std::uint64_t offset, const void* local, std::size_t bytes) override {

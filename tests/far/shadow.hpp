@@ -3,7 +3,9 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <span>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -26,8 +28,8 @@ struct Pattern {
 };
 
 // `count` objects of each of two sizes, `ops` random reads, writes,
-// non-temporal reads, explicit evictions and nested scopes; returns the
-// number of values checked.
+// non-temporal reads, explicit evictions, batches and nested scopes;
+// returns the number of values checked.
 inline std::size_t random_operations(std::size_t count, std::size_t ops, std::uint64_t seed) {
   using Small = Pattern<64>;
   using Large = Pattern<4096>;
@@ -46,7 +48,7 @@ inline std::size_t random_operations(std::size_t count, std::size_t ops, std::ui
   for (std::size_t op = 0; op < ops; ++op) {
     const std::size_t i = rng() % count, j = rng() % count;
     DerefScope outer;
-    switch (rng() % 5) {
+    switch (rng() % 6) {
       case 0: {  // read both sizes in one scope
         const Small* s = small[i].deref(outer);
         const Large* l = large[j].deref(outer);
@@ -80,6 +82,14 @@ inline std::size_t random_operations(std::size_t count, std::size_t ops, std::ui
         EXPECT_FALSE(large[j].is_local());
         EXPECT_TRUE(large[j].deref(outer)->is(large_shadow[j]));
         ++checked;
+        break;
+      }
+      case 4: {  // a batch: misses in flight together
+        const std::size_t first = std::min(i, count - std::min<std::size_t>(count, 8));
+        const std::size_t n = std::min<std::size_t>(count, 8);
+        auto objects = deref_all(outer, std::span<const UniquePtr<Large>>(large.data() + first, n));
+        for (std::size_t k = 0; k < n; ++k) EXPECT_TRUE(objects[k]->is(large_shadow[first + k])) << "large object " << first + k;
+        checked += n;
         break;
       }
       default: {  // replace an object: free and allocate

@@ -286,3 +286,47 @@ TEST(FarUnit, ReadAndWriteCopy) {
   EXPECT_EQ(p.read().x, 7);
   EXPECT_EQ(p.read().y, 8);
 }
+
+TEST(FarUnit, DerefAllFetchesABatch) {
+  Manager manager(make_local_device(2, 4 << 20), small_cache(64 * 1024));
+  using Obj = shadow::Pattern<512>;
+  std::vector<UniquePtr<Obj>> v;
+  for (std::uint64_t i = 0; i < 200; ++i) {  // 100 KiB: more than the budget
+    v.push_back(make_unique<Obj>(Obj::of(i)));
+    v.back().evict();
+  }
+  const auto misses = manager.stats().misses;
+  {
+    DerefScope scope;
+    // Local and remote objects in one batch.
+    v[3].deref(scope);
+    auto objects = deref_all(scope, std::span<const UniquePtr<Obj>>(v.data(), 32));
+    ASSERT_EQ(objects.size(), 32u);
+    for (std::uint64_t i = 0; i < 32; ++i) EXPECT_TRUE(objects[i]->is(i)) << i;
+    EXPECT_EQ(manager.stats().misses - misses, 32u);
+    EXPECT_EQ(scope.pinned(), 33u);
+    // A word named twice is fetched once.
+    std::atomic<std::uint64_t>* twice[] = {&v[50].word(), &v[50].word()};
+    void* out[2] = {};
+    manager.deref_many(twice, sizeof(Obj), scope, Access::read, out);
+    EXPECT_EQ(out[0], out[1]);
+    EXPECT_TRUE(static_cast<const Obj*>(out[0])->is(50));
+    EXPECT_EQ(manager.stats().misses - misses, 33u);
+  }
+  // A batch larger than the budget: a clear error, and every object still works after.
+  {
+    DerefScope scope;
+    EXPECT_EQ(error_of([&] { deref_all(scope, std::span<const UniquePtr<Obj>>(v)); }), Errc::out_of_memory);
+  }
+  for (std::uint64_t i = 0; i < 200; ++i) EXPECT_TRUE(v[i].read().is(i)) << i;
+  // Writes through a batch are written back.
+  {
+    DerefScope scope;
+    auto objects = deref_all(scope, std::span<const UniquePtr<Obj>>(v.data() + 40, 8), Access::write);
+    for (std::uint64_t i = 0; i < 8; ++i) *objects[i] = Obj::of(1000 + i);
+  }
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    v[40 + i].evict();
+    EXPECT_TRUE(v[40 + i].read().is(1000 + i));
+  }
+}

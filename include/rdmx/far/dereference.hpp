@@ -5,7 +5,9 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <span>
 #include <type_traits>
+#include <vector>
 
 #include "rdmx/far/config.hpp"
 #include "rdmx/far/manager.hpp"
@@ -20,6 +22,8 @@ class Dereference {
   static_assert(sizeof(T) <= max_object_bytes, "rdmx::far: the object exceeds the largest size class (16 KiB)");
 
  public:
+  using element_type = T;
+
   // The object, local and pinned until `scope` ends.
   const T* deref(DerefScope& scope) const { return get(scope, Access::read); }
   T* deref_mut(DerefScope& scope) const { return get(scope, Access::write); }
@@ -40,5 +44,23 @@ class Dereference {
     return static_cast<T*>(scope.manager().deref(static_cast<const Pointer&>(*this).word(), sizeof(T), scope, access));
   }
 };
+
+// Dereferences every pointer, their misses in flight together instead of
+// one after the other (latency hiding: over TCP a lone get waits for the
+// server to be scheduled; many share the wait). result[i] is pointers[i]'s
+// object, pinned in `scope`. Access::write marks them all dirty.
+template <class Pointer>
+std::vector<typename Pointer::element_type*> deref_all(DerefScope& scope, std::span<const Pointer> pointers,
+                                                       Access access = Access::read) {
+  std::vector<std::atomic<std::uint64_t>*> words;
+  words.reserve(pointers.size());
+  for (const Pointer& p : pointers) words.push_back(&p.word());
+  std::vector<void*> objects(pointers.size());
+  scope.manager().deref_many(words, sizeof(typename Pointer::element_type), scope, access, objects);
+  std::vector<typename Pointer::element_type*> result;
+  result.reserve(objects.size());
+  for (void* o : objects) result.push_back(static_cast<typename Pointer::element_type*>(o));
+  return result;
+}
 
 }  // namespace rdmx::far

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "rdmx/far/config.hpp"
@@ -27,6 +28,17 @@ class Device {
   // region, visible to every later read from any thread (write).
   virtual void read(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) = 0;
   virtual void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) = 0;
+
+  // One object's move for read_many.
+  struct Transfer {
+    std::size_t server;
+    std::uint64_t offset;
+    void* local;
+    std::size_t bytes;
+  };
+  // Reads them all, with as many in flight at once as the path allows
+  // (this default: one after the other). On an error, some may have landed.
+  virtual void read_many(std::span<const Transfer> transfers);
 
  protected:
   // Throws Errc::invalid_argument unless [offset, offset + bytes) lies in the region.

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "rdmx/far/config.hpp"
 #include "rdmx/far/device.hpp"
@@ -83,6 +84,10 @@ class Manager {
   // The object's local address, valid while `scope` lives; fetches it
   // straight into a cache slot if it is remote.
   void* deref(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access);
+  // deref() of several objects, whose misses travel together (all in
+  // flight at once: latency hiding); out[i] is words[i]'s object.
+  void deref_many(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope, Access access,
+                  std::span<void*> out);
   // Frees the object's far block and cache slot; the word becomes null.
   void free(std::atomic<std::uint64_t>& word);
   // Moves ownership of the object from `from` (then null) to `to` (null before).
@@ -95,6 +100,7 @@ class Manager {
  private:
   friend class DerefScope;
   void unpin(std::uint32_t slot) noexcept;
+  static void pin_in(DerefScope& scope, std::uint32_t slot);
   std::unique_ptr<Impl> impl_;
 };
 
