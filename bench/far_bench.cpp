@@ -98,36 +98,14 @@ struct Object {
   unsigned char bytes[Size];
 };
 
-// Sweeps over the set from `cursor` on, timing each dereference.
+// Sweeps over the set from `cursor` on. batch 1: each dereference timed
+// alone. Larger: `batch` consecutive objects dereferenced together
+// (deref_all, their misses in flight at once), a batch's time divided by
+// its size being one sample, ns per object.
 template <std::size_t Size>
-Result sweep(std::vector<far::UniquePtr<Object<Size>>>& set, std::size_t& cursor, bool write, std::size_t ops, double seconds) {
-  Result r;
-  far::Manager& manager = far::Manager::current();
-  const std::uint64_t misses_before = manager.stats().misses;
-  const auto start = Clock::now();
-  const auto end = start + std::chrono::duration<double>(seconds);
-  unsigned sum = 0;
-  for (std::size_t& i = cursor; r.ns.size() < ops && (r.ns.size() % 64 != 0 || Clock::now() < end); i = (i + 1) % set.size()) {
-    const auto t0 = Clock::now();
-    {
-      far::DerefScope scope;
-      if (write) set[i].deref_mut(scope)->bytes[0] = static_cast<unsigned char>(i);
-      else sum += set[i].deref(scope)->bytes[Size - 1];
-    }
-    r.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
-  }
-  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  r.local_fraction = 1.0 - static_cast<double>(manager.stats().misses - misses_before) / static_cast<double>(r.ns.size());
-  if (sum == 12345678) std::fprintf(stderr, " ");  // keep the reads
-  return r;
-}
-
-// Batches of `batch` consecutive objects dereferenced together (deref_all:
-// their misses in flight at once); each batch's time divided by its size
-// is one sample, ns per object.
-template <std::size_t Size>
-Result sweep_batched(std::vector<far::UniquePtr<Object<Size>>>& set, std::size_t& cursor, std::size_t batch, std::size_t ops,
-                     double seconds) {
+Result sweep(std::vector<far::UniquePtr<Object<Size>>>& set, std::size_t& cursor, bool write, std::size_t ops, double seconds,
+             std::size_t batch = 1) {
+  using Pointer = far::UniquePtr<Object<Size>>;
   Result r;
   far::Manager& manager = far::Manager::current();
   const std::uint64_t misses_before = manager.stats().misses;
@@ -135,13 +113,16 @@ Result sweep_batched(std::vector<far::UniquePtr<Object<Size>>>& set, std::size_t
   const auto end = start + std::chrono::duration<double>(seconds);
   unsigned sum = 0;
   std::size_t objects = 0;
-  while (objects < ops && (r.ns.size() % 8 != 0 || Clock::now() < end)) {
+  while (objects < ops && (r.ns.size() % 64 != 0 || Clock::now() < end)) {
     if (cursor + batch > set.size()) cursor = 0;
     const auto t0 = Clock::now();
     {
       far::DerefScope scope;
-      for (const auto* o : far::deref_all(scope, std::span<const far::UniquePtr<Object<Size>>>(set.data() + cursor, batch)))
-        sum += o->bytes[Size - 1];
+      if (batch == 1 && write) set[cursor].deref_mut(scope)->bytes[0] = static_cast<unsigned char>(cursor);
+      else if (batch == 1) sum += set[cursor].deref(scope)->bytes[Size - 1];
+      else
+        for (auto* o : far::deref_all(scope, std::span<const Pointer>(set.data() + cursor, batch), write ? far::Access::write : far::Access::read))
+          sum += o->bytes[Size - 1];
     }
     r.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(batch));
     cursor += batch;
@@ -205,7 +186,7 @@ void measure(const JsonLine& common, far::Path path, const Options& o) {
   // Latency hiding: batches of misses in flight together, after an untimed
   // read pass that leaves the victims clean again.
   sweep(set, cursor, false, set.size(), 3600);
-  report(common, "cold_read", far::to_string(path), Size, sweep_batched(set, cursor, batch, o.ops, o.seconds), batch);
+  report(common, "cold_read", far::to_string(path), Size, sweep(set, cursor, false, o.ops, o.seconds, batch), batch);
   if (path == far::Path::one_sided)
     report(common, "cold_read", "raw_get", Size, raw(manager.server_region(0), Size, false, o, batch), batch);
 }

@@ -105,8 +105,10 @@ struct Manager::Impl {
     if (!word->compare_exchange_strong(s, s | state::busy, std::memory_order_seq_cst)) return Outcome::skipped;
     // Patient (an explicit eviction): a pin may be another thread's, held
     // for an instant on its way to a different object that used this slot.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(patient ? 50 : 0);
+    std::chrono::steady_clock::time_point deadline{};
     while (pins[slot].load(std::memory_order_seq_cst) != 0) {
+      if (patient && deadline == std::chrono::steady_clock::time_point{})
+        deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
       if (!patient || std::chrono::steady_clock::now() > deadline) {
         word->fetch_and(~state::busy, std::memory_order_release);
         return Outcome::skipped;
@@ -247,8 +249,9 @@ void Manager::Impl::fetch_claimed(std::span<Claim> claims, std::size_t bytes, De
     }
     for (const Claim& c : claims) c.word->store(c.remote, std::memory_order_release);
   };
+  // The lone miss (the common case) allocates nothing.
   std::vector<Device::Transfer> transfers;
-  transfers.reserve(claims.size());
+  if (claims.size() > 1) transfers.reserve(claims.size());
   try {
     std::unique_lock lock(m.mutex);
     for (Claim& c : claims) {
@@ -256,14 +259,17 @@ void Manager::Impl::fetch_claimed(std::span<Claim> claims, std::size_t bytes, De
       m.occupy(c.slot, *c.word, c.remote, bytes);
       m.pins[c.slot].store(1, std::memory_order_relaxed);  // for `scope`, before the word turns local
       ++slotted;
-      transfers.push_back({state::server_of(c.remote), state::offset_of(c.remote), m.address(c.slot), bytes});
+      if (claims.size() > 1) transfers.push_back({state::server_of(c.remote), state::offset_of(c.remote), m.address(c.slot), bytes});
     }
   } catch (...) {
     give_back();
     throw;
   }
   try {
-    m.device->read_many(transfers);
+    if (claims.size() == 1)
+      m.device->read(state::server_of(claims[0].remote), state::offset_of(claims[0].remote), m.address(claims[0].slot), bytes);
+    else
+      m.device->read_many(transfers);
   } catch (...) {
     give_back();
     throw;
@@ -484,9 +490,11 @@ void Manager::free(std::atomic<std::uint64_t>& word) {
     std::uint64_t expected = s;
     while (!word.compare_exchange_weak(expected, expected | state::busy, std::memory_order_seq_cst)) {
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    std::chrono::steady_clock::time_point deadline{};
     while (m.pins[slot].load(std::memory_order_seq_cst) != 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (deadline == std::chrono::steady_clock::time_point{})
+        deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      else if (std::chrono::steady_clock::now() > deadline) {
         word.fetch_and(~state::busy, std::memory_order_release);
         throw Error(Errc::invalid_argument, "far: a far object was freed while a DerefScope still pins it");
       }
