@@ -9,6 +9,7 @@
 
 #include "../error_from.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/far/array.hpp"
 #include "rdmx/far/pointer.hpp"
 #include "shadow.hpp"
 
@@ -57,8 +58,22 @@ void threaded_operations(Path path) {
   EXPECT_GT(manager.stats().evictions, 0u);
 }
 
+// A far array 12 times the budget, written and summed in windows.
+void array_scan(Path path) {
+  Manager manager(Job::current(), small(path));
+  if (serves(manager)) return;
+  Array<std::uint64_t> a(100000);
+  a.for_each_mut([](std::size_t i, std::uint64_t& x) { x = 3 * i + 1; });
+  std::size_t wrong = 0;
+  a.for_each([&](std::size_t i, const std::uint64_t& x) { wrong += x != 3 * i + 1 ? 1 : 0; });
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_GT(manager.stats().write_backs, 100u);
+}
+
 }  // namespace
 
+TEST(FarJob, ArrayOneSided) { array_scan(Path::one_sided); }
+TEST(FarJob, ArrayTwoSided) { array_scan(Path::two_sided); }
 TEST(FarJob, RandomOperationsOneSided) { random_operations(Path::one_sided); }
 TEST(FarJob, RandomOperationsTwoSided) { random_operations(Path::two_sided); }
 TEST(FarJob, ThreadsOneSided) { threaded_operations(Path::one_sided); }

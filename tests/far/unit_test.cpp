@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "../error_from.hpp"
+#include "rdmx/far/array.hpp"
 #include "rdmx/far/pointer.hpp"
 #include "rdmx/far/shared_pointer.hpp"
 #include "shadow.hpp"
@@ -328,5 +329,34 @@ TEST(FarUnit, DerefAllFetchesABatch) {
   for (std::uint64_t i = 0; i < 8; ++i) {
     v[40 + i].evict();
     EXPECT_TRUE(v[40 + i].read().is(1000 + i));
+  }
+}
+
+TEST(FarUnit, ArrayScansInWindowsUnderASmallBudget) {
+  Manager manager(make_local_device(2, 4 << 20), small_cache(64 * 1024));
+  Array<std::uint64_t> a(100000);  // 800 KiB: 12 times the budget
+  EXPECT_EQ(Array<std::uint64_t>::per_chunk, 512u);
+  a.for_each_mut([](std::size_t i, std::uint64_t& x) { x = i * i; });
+  std::uint64_t sum = 0, expected = 0;
+  a.for_each([&](std::size_t i, const std::uint64_t& x) {
+    EXPECT_EQ(x, std::uint64_t{i} * i);
+    sum += x;
+  });
+  for (std::uint64_t i = 0; i < 100000; ++i) expected += i * i;
+  EXPECT_EQ(sum, expected);
+  EXPECT_GT(manager.stats().write_backs, 100u);
+  // A range that starts and ends inside chunks.
+  std::size_t visited = 0;
+  a.for_each([&](std::size_t i, const std::uint64_t&) {
+    EXPECT_GE(i, 1000u);
+    EXPECT_LT(i, 3001u);
+    ++visited;
+  }, 1000, 3001, 3);
+  EXPECT_EQ(visited, 2001u);
+  {
+    DerefScope scope;
+    a.at_mut(scope, 77777) = 5;
+    EXPECT_EQ(a.at(scope, 77777), 5u);
+    EXPECT_EQ(error_of([&] { a.at(scope, 100000); }), Errc::invalid_argument);
   }
 }
