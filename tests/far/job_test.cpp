@@ -105,3 +105,20 @@ TEST(FarJob, BadServersFailEverywhere) {
   EXPECT_NE(std::string(e.what()).find("not in the job"), std::string::npos) << e.what();
   Manager again(Job::current(), small(Path::one_sided));
 }
+
+// Processes that disagree on who serves, or a region no arena segment can
+// hold: every process fails with a message naming the problem.
+TEST(FarJob, InconsistentOrImpossibleConfigurationFailsEverywhere) {
+  Job& job = Job::current();
+  Config c = small(Path::one_sided);
+  c.servers = {job.rank()};  // each process names itself
+  const Error mismatch = rdmx::testing::error_from([&] { Manager m(job, c); });
+  EXPECT_EQ(mismatch.code(), Errc::invalid_argument);
+  EXPECT_NE(std::string(mismatch.what()).find("RDMX_FAR_SERVERS"), std::string::npos) << mismatch.what();
+  c = small(Path::one_sided);
+  c.region_bytes = std::size_t{1} << 40;  // beyond any arena segment
+  const Error huge = rdmx::testing::error_from([&] { Manager m(job, c); });
+  EXPECT_EQ(huge.code(), Errc::invalid_argument);
+  EXPECT_NE(std::string(huge.what()).find("failed on process"), std::string::npos) << huge.what();
+  Manager fine(job, small(Path::one_sided));
+}

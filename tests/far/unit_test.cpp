@@ -360,3 +360,35 @@ TEST(FarUnit, ArrayScansInWindowsUnderASmallBudget) {
     EXPECT_EQ(error_of([&] { a.at(scope, 100000); }), Errc::invalid_argument);
   }
 }
+
+// A byte-wise copy of a far pointer's word (what a memcpy of a UniquePtr
+// makes) is caught, local or remote, by dereference and by free.
+TEST(FarUnit, DanglingWordsAndDoubleFreesAreErrors) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  auto p = make_unique<Point>(Point{1, 2});
+  std::atomic<std::uint64_t> copy{p.state_word()};  // local: names p's slot
+  {
+    DerefScope scope;
+    const Error e = rdmx::testing::error_from([&] { manager.deref(copy, sizeof(Point), scope, Access::read); });
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("dangling"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(error_of([&] { manager.free(copy); }), Errc::invalid_argument);
+  ASSERT_TRUE(p.evict());
+  std::atomic<std::uint64_t> remote_copy{p.state_word()};  // remote: names p's far block
+  p.reset();
+  const Error e = rdmx::testing::error_from([&] { manager.free(remote_copy); });
+  EXPECT_EQ(e.code(), Errc::invalid_argument);
+  EXPECT_NE(std::string(e.what()).find("double free"), std::string::npos) << e.what();
+  EXPECT_EQ(manager.stats().objects, 0u);
+  // A word naming a block outside every share.
+  std::atomic<std::uint64_t> foreign{state::remote(0, 1ull << 30, 0)};
+  EXPECT_EQ(error_of([&] { manager.free(foreign); }), Errc::invalid_argument);
+  {
+    DerefScope scope;
+    EXPECT_EQ(error_of([&] { manager.deref(foreign, 64, scope, Access::read); }), Errc::invalid_argument);
+  }
+  std::atomic<std::uint64_t> bad_server{state::remote(7, 0, 0)};
+  DerefScope scope;
+  EXPECT_EQ(error_of([&] { manager.deref(bad_server, 64, scope, Access::read); }), Errc::invalid_argument);
+}
