@@ -404,6 +404,8 @@ Stats Manager::stats() const {
   return s;
 }
 
+bool Manager::serving() const noexcept { return static_cast<bool>(impl_->server_chunk); }
+
 RemoteLocator Manager::server_region(std::size_t server) const {
   if (server >= impl_->regions.size())
     throw Error(Errc::invalid_argument, "far: no published region for server " + std::to_string(server));

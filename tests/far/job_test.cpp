@@ -28,7 +28,9 @@ Config small(Path path) {
 
 bool serves(const Manager& manager) {
   const auto& s = manager.config().servers;
-  return std::find(s.begin(), s.end(), Job::current().rank()) != s.end();
+  const bool listed = std::find(s.begin(), s.end(), Job::current().rank()) != s.end();
+  EXPECT_EQ(manager.serving(), listed);
+  return manager.serving();
 }
 
 void random_operations(Path path) {

@@ -70,6 +70,8 @@ class Manager {
   const Config& config() const noexcept;
   Device& device() noexcept;
   Stats stats() const;
+  // Whether this process serves a region (it is in Config::servers).
+  bool serving() const noexcept;
   // The registered region server `server` published (job-backed only).
   RemoteLocator server_region(std::size_t server) const;
   // Whether `p` lies in the cache arena (tests check that objects never live elsewhere).
