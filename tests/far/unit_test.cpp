@@ -392,3 +392,26 @@ TEST(FarUnit, DanglingWordsAndDoubleFreesAreErrors) {
   DerefScope scope;
   EXPECT_EQ(error_of([&] { manager.deref(bad_server, 64, scope, Access::read); }), Errc::invalid_argument);
 }
+
+TEST(FarUnit, SettingsFromTheEnvironment) {
+  ::setenv("RDMX_FAR_SERVERS", "1,2", 1);
+  ::setenv("RDMX_FAR_PATH", "two_sided", 1);
+  ::setenv("RDMX_FAR_CACHE", "1M", 1);
+  Config c;
+  EXPECT_EQ(c.servers, (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_EQ(c.path, Path::two_sided);
+  EXPECT_EQ(c.cache_bytes, std::size_t{1} << 20);
+  for (const char* junk : {"x", "1,", ",1", "1,,2", "1 2", "-1", "99999999999"}) {
+    ::setenv("RDMX_FAR_SERVERS", junk, 1);
+    const Error e = rdmx::testing::error_from([] { Config::env_servers(); });
+    EXPECT_EQ(e.code(), Errc::invalid_argument) << junk;
+    EXPECT_NE(std::string(e.what()).find("RDMX_FAR_SERVERS"), std::string::npos) << e.what();
+  }
+  ::setenv("RDMX_FAR_PATH", "rdma", 1);
+  EXPECT_EQ(error_of([] { Config::env_path(); }), Errc::invalid_argument);
+  ::setenv("RDMX_FAR_REPLICATION", "0", 1);
+  EXPECT_EQ(error_of([] { Config::env_replication(); }), Errc::invalid_argument);
+  for (const char* name : {"RDMX_FAR_SERVERS", "RDMX_FAR_PATH", "RDMX_FAR_CACHE", "RDMX_FAR_REPLICATION"}) ::unsetenv(name);
+  EXPECT_TRUE(Config{}.servers.empty());
+  EXPECT_EQ(Config{}.path, Path::one_sided);
+}
