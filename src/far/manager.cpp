@@ -299,9 +299,12 @@ Manager::Manager(Job& job, Config config) : impl_(std::make_unique<Impl>()) {
   try {
     if (current_manager.load() != nullptr) throw Error(Errc::invalid_argument, "far: this process already has a far::Manager");
     check_config(m.config);
-    if (servers.back() >= job.size() || servers.size() > state::max_servers)
+    if (servers.back() >= job.size())
       throw Error(Errc::invalid_argument, "far: server rank " + std::to_string(servers.back()) + " is not in the job of " +
                                               std::to_string(job.size()) + " processes (RDMX_FAR_SERVERS)");
+    if (servers.size() > state::max_servers)
+      throw Error(Errc::invalid_argument, "far: " + std::to_string(servers.size()) + " servers, but a far pointer names at most " +
+                                              std::to_string(state::max_servers));
     if (m.config.replication == 0 || servers.size() % m.config.replication != 0)
       throw Error(Errc::invalid_argument, "far: replication " + std::to_string(m.config.replication) + " needs a number of servers that divides by it (" +
                                               std::to_string(servers.size()) + " servers; RDMX_FAR_SERVERS, RDMX_FAR_REPLICATION)");

@@ -13,7 +13,6 @@ inline constexpr std::uint64_t busy = 1ull << 62;     // being fetched, evicted 
 inline constexpr std::uint64_t dirty = 1ull << 61;    // changed since it was fetched
 inline constexpr std::uint64_t hot = 1ull << 60;      // touched since CLOCK last passed
 inline constexpr std::uint64_t valid = 1ull << 59;    // not null
-inline constexpr std::uint64_t flags = present | busy | dirty | hot | valid;
 
 inline constexpr unsigned unit_shift = 6;  // offsets and slots count 64-byte units
 inline constexpr std::uint64_t offset_units_mask = (1ull << 40) - 1;
