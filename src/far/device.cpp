@@ -18,8 +18,15 @@ void Device::check_range(std::size_t server, std::uint64_t offset, std::size_t b
                                             std::to_string(server) + " (process " + std::to_string(rank_of(server)) + ")");
 }
 
-void Device::read_many(std::span<const Transfer> transfers) {
+namespace {
+struct Done final : Device::Reads {
+  void finish() override {}
+};
+}  // namespace
+
+std::unique_ptr<Device::Reads> Device::start_reads(std::vector<Transfer> transfers) {
   for (const Transfer& t : transfers) read(t.server, t.offset, t.local, t.bytes);
+  return std::make_unique<Done>();
 }
 
 namespace {

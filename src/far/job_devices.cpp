@@ -7,6 +7,7 @@
 #include <vector>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/call.hpp"
@@ -55,22 +56,34 @@ class JobDevice : public Device {
     check_range(server, offset, bytes);
     naming_loss(describe(server), [&] { store(server, offset, local, bytes); });
   }
-  void read_many(std::span<const Transfer> transfers) final {
+  std::unique_ptr<Reads> start_reads(std::vector<Transfer> transfers) final {
     for (const Transfer& t : transfers) check_range(t.server, t.offset, t.bytes);
-    if (transfers.empty()) return;
-    const std::size_t first = transfers.front().server;
+    const std::size_t first = transfers.empty() ? 0 : transfers.front().server;
     const bool one = std::all_of(transfers.begin(), transfers.end(), [&](const Transfer& t) { return t.server == first; });
-    naming_loss(one ? describe(first) : "one of the servers read from", [&] { fetch_many(transfers); });
+    auto reads = std::make_unique<Named>(*this, one ? describe(first) : "one of the servers read from");
+    naming_loss(reads->who, [&] { reads->inner = start_fetches(transfers); });
+    return reads;
   }
 
  protected:
   virtual void fetch(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) = 0;
-  // Every transfer issued before any is waited for; returns when all have ended.
-  virtual void fetch_many(std::span<const Transfer> transfers) = 0;
+  // Every transfer issued; the result's finish() waits for them.
+  virtual std::unique_ptr<Reads> start_fetches(std::span<const Transfer> transfers) = 0;
   virtual void store(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) = 0;
   std::vector<RemoteLocator> regions_;
 
  private:
+  // Reads whose failures name the lost server, like read()'s.
+  struct Named final : Reads {
+    Named(JobDevice& d, std::string w) : device(d), who(std::move(w)) {}
+    void finish() override {
+      if (inner) device.naming_loss(who, [&] { std::exchange(inner, nullptr)->finish(); });
+    }
+    JobDevice& device;
+    std::string who;
+    std::unique_ptr<Reads> inner;
+  };
+
   // A dead server's error says what it means for far memory.
   std::string describe(std::size_t server) const {
     return "server " + std::to_string(server) + " (process " + std::to_string(rank_of(server)) + ")";
@@ -100,27 +113,37 @@ class OneSidedDevice final : public JobDevice {
     // endpoint is not ordered after this one's.
     flush(target.process);
   }
-  void fetch_many(std::span<const Transfer> transfers) override {
+  // Gets in flight; finishing waits for every one before it throws.
+  struct Gets final : Reads {
     std::vector<Future<void>> pending;
-    pending.reserve(transfers.size());
     std::exception_ptr failure;
-    for (const Transfer& t : transfers) {
+    ~Gets() override {
       try {
-        pending.push_back(get(t.local, regions_[t.server].slice(t.offset, t.bytes)));
+        finish();
       } catch (...) {
-        failure = std::current_exception();
-        break;
       }
     }
-    // Every get ends before this returns: on failure the caller reuses the slots.
-    for (auto& f : pending) {
-      try {
-        f.get();
-      } catch (...) {
-        if (!failure) failure = std::current_exception();
+    void finish() override {
+      for (auto& f : pending) {
+        try {
+          f.get();
+        } catch (...) {
+          if (!failure) failure = std::current_exception();
+        }
       }
+      pending.clear();
+      if (failure) std::rethrow_exception(std::exchange(failure, nullptr));
     }
-    if (failure) std::rethrow_exception(failure);
+  };
+  std::unique_ptr<Reads> start_fetches(std::span<const Transfer> transfers) override {
+    auto gets = std::make_unique<Gets>();
+    gets->pending.reserve(transfers.size());
+    try {
+      for (const Transfer& t : transfers) gets->pending.push_back(get(t.local, regions_[t.server].slice(t.offset, t.bytes)));
+    } catch (...) {
+      gets->failure = std::current_exception();  // finish() waits for those issued, then throws it
+    }
+    return gets;
   }
 };
 
@@ -149,15 +172,29 @@ class TwoSidedDevice final : public JobDevice {
     request(sync, {server, offset, local, bytes});
     sync.wait();
   }
-  void fetch_many(std::span<const Transfer> transfers) override {
+  // Requests under way: their replies land in the slots and count `sync` down.
+  struct Requests final : Reads {
     Synchronizer sync;
-    try {
-      for (const Transfer& t : transfers) request(sync, t);
-    } catch (...) {
-      sync.wait_for(60000);  // what was sent must land (or fail) before the slots are reused
-      throw;
+    std::exception_ptr failure;
+    bool waited = false;
+    ~Requests() override {
+      if (!waited) sync.wait_for(60000);  // what was sent must land (or fail) before the slots are reused
     }
-    sync.wait();
+    void finish() override {
+      if (waited) return;
+      waited = true;
+      sync.wait();
+      if (failure) std::rethrow_exception(failure);
+    }
+  };
+  std::unique_ptr<Reads> start_fetches(std::span<const Transfer> transfers) override {
+    auto requests = std::make_unique<Requests>();
+    try {
+      for (const Transfer& t : transfers) request(requests->sync, t);
+    } catch (...) {
+      requests->failure = std::current_exception();
+    }
+    return requests;
   }
   // Asks the server for t's bytes; its reply lands in t.local and counts `sync` down.
   void request(Synchronizer& sync, const Transfer& t) {

@@ -168,7 +168,13 @@ struct Manager::Impl {
     std::size_t index;  // in the caller's batch
   };
   void* pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access, std::uint64_t& claimed);
-  void fetch_claimed(std::span<Claim> claims, std::size_t bytes, DerefScope& scope, Access access);
+  // Slots for every claim (pinned for the scope to come); on failure every claim is given back.
+  void take_slots(std::span<Claim> claims, std::size_t bytes);
+  // Releases the claims' slots and makes their words remote again.
+  void give_back(std::span<const Claim> claims);
+  // Their objects have landed: local words, pinned in `scope`.
+  void publish(std::span<const Claim> claims, DerefScope& scope, Access access);
+  void finish(InFlight::State& batch);
 
   // A slot of `size_class`, evicting cold objects while the budget is spent.
   std::uint32_t take_slot(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
@@ -192,6 +198,34 @@ struct Manager::Impl {
 };
 
 
+// A batch whose transfers are under way.
+struct InFlight::State {
+  Manager* manager;
+  Manager::Impl* impl;
+  DerefScope* scope;
+  Access access;
+  std::size_t bytes;
+  std::span<std::atomic<std::uint64_t>* const> words;
+  std::span<void*> out;
+  std::vector<Manager::Impl::Claim> claims;
+  std::vector<std::size_t> repeated;  // pointers named twice: done once the first is local
+  std::unique_ptr<Device::Reads> reads;
+  bool done = false;
+};
+
+namespace {
+// The calling thread's unfinished batches: a dereference of one of their
+// objects finishes the batch instead of waiting for itself.
+thread_local std::vector<InFlight::State*> started_here;
+
+InFlight::State* batch_fetching(const std::atomic<std::uint64_t>& word) noexcept {
+  for (InFlight::State* b : started_here)
+    for (const auto& c : b->claims)
+      if (c.word == &word) return b;
+  return nullptr;
+}
+}  // namespace
+
 // The hit path: pins a local object in `scope` and returns it; for a remote
 // one, claims its fetch (the word turns busy), fills `claim` and returns
 // nullptr. Waits while another thread fetches or evicts the object.
@@ -203,6 +237,10 @@ void* Manager::Impl::pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t 
     std::uint64_t s = word.load(std::memory_order_acquire);
     if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: dereference of a null or moved-from far pointer");
     if ((s & state::busy) != 0) {
+      if (InFlight::State* b = batch_fetching(word)) {
+        finish(*b);  // this thread's own batch is fetching it
+        continue;
+      }
       std::this_thread::yield();  // another thread fetches or evicts it
       continue;
     }
@@ -233,48 +271,36 @@ void* Manager::Impl::pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t 
   }
 }
 
-// Fetches every claimed object, their transfers in flight together, straight
-// into cache slots (swap-in without a copy), pins them in `scope` and makes
-// their words local. On failure every claim is given back, still remote.
-void Manager::Impl::fetch_claimed(std::span<Claim> claims, std::size_t bytes, DerefScope& scope, Access access) {
-  Impl& m = *this;
+void Manager::Impl::take_slots(std::span<Claim> claims, std::size_t bytes) {
   std::size_t slotted = 0;
-  const auto give_back = [&] {
-    {
-      std::lock_guard lock(m.mutex);
-      for (std::size_t i = 0; i < slotted; ++i) {
-        m.pins[claims[i].slot].store(0, std::memory_order_relaxed);
-        m.release(claims[i].slot);
-      }
-    }
-    for (const Claim& c : claims) c.word->store(c.remote, std::memory_order_release);
-  };
-  // The lone miss (the common case) allocates nothing.
-  std::vector<Device::Transfer> transfers;
-  if (claims.size() > 1) transfers.reserve(claims.size());
   try {
-    std::unique_lock lock(m.mutex);
+    std::unique_lock lock(mutex);
     for (Claim& c : claims) {
-      c.slot = m.take_slot(lock, state::class_of(c.remote));
-      m.occupy(c.slot, *c.word, c.remote, bytes);
-      m.pins[c.slot].store(1, std::memory_order_relaxed);  // for `scope`, before the word turns local
+      c.slot = take_slot(lock, state::class_of(c.remote));
+      occupy(c.slot, *c.word, c.remote, bytes);
+      pins[c.slot].store(1, std::memory_order_relaxed);  // for the scope, before the word turns local
       ++slotted;
-      if (claims.size() > 1) transfers.push_back({state::server_of(c.remote), state::offset_of(c.remote), m.address(c.slot), bytes});
     }
   } catch (...) {
-    give_back();
+    give_back(claims.first(slotted));
+    for (const Claim& c : claims.subspan(slotted)) c.word->store(c.remote, std::memory_order_release);
     throw;
   }
-  try {
-    if (claims.size() == 1)
-      m.device->read(state::server_of(claims[0].remote), state::offset_of(claims[0].remote), m.address(claims[0].slot), bytes);
-    else
-      m.device->read_many(transfers);
-  } catch (...) {
-    give_back();
-    throw;
+}
+
+void Manager::Impl::give_back(std::span<const Claim> claims) {
+  {
+    std::lock_guard lock(mutex);
+    for (const Claim& c : claims) {
+      pins[c.slot].store(0, std::memory_order_relaxed);
+      release(c.slot);
+    }
   }
-  m.misses.fetch_add(claims.size(), std::memory_order_relaxed);
+  for (const Claim& c : claims) c.word->store(c.remote, std::memory_order_release);
+}
+
+void Manager::Impl::publish(std::span<const Claim> claims, DerefScope& scope, Access access) {
+  misses.fetch_add(claims.size(), std::memory_order_relaxed);
   std::uint64_t flags = state::valid | state::present;
   if (access != Access::non_temporal) flags |= state::hot;
   if (access == Access::write) flags |= state::dirty;
@@ -282,6 +308,34 @@ void Manager::Impl::fetch_claimed(std::span<Claim> claims, std::size_t bytes, De
     Manager::pin_in(scope, c.slot);
     c.word->store(flags | c.slot, std::memory_order_release);
   }
+}
+
+void Manager::Impl::finish(InFlight::State& b) {
+  if (b.done) return;
+  b.done = true;
+  std::erase(started_here, &b);
+  try {
+    b.reads->finish();
+  } catch (...) {
+    give_back(b.claims);
+    throw;
+  }
+  publish(b.claims, *b.scope, b.access);
+  for (const Claim& c : b.claims) b.out[c.index] = address(c.slot);
+  for (std::size_t i : b.repeated) b.out[i] = b.manager->deref(*b.words[i], b.bytes, *b.scope, b.access);
+}
+
+InFlight::InFlight(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
+InFlight::~InFlight() {
+  if (state_ == nullptr || state_->done) return;
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rdmx::far: a batch of dereferences nobody finished failed: %s\n", e.what());
+  }
+}
+void InFlight::finish() {
+  if (state_ != nullptr) state_->impl->finish(*state_);
 }
 
 Manager::Manager(Job& job, Config config) : impl_(std::make_unique<Impl>()) {
@@ -446,34 +500,57 @@ void* Manager::deref(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefS
   std::uint64_t remote = 0;
   if (void* local = m.pin_or_claim(word, bytes, scope, access, remote)) return local;
   Impl::Claim claim{&word, remote, 0, 0};
-  m.fetch_claimed(std::span(&claim, 1), bytes, scope, access);
+  m.take_slots(std::span(&claim, 1), bytes);
+  try {
+    // Swap-in without a copy: straight into the slot in the registered arena.
+    m.device->read(state::server_of(remote), state::offset_of(remote), m.address(claim.slot), bytes);
+  } catch (...) {
+    m.give_back(std::span(&claim, 1));
+    throw;
+  }
+  m.publish(std::span(&claim, 1), scope, access);
   return m.address(claim.slot);
 }
 
 void Manager::deref_many(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope,
                          Access access, std::span<void*> out) {
+  deref_start(words, bytes, scope, access, out).finish();
+}
+
+InFlight Manager::deref_start(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope,
+                              Access access, std::span<void*> out) {
   Impl& m = *impl_;
   if (&scope.manager() != this) throw Error(Errc::invalid_argument, "far: the DerefScope belongs to another far::Manager");
-  if (out.size() < words.size()) throw Error(Errc::invalid_argument, "far: deref_many needs an output entry per pointer");
-  std::vector<Impl::Claim> claims;
-  std::vector<std::size_t> repeated;  // pointers named twice: done once the first is local
+  if (out.size() < words.size()) throw Error(Errc::invalid_argument, "far: a batch needs an output entry per pointer");
+  auto b = std::make_unique<InFlight::State>(InFlight::State{this, &m, &scope, access, bytes, words, out, {}, {}, nullptr});
   try {
     for (std::size_t i = 0; i < words.size(); ++i) {
-      if (std::any_of(claims.begin(), claims.end(), [&](const Impl::Claim& c) { return c.word == words[i]; })) {
-        repeated.push_back(i);
+      out[i] = nullptr;
+      if (std::any_of(b->claims.begin(), b->claims.end(), [&](const Impl::Claim& c) { return c.word == words[i]; })) {
+        b->repeated.push_back(i);
         continue;
       }
       std::uint64_t remote = 0;
       out[i] = m.pin_or_claim(*words[i], bytes, scope, access, remote);
-      if (out[i] == nullptr) claims.push_back({words[i], remote, 0, i});
+      if (out[i] == nullptr) b->claims.push_back({words[i], remote, 0, i});
     }
   } catch (...) {
-    for (const Impl::Claim& c : claims) c.word->store(c.remote, std::memory_order_release);
+    for (const Impl::Claim& c : b->claims) c.word->store(c.remote, std::memory_order_release);
     throw;
   }
-  if (!claims.empty()) m.fetch_claimed(claims, bytes, scope, access);
-  for (const Impl::Claim& c : claims) out[c.index] = m.address(c.slot);
-  for (std::size_t i : repeated) out[i] = deref(*words[i], bytes, scope, access);
+  m.take_slots(b->claims, bytes);
+  std::vector<Device::Transfer> transfers;
+  transfers.reserve(b->claims.size());
+  for (const Impl::Claim& c : b->claims)
+    transfers.push_back({state::server_of(c.remote), state::offset_of(c.remote), m.address(c.slot), bytes});
+  try {
+    b->reads = m.device->start_reads(std::move(transfers));
+  } catch (...) {
+    m.give_back(b->claims);
+    throw;
+  }
+  started_here.push_back(b.get());
+  return InFlight(std::move(b));
 }
 
 void Manager::free(std::atomic<std::uint64_t>& word) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rdmx/core/error.hpp"
@@ -43,23 +44,24 @@ class ReplicatedDevice final : public Device {
   }
 
   // All from each group's first live copy at once; if a copy is lost
-  // meanwhile, one by one with fall-back.
-  void read_many(std::span<const Transfer> transfers) override {
+  // meanwhile, one by one with fall-back when they finish.
+  std::unique_ptr<Reads> start_reads(std::vector<Transfer> transfers) override {
     std::vector<Transfer> inner;
     inner.reserve(transfers.size());
     for (const Transfer& t : transfers) {
       check_range(t.server, t.offset, t.bytes);
       std::size_t c = 0;
       while (c < copies_ && lost_[t.server * copies_ + c].load(std::memory_order_acquire)) ++c;
-      if (c == copies_) return read(t.server, t.offset, t.local, t.bytes);  // throws: the group is lost
+      if (c == copies_) read(t.server, t.offset, t.local, t.bytes);  // throws: the group is lost
       inner.push_back({t.server * copies_ + c, t.offset, t.local, t.bytes});
     }
+    auto reads = std::make_unique<FallBack>(*this, std::move(transfers));
     try {
-      inner_->read_many(inner);
+      reads->inner = inner_->start_reads(std::move(inner));
     } catch (const Error& e) {
       if (e.code() != Errc::peer_failed) throw;
-      for (const Transfer& t : transfers) read(t.server, t.offset, t.local, t.bytes);
     }
+    return reads;
   }
 
   void write(std::size_t group, std::uint64_t offset, const void* local, std::size_t bytes) override {
@@ -82,6 +84,26 @@ class ReplicatedDevice final : public Device {
   }
 
  private:
+  // The first copies' reads; when one fails with a lost peer, every transfer
+  // is read again with fall-back over the copies.
+  struct FallBack final : Reads {
+    FallBack(ReplicatedDevice& d, std::vector<Transfer> t) : device(d), transfers(std::move(t)) {}
+    void finish() override {
+      if (std::exchange(done, true)) return;
+      try {
+        if (!inner) throw Error(Errc::peer_failed, "a copy was lost while starting");
+        std::exchange(inner, nullptr)->finish();
+      } catch (const Error& e) {
+        if (e.code() != Errc::peer_failed) throw;
+        for (const Transfer& t : transfers) device.read(t.server, t.offset, t.local, t.bytes);
+      }
+    }
+    ReplicatedDevice& device;
+    std::vector<Transfer> transfers;
+    std::unique_ptr<Reads> inner;
+    bool done = false;
+  };
+
   void lost(std::size_t server, const Error& e, std::string& why) {
     lost_[server].store(true, std::memory_order_release);
     why += "; process " + std::to_string(inner_->rank_of(server)) + ": " + e.what();

@@ -415,3 +415,50 @@ TEST(FarUnit, SettingsFromTheEnvironment) {
   EXPECT_TRUE(Config{}.servers.empty());
   EXPECT_EQ(Config{}.path, Path::one_sided);
 }
+
+// The two halves of a batch: work between starting the misses and using
+// the objects, a dereference of an in-flight object by the thread that
+// started it, and a batch nobody finished.
+TEST(FarUnit, BatchesInFlight) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  std::vector<UniquePtr<std::uint64_t>> v;
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    v.push_back(make_unique<std::uint64_t>(i + 100));
+    v.back().evict();
+  }
+  std::vector<std::atomic<std::uint64_t>*> words;
+  for (auto& p : v) words.push_back(&p.word());
+  std::vector<void*> out(words.size());
+  {
+    DerefScope scope;
+    InFlight batch = manager.deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
+    // Its own thread dereferences an object still in flight: the batch finishes first.
+    EXPECT_EQ(*v[5].deref(scope), 105u);
+    batch.finish();
+    for (std::uint64_t i = 0; i < 8; ++i) EXPECT_EQ(*static_cast<const std::uint64_t*>(out[i]), i + 100);
+  }
+  for (auto& p : v) ASSERT_TRUE(p.evict());
+  DerefScope scope;
+  {
+    InFlight unfinished = manager.deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
+  }  // finished by its destructor
+  for (std::uint64_t i = 0; i < 8; ++i) EXPECT_TRUE(v[i].is_local());
+  EXPECT_EQ(*v[2].deref(scope), 102u);
+}
+
+TEST(FarUnit, PrefetchOverlapsWork) {
+  Manager manager(make_local_device(2, 4 << 20), small_cache(64 * 1024));
+  using Obj = shadow::Pattern<1024>;
+  std::vector<UniquePtr<Obj>> v;
+  for (std::uint64_t i = 0; i < 256; ++i) v.push_back(make_unique<Obj>(Obj::of(i)));  // 4 times the budget
+  std::size_t checked = 0;
+  for (std::size_t first = 0; first + 16 <= v.size(); first += 16) {
+    DerefScope scope;
+    Prefetch<UniquePtr<Obj>> next(scope, std::span<const UniquePtr<Obj>>(v.data() + first, 16));
+    checked += first;  // work while the misses travel
+    const auto objects = next.get();
+    for (std::size_t k = 0; k < 16; ++k) EXPECT_TRUE(objects[k]->is(first + k)) << first + k;
+  }
+  EXPECT_GT(checked, 0u);
+  EXPECT_GE(manager.stats().misses, 200u);
+}

@@ -45,22 +45,55 @@ class Dereference {
   }
 };
 
+// A batch of dereferences in two halves (latency hiding): constructing it
+// starts every miss; get() waits for them and returns the objects, pinned
+// in `scope`, result[i] being pointers[i]'s. Work done in between overlaps
+// the transfers. Finish it on the thread that started it, before `scope`
+// ends (destroying it unfinished finishes it). Meanwhile other threads that
+// dereference one of its objects wait for it.
+//
+//   far::DerefScope scope;
+//   far::Prefetch next(scope, std::span<const far::UniquePtr<T>>(v.data() + 16, 16));
+//   work_on(current);                          // while the next 16 travel
+//   for (T* t : next.get()) ...
+template <class Pointer>
+class Prefetch {
+  using T = typename Pointer::element_type;
+
+ public:
+  Prefetch(DerefScope& scope, std::span<const Pointer> pointers, Access access = Access::read)
+      : words_(words_of(pointers)), objects_(pointers.size()),
+        in_flight_(scope.manager().deref_start(words_, sizeof(T), scope, access, objects_)) {}
+
+  std::vector<T*> get() {
+    in_flight_.finish();
+    std::vector<T*> result;
+    result.reserve(objects_.size());
+    for (void* o : objects_) result.push_back(static_cast<T*>(o));
+    return result;
+  }
+
+ private:
+  static std::vector<std::atomic<std::uint64_t>*> words_of(std::span<const Pointer> pointers) {
+    std::vector<std::atomic<std::uint64_t>*> words;
+    words.reserve(pointers.size());
+    for (const Pointer& p : pointers) words.push_back(&p.word());
+    return words;
+  }
+
+  std::vector<std::atomic<std::uint64_t>*> words_;
+  std::vector<void*> objects_;
+  InFlight in_flight_;
+};
+
 // Dereferences every pointer, their misses in flight together instead of
-// one after the other (latency hiding: over TCP a lone get waits for the
-// server to be scheduled; many share the wait). result[i] is pointers[i]'s
-// object, pinned in `scope`. Access::write marks them all dirty.
+// one after the other (over TCP a lone get waits for the server to be
+// scheduled; many share the wait). result[i] is pointers[i]'s object,
+// pinned in `scope`. Access::write marks them all dirty.
 template <class Pointer>
 std::vector<typename Pointer::element_type*> deref_all(DerefScope& scope, std::span<const Pointer> pointers,
                                                        Access access = Access::read) {
-  std::vector<std::atomic<std::uint64_t>*> words;
-  words.reserve(pointers.size());
-  for (const Pointer& p : pointers) words.push_back(&p.word());
-  std::vector<void*> objects(pointers.size());
-  scope.manager().deref_many(words, sizeof(typename Pointer::element_type), scope, access, objects);
-  std::vector<typename Pointer::element_type*> result;
-  result.reserve(objects.size());
-  for (void* o : objects) result.push_back(static_cast<typename Pointer::element_type*>(o));
-  return result;
+  return Prefetch<Pointer>(scope, pointers, access).get();
 }
 
 }  // namespace rdmx::far

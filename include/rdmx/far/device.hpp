@@ -36,9 +36,19 @@ class Device {
     void* local;
     std::size_t bytes;
   };
-  // Reads them all, with as many in flight at once as the path allows
-  // (this default: one after the other). On an error, some may have landed.
-  virtual void read_many(std::span<const Transfer> transfers);
+  // Reads under way (start_reads). finish() returns once every one has
+  // ended and throws the first failure; destroying unfinished reads waits
+  // for them too (the memory they land in may be reused right after).
+  class Reads {
+   public:
+    virtual ~Reads() = default;
+    virtual void finish() = 0;
+  };
+  // Starts reading them all, with as many in flight at once as the path
+  // allows. This default reads them one after the other before returning.
+  // On an error, some may have landed.
+  virtual std::unique_ptr<Reads> start_reads(std::vector<Transfer> transfers);
+  void read_many(std::span<const Transfer> transfers) { start_reads({transfers.begin(), transfers.end()})->finish(); }
 
  protected:
   // Throws Errc::invalid_argument unless [offset, offset + bytes) lies in the region.

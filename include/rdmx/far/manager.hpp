@@ -53,6 +53,25 @@ struct Stats {
   std::uint64_t write_backs = 0;   // evictions of dirty objects
 };
 
+// A batch of dereferences whose misses are in flight (Manager::deref_start).
+// finish() waits for them, publishes the objects and fills the caller's
+// output entries; it throws the first failure, after which every object of
+// the batch is as it was. Unfinished, it finishes when destroyed (reporting
+// a failure on stderr), or when the thread that started it dereferences one
+// of its objects. Only the thread that started it may finish it.
+class InFlight {
+ public:
+  struct State;
+  explicit InFlight(std::unique_ptr<State> state) noexcept;
+  ~InFlight();
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  void finish();
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
 class Manager {
  public:
   // Collective over the job (see above).
@@ -90,6 +109,10 @@ class Manager {
   // flight at once: latency hiding); out[i] is words[i]'s object.
   void deref_many(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope, Access access,
                   std::span<void*> out);
+  // The same in two halves: local objects are in `out` at once, remote ones
+  // once the result is finished. `words`, `out` and `scope` must outlive it.
+  InFlight deref_start(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope, Access access,
+                       std::span<void*> out);
   // Frees the object's far block and cache slot; the word becomes null.
   void free(std::atomic<std::uint64_t>& word);
   // Moves ownership of the object from `from` (then null) to `to` (null before).
