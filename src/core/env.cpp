@@ -77,6 +77,16 @@ constexpr Variable table[] = {
      "logical lease of a fetched DSM block, used when a signature overflowed (Tardis)"},
     {"RDMX_DSM_CHECK_RACES", nullptr, Kind::flag, 0, 1, nullptr, "0",
      "debug: report bytes two processes wrote between the same DSM synchronizations (floating home)"},
+    {"RDMX_FAR_SERVERS", nullptr, Kind::text, 0, 0, "comma-separated ranks", "the last process",
+     "processes that serve far memory (far::Manager)"},
+    {"RDMX_FAR_REGION", nullptr, Kind::size, 64 * KiB, 64 * TiB, nullptr, "16M",
+     "registered bytes each far-memory server maps and publishes"},
+    {"RDMX_FAR_CACHE", nullptr, Kind::size, 64 * KiB, 64 * TiB, nullptr, "4M",
+     "local budget: bytes of the far-memory cache arena"},
+    {"RDMX_FAR_REPLICATION", nullptr, Kind::count, 1, 16, nullptr, "1",
+     "far-memory servers holding each object (the servers form groups of this many)"},
+    {"RDMX_FAR_PATH", nullptr, Kind::choice, 0, 0, "one_sided|two_sided", "one_sided",
+     "how far objects travel: one-sided get/put, or requests served by the server's CPU"},
 };
 
 // RDMX_* variables that rdmx's own scripts set or read: not settings of the

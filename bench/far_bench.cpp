@@ -1,0 +1,214 @@
+// rdmx-bench-far: the cold path of far memory (AIFM's Fig. 12b, and the
+// seed's Fig. 3): the latency of dereferencing an object that is not local,
+// at 64 B and 4 KiB, with a cache much smaller than the object set. Process
+// 0 computes, the last process serves. Variants, measured in one run:
+//   one_sided  deref through RDMA get/put into the server's region
+//   two_sided  deref through requests the server's service thread answers
+//   raw_get    a bare rdmx::get of the same bytes (raw_get_put for writes:
+//              get, put and flush, what a miss with a dirty victim costs at least)
+// Cases: cold_read (deref; victims are clean) and cold_write (deref_mut;
+// every victim is dirty and written back). Each operation is timed alone;
+// p50 and p90 in ns. cold_read also runs with 16 misses in flight
+// ("outstanding":16: far::deref_all, and 16 gets before any is waited for),
+// where a sample is a batch's time per object.
+//   --quick  --seconds=S (per variant, default 1)  --ops=N (most per variant, default 20000)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "json.hpp"
+#include "rdmx/core/env.hpp"
+#include "rdmx/core/error.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
+#include "rdmx/far/pointer.hpp"
+#include "rdmx/memory/arena.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rdmx::bench::JsonLine;
+namespace far = rdmx::far;
+
+struct Options {
+  double seconds = 1.0;
+  std::size_t ops = 20000;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      o.seconds = 0.1;
+      o.ops = 1000;
+    } else if (a.rfind("--seconds=", 0) == 0) {
+      o.seconds = std::stod(a.substr(10));
+      if (!(o.seconds > 0 && o.seconds < 3600)) throw rdmx::Error(rdmx::Errc::invalid_argument, "--seconds wants 0 < S < 3600");
+    } else if (a.rfind("--ops=", 0) == 0) {
+      o.ops = rdmx::env::parse_count(a.substr(6), "--ops");
+    } else {
+      throw rdmx::Error(rdmx::Errc::invalid_argument,
+                        "unknown argument '" + a + "'\nusage: rdmx-bench-far [--seconds=S] [--ops=N] [--quick]");
+    }
+  }
+  return o;
+}
+
+// Small enough that priming the set stays short over TCP, where a miss costs
+// a round trip the server's worker must progress.
+constexpr std::size_t cache_bytes = 128 << 10;
+constexpr std::size_t region_bytes = 16 << 20;
+constexpr std::size_t batch = 16;  // misses in flight in the batched variants
+
+// The object set: 4 times the cache. Sweeps go on where the last one
+// stopped, so CLOCK has always just evicted the object asked for next.
+std::size_t object_count(std::size_t size) { return 4 * cache_bytes / size; }
+
+struct Result {
+  std::vector<double> ns;
+  double seconds = 0;
+  double local_fraction = 0;
+};
+
+void report(const JsonLine& common, const char* bench_case, const char* variant, std::size_t size, Result r,
+            std::size_t outstanding = 1) {
+  std::sort(r.ns.begin(), r.ns.end());
+  const auto at = [&](double q) { return r.ns.empty() ? 0.0 : r.ns[static_cast<std::size_t>(q * (r.ns.size() - 1))]; };
+  JsonLine line = common.with("case", bench_case)
+                      .field("variant", variant)
+                      .field("size", size)
+                      .field("outstanding", outstanding)
+                      .field("local_fraction", r.local_fraction)
+                      .field("threads", 1);
+  line.with("metric", "ns_p50").field("value", at(0.5)).print();
+  line.with("metric", "ns_p90").field("value", at(0.9)).print();
+  line.with("metric", "ops_per_s").field("value", static_cast<double>(r.ns.size()) / r.seconds).print();
+  line.with("metric", "seconds").field("value", r.seconds).print();
+  std::fprintf(stderr, "far %-10s %-11s %5zu B x%-2zu p50 %9.0f ns  p90 %9.0f ns  local %.3f  (%zu ops)\n", bench_case, variant,
+               size, outstanding, at(0.5), at(0.9), r.local_fraction, r.ns.size());
+}
+
+template <std::size_t Size>
+struct Object {
+  unsigned char bytes[Size];
+};
+
+// Sweeps over the set from `cursor` on. batch 1: each dereference timed
+// alone. Larger: `batch` consecutive objects dereferenced together
+// (deref_all, their misses in flight at once), a batch's time divided by
+// its size being one sample, ns per object.
+template <std::size_t Size>
+Result sweep(std::vector<far::UniquePtr<Object<Size>>>& set, std::size_t& cursor, bool write, std::size_t ops, double seconds,
+             std::size_t batch = 1) {
+  using Pointer = far::UniquePtr<Object<Size>>;
+  Result r;
+  far::Manager& manager = far::Manager::current();
+  const std::uint64_t misses_before = manager.stats().misses;
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(seconds);
+  unsigned sum = 0;
+  std::size_t objects = 0;
+  while (objects < ops && (r.ns.size() % 64 != 0 || Clock::now() < end)) {
+    if (cursor + batch > set.size()) cursor = 0;
+    const auto t0 = Clock::now();
+    {
+      far::DerefScope scope;
+      if (batch == 1 && write) set[cursor].deref_mut(scope)->bytes[0] = static_cast<unsigned char>(cursor);
+      else if (batch == 1) sum += set[cursor].deref(scope)->bytes[Size - 1];
+      else
+        for (auto* o : far::deref_all(scope, std::span<const Pointer>(set.data() + cursor, batch), write ? far::Access::write : far::Access::read))
+          sum += o->bytes[Size - 1];
+    }
+    r.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(batch));
+    cursor += batch;
+    objects += batch;
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.local_fraction = 1.0 - static_cast<double>(manager.stats().misses - misses_before) / static_cast<double>(objects);
+  if (sum == 12345678) std::fprintf(stderr, " ");  // keep the reads
+  return r;
+}
+
+// Bare gets (and puts) of the same sizes from the same server region.
+Result raw(const rdmx::RemoteLocator& region, std::size_t size, bool write, const Options& o, std::size_t outstanding = 1) {
+  rdmx::memory::Block buffer = rdmx::Job::current().arena().allocate_chunk(size * outstanding, 64);
+  Result r;
+  const std::size_t slots = region.length / 2 / size;  // the compute process's share, as the Manager uses it
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(o.seconds);
+  std::vector<rdmx::Future<void>> pending;
+  for (std::size_t i = 0; r.ns.size() * outstanding < o.ops && (r.ns.size() % 64 != 0 || Clock::now() < end);) {
+    const auto t0 = Clock::now();
+    for (std::size_t k = 0; k < outstanding; ++k, i = (i + 1) % slots)
+      pending.push_back(rdmx::get(buffer.data + k * size, region.slice(i * size, size)));
+    for (auto& f : pending) f.get();
+    pending.clear();
+    if (write) {
+      const rdmx::RemoteLocator at = region.slice(i * size, size);
+      rdmx::put(buffer.data, at).get();
+      rdmx::flush(at.process);
+    }
+    r.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(outstanding));
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  rdmx::Job::current().arena().release_chunk(buffer);
+  return r;
+}
+
+template <std::size_t Size>
+void measure(const JsonLine& common, far::Path path, const Options& o) {
+  rdmx::Job& job = rdmx::Job::current();
+  far::Config config;
+  config.servers = {job.size() - 1};
+  config.cache_bytes = cache_bytes;
+  config.region_bytes = region_bytes;
+  config.path = path;
+  far::Manager manager(job, config);
+  if (job.rank() != 0) return;  // servers serve until the Manager's barrier
+  std::vector<far::UniquePtr<Object<Size>>> set;
+  for (std::size_t i = 0; i < object_count(Size); ++i) set.push_back(far::make_unique<Object<Size>>());
+  std::size_t cursor = 0;
+  // One untimed pass: every object written back once, so reads find clean victims.
+  sweep(set, cursor, false, set.size(), 3600);
+  report(common, "cold_read", far::to_string(path), Size, sweep(set, cursor, false, o.ops, o.seconds));
+  // And one untimed write pass: from here on every victim is dirty.
+  sweep(set, cursor, true, set.size(), 3600);
+  report(common, "cold_write", far::to_string(path), Size, sweep(set, cursor, true, o.ops, o.seconds));
+  if (path == far::Path::one_sided) {
+    report(common, "cold_read", "raw_get", Size, raw(manager.server_region(0), Size, false, o));
+    report(common, "cold_write", "raw_get_put", Size, raw(manager.server_region(0), Size, true, o));
+  }
+  // Latency hiding: batches of misses in flight together, after an untimed
+  // read pass that leaves the victims clean again.
+  sweep(set, cursor, false, set.size(), 3600);
+  report(common, "cold_read", far::to_string(path), Size, sweep(set, cursor, false, o.ops, o.seconds, batch), batch);
+  if (path == far::Path::one_sided)
+    report(common, "cold_read", "raw_get", Size, raw(manager.server_region(0), Size, false, o, batch), batch);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rdmx::Job job(argc, argv);
+  try {
+    const Options o = parse(argc, argv);
+    if (job.size() < 2) throw rdmx::Error(rdmx::Errc::invalid_argument, "rdmx-bench-far needs 2 processes (a compute and a server)");
+    const char* tls_env = std::getenv("UCX_TLS");
+    const std::string tls = tls_env != nullptr && std::string(tls_env).find("tcp") != std::string::npos ? "tcp" : "shm";
+    JsonLine common;
+    common.field("bench", "far").field("tls", tls);
+    for (far::Path path : {far::Path::one_sided, far::Path::two_sided}) {
+      measure<64>(common, path, o);
+      measure<4096>(common, path, o);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rdmx-bench-far: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

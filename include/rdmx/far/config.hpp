@@ -1,0 +1,52 @@
+// far::Config: which processes serve far memory, how much each serves, the
+// local cache budget and the path objects travel by. Defaults come from the
+// environment (RDMX_FAR_*), so a program that sets no field gets the user's
+// configuration and one that sets a field overrides it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rdmx::far {
+
+// How a compute process reaches a server's region.
+enum class Path {
+  one_sided,  // RDMA get/put straight into the server's registered region: its CPU does nothing
+  two_sided,  // a request per object, served by the server's service thread (AIFM's TCP device)
+};
+const char* to_string(Path path) noexcept;
+Path parse_path(const std::string& text, const char* what);
+
+struct Config {
+  static std::vector<std::uint32_t> env_servers();  // RDMX_FAR_SERVERS, default: the last process
+  static std::size_t env_region_bytes();            // RDMX_FAR_REGION, default 16M
+  static std::size_t env_cache_bytes();             // RDMX_FAR_CACHE, default 4M
+  static Path env_path();                           // RDMX_FAR_PATH, default one_sided
+  static std::size_t env_replication();             // RDMX_FAR_REPLICATION, default 1
+
+  // Ranks that serve; empty: the last process of the job.
+  std::vector<std::uint32_t> servers = env_servers();
+  // Registered bytes each server maps once and publishes; every process of
+  // the job allocates from its own equal share of it.
+  std::size_t region_bytes = env_region_bytes();
+  // Local budget: the registered cache arena objects live in while local.
+  std::size_t cache_bytes = env_cache_bytes();
+  Path path = env_path();
+  // Servers holding each object: the servers form groups of this many
+  // (their count must divide by it); a group survives the loss of all but one.
+  std::size_t replication = env_replication();
+};
+
+// Objects are placed in power-of-two size classes from 64 B to 16 KiB; a
+// cache slab holds objects of one class and is as large as the largest.
+inline constexpr std::size_t min_object_bytes = 64;
+inline constexpr std::size_t max_object_bytes = 16 * 1024;
+inline constexpr std::size_t size_classes = 9;  // 64 << 0 ... 64 << 8
+inline constexpr std::size_t slab_bytes = max_object_bytes;
+
+// The class of an object of `bytes`; throws Errc::invalid_argument above max_object_bytes.
+std::uint32_t size_class_of(std::size_t bytes);
+inline constexpr std::size_t class_bytes(std::uint32_t size_class) noexcept { return min_object_bytes << size_class; }
+
+}  // namespace rdmx::far

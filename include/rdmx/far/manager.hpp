@@ -1,0 +1,132 @@
+// far::Manager: this process's far-memory runtime (AIFM's FarMemManager).
+// It owns the local budget, a registered cache arena that holds the objects
+// currently local, places objects in size classes with no server round trip
+// (each process allocates from its own share of every server's region,
+// spreading objects round-robin over the servers) and evicts cold objects
+// with CLOCK when the cache is full, writing them back if they are dirty.
+//
+// Constructing one is collective: every process of the job constructs its
+// Manager with the same servers; the servers map and register their region
+// once and publish it. Destroying it is collective too (a barrier), so a
+// server's region outlives every client's use of it. One Manager per
+// process at a time; far pointers find it through Manager::current().
+//
+//   rdmx::Job job(argc, argv);
+//   rdmx::far::Manager far(job);                 // RDMX_FAR_SERVERS, RDMX_FAR_CACHE ...
+//   auto p = rdmx::far::make_unique<Point>(1, 2);
+//   {
+//     rdmx::far::DerefScope scope;
+//     p.deref_mut(scope)->x += 1;                // swapped in if remote, pinned until scope ends
+//   }
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "rdmx/far/config.hpp"
+#include "rdmx/far/device.hpp"
+
+namespace rdmx {
+class Job;
+}
+
+namespace rdmx::far {
+
+class DerefScope;
+
+// How a dereference uses the object.
+enum class Access {
+  read,          // deref: the object may be dropped on eviction if it is clean
+  write,         // deref_mut: marks it dirty, so eviction writes it back
+  non_temporal,  // read without marking it hot: it is the first to go on eviction
+};
+
+struct Stats {
+  std::size_t cache_bytes = 0;     // the budget
+  std::size_t resident_bytes = 0;  // size-class bytes of the objects local now
+  std::size_t peak_resident_bytes = 0;
+  std::size_t objects = 0;         // live far objects
+  std::uint64_t misses = 0;        // dereferences that fetched the object
+  std::uint64_t evictions = 0;
+  std::uint64_t write_backs = 0;   // evictions of dirty objects
+};
+
+// A batch of dereferences whose misses are in flight (Manager::deref_start).
+// finish() waits for them, publishes the objects and fills the caller's
+// output entries; it throws the first failure, after which every object of
+// the batch is as it was. Unfinished, it finishes when destroyed (reporting
+// a failure on stderr), or when the thread that started it dereferences one
+// of its objects. Only the thread that started it may finish it.
+class InFlight {
+ public:
+  struct State;
+  explicit InFlight(std::unique_ptr<State> state) noexcept;
+  ~InFlight();
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  void finish();
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+class Manager {
+ public:
+  // Collective over the job (see above).
+  explicit Manager(Job& job, Config config = {});
+  // In-process, over `device` (tests and single-process use): this process
+  // is the only client of every region.
+  Manager(std::unique_ptr<Device> device, Config config);
+  ~Manager();
+  Manager(const Manager&) = delete;
+  Manager& operator=(const Manager&) = delete;
+
+  // This process's Manager; throws Errc::invalid_argument when there is none.
+  static Manager& current();
+
+  const Config& config() const noexcept;
+  Device& device() noexcept;
+  Stats stats() const;
+  // Whether this process serves a region (it is in Config::servers).
+  bool serving() const noexcept;
+  // The registered region server `server` published (job-backed only).
+  RemoteLocator server_region(std::size_t server) const;
+  // Whether `p` lies in the cache arena (tests check that objects never live elsewhere).
+  bool in_cache(const void* p) const noexcept;
+
+  // The type-erased operations far pointers are built on. `word` is the
+  // pointer's 8-byte state (see pointer.hpp).
+  // A new object of `bytes`: returns its local slot, in which the caller
+  // constructs it; the object stays out of eviction's reach until commit().
+  void* allocate(std::atomic<std::uint64_t>& word, std::size_t bytes);
+  void commit(std::atomic<std::uint64_t>& word) noexcept;
+  // The object's local address, valid while `scope` lives; fetches it
+  // straight into a cache slot if it is remote.
+  void* deref(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access);
+  // deref() of several objects, whose misses travel together (all in
+  // flight at once: latency hiding); out[i] is words[i]'s object.
+  void deref_many(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope, Access access,
+                  std::span<void*> out);
+  // The same in two halves: local objects are in `out` at once, remote ones
+  // once the result is finished. `words`, `out` and `scope` must outlive it.
+  InFlight deref_start(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope, Access access,
+                       std::span<void*> out);
+  // Frees the object's far block and cache slot; the word becomes null.
+  void free(std::atomic<std::uint64_t>& word);
+  // Moves ownership of the object from `from` (then null) to `to` (null before).
+  void move(std::atomic<std::uint64_t>& from, std::atomic<std::uint64_t>& to) noexcept;
+  // Writes the object back if dirty and makes it remote now (false: pinned by a scope).
+  bool evict(std::atomic<std::uint64_t>& word);
+
+  struct Impl;
+
+ private:
+  friend class DerefScope;
+  void unpin(std::uint32_t slot) noexcept;
+  static void pin_in(DerefScope& scope, std::uint32_t slot);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rdmx::far

@@ -1,0 +1,55 @@
+#include "rdmx/far/config.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "rdmx/core/env.hpp"
+#include "rdmx/core/error.hpp"
+
+namespace rdmx::far {
+
+const char* to_string(Path path) noexcept { return path == Path::one_sided ? "one_sided" : "two_sided"; }
+
+Path parse_path(const std::string& text, const char* what) {
+  if (text == "one_sided") return Path::one_sided;
+  if (text == "two_sided") return Path::two_sided;
+  throw Error(Errc::invalid_argument, std::string(what) + "='" + text + "': expected one_sided or two_sided");
+}
+
+std::vector<std::uint32_t> Config::env_servers() {
+  std::vector<std::uint32_t> ranks;
+  auto text = env::get("RDMX_FAR_SERVERS");
+  if (!text || text->empty()) return ranks;
+  const char* p = text->data();
+  const char* end = p + text->size();
+  while (p <= end) {
+    const char* comma = std::find(p, end, ',');
+    std::uint32_t rank = 0;
+    auto [stop, ec] = std::from_chars(p, comma, rank);
+    if (ec != std::errc{} || stop != comma || p == comma)
+      throw Error(Errc::invalid_argument, "RDMX_FAR_SERVERS='" + *text + "': expected comma-separated process ranks, e.g. 1,2");
+    ranks.push_back(rank);
+    p = comma + 1;
+  }
+  return ranks;
+}
+
+std::size_t Config::env_region_bytes() { return env::get_size("RDMX_FAR_REGION", 16ull << 20); }
+std::size_t Config::env_cache_bytes() { return env::get_size("RDMX_FAR_CACHE", 4ull << 20); }
+Path Config::env_path() {
+  auto text = env::get("RDMX_FAR_PATH");
+  return text ? parse_path(*text, "RDMX_FAR_PATH") : Path::one_sided;
+}
+
+std::size_t Config::env_replication() { return env::get_count("RDMX_FAR_REPLICATION", 1); }
+
+std::uint32_t size_class_of(std::size_t bytes) {
+  if (bytes > max_object_bytes)
+    throw Error(Errc::invalid_argument, "far object of " + std::to_string(bytes) + " bytes exceeds the largest size class (" +
+                                            std::to_string(max_object_bytes) + " bytes)");
+  std::uint32_t c = 0;
+  while (class_bytes(c) < bytes) ++c;
+  return c;
+}
+
+}  // namespace rdmx::far

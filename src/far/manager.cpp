@@ -1,0 +1,623 @@
+#include "rdmx/core/log.hpp"
+#include "rdmx/far/manager.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rdmx/core/error.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/far/scope.hpp"
+#include "rdmx/far/state.hpp"
+#include "rdmx/memory/arena.hpp"
+#include "remote_allocator.hpp"
+#include "served_region.hpp"
+#include "slab_cache.hpp"
+
+namespace rdmx::far {
+namespace {
+
+std::atomic<Manager*> current_manager{nullptr};
+
+// How long a thread that needs a cache slot waits for other threads' scopes
+// to unpin something before the budget counts as exhausted.
+constexpr auto pinned_patience = std::chrono::seconds(2);
+
+// What a process publishes at Manager construction (every process, server or not).
+struct Published {
+  std::uint32_t ok = 0;
+  std::uint32_t serves = 0;
+  RemoteLocator region{};
+  char error[200] = {};
+};
+
+void check_config(const Config& c) {
+  if (c.cache_bytes < 4 * slab_bytes)
+    throw Error(Errc::invalid_argument, "far: a cache of " + std::to_string(c.cache_bytes) + " bytes is too small (at least " +
+                                            std::to_string(4 * slab_bytes) + ", four slabs of the largest size class)");
+  if (c.cache_bytes / min_object_bytes > state::slot_mask)
+    throw Error(Errc::invalid_argument, "far: a cache of " + std::to_string(c.cache_bytes) + " bytes exceeds what a far pointer can name");
+  if (c.region_bytes < slab_bytes || c.region_bytes > state::max_region_bytes)
+    throw Error(Errc::invalid_argument, "far: a region of " + std::to_string(c.region_bytes) + " bytes is outside 16 KiB to 64 TiB");
+}
+
+}  // namespace
+
+// A cache slot in use: who owns it and where the object lives remotely.
+struct Slot {
+  // The far pointer's word; nullptr: not the start of an object. Atomic: a
+  // dereference reads it unlocked to catch a byte-wise copied pointer.
+  std::atomic<std::atomic<std::uint64_t>*> owner{nullptr};
+  std::uint64_t remote = 0;                     // the owner's word once the object is remote again
+  std::uint32_t bytes = 0;                      // the object's size: what travels
+};
+
+struct Manager::Impl {
+  Config config;
+  Job* job = nullptr;
+  memory::Block server_chunk{};
+  memory::Block cache_chunk{};
+  std::unique_ptr<std::byte, decltype(&std::free)> own_cache{nullptr, &std::free};
+  std::byte* cache = nullptr;
+  std::unique_ptr<Device> device;
+  std::vector<RemoteLocator> regions;
+  std::unique_ptr<detail::RemoteAllocator> remote;
+  std::unique_ptr<detail::SlabCache> slabs;
+  std::unique_ptr<Slot[]> slots;  // per 64-byte unit of the cache
+  std::size_t units = 0;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> pins;
+  std::size_t hand = 0;  // CLOCK
+  mutable std::mutex mutex;
+  std::size_t peak_resident = 0;
+  std::atomic<std::uint64_t> misses{0};
+  std::uint64_t evictions = 0;
+  std::uint64_t write_backs = 0;
+
+  void init_cache(std::byte* base) {
+    cache = base;
+    slabs = std::make_unique<detail::SlabCache>(config.cache_bytes);
+    units = slabs->units();
+    slots = std::make_unique<Slot[]>(units);
+    pins = std::make_unique<std::atomic<std::uint32_t>[]>(slabs->units());
+  }
+  std::byte* address(std::uint32_t slot) const noexcept { return cache + std::size_t{slot} * min_object_bytes; }
+
+  enum class Outcome { evicted, cooled, skipped };
+
+  // Under the lock. CLOCK: a hot object gets a second chance; a pinned or
+  // busy one is passed over.
+  Outcome try_evict(std::uint32_t slot, bool second_chance, bool patient = false) {
+    Slot& m = slots[slot];
+    std::atomic<std::uint64_t>* word = m.owner.load(std::memory_order_relaxed);
+    std::uint64_t s = word->load(std::memory_order_acquire);
+    if ((s & state::present) == 0 || (s & state::busy) != 0 || state::slot_of(s) != slot) return Outcome::skipped;
+    if (second_chance && (s & state::hot) != 0) {
+      word->fetch_and(~state::hot, std::memory_order_relaxed);
+      return Outcome::cooled;
+    }
+    // Claim it, then look for pins: a reader pins before it re-reads the
+    // word, so either it sees busy and backs off or this sees its pin.
+    if (!word->compare_exchange_strong(s, s | state::busy, std::memory_order_seq_cst)) return Outcome::skipped;
+    // Patient (an explicit eviction): a pin may be another thread's, held
+    // for an instant on its way to a different object that used this slot.
+    std::chrono::steady_clock::time_point deadline{};
+    while (pins[slot].load(std::memory_order_seq_cst) != 0) {
+      if (patient && deadline == std::chrono::steady_clock::time_point{})
+        deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      if (!patient || std::chrono::steady_clock::now() > deadline) {
+        word->fetch_and(~state::busy, std::memory_order_release);
+        return Outcome::skipped;
+      }
+      std::this_thread::yield();
+    }
+    s = word->load(std::memory_order_acquire);
+    if ((s & state::dirty) != 0) {
+      try {
+        device->write(state::server_of(m.remote), state::offset_of(m.remote), address(slot), m.bytes);
+      } catch (...) {
+        word->fetch_and(~state::busy, std::memory_order_release);
+        throw;
+      }
+      ++write_backs;
+    }
+    word->store(m.remote, std::memory_order_release);
+    release(slot);
+    ++evictions;
+    return Outcome::evicted;
+  }
+
+  void occupy(std::uint32_t slot, std::atomic<std::uint64_t>& word, std::uint64_t remote, std::size_t bytes) {
+    slots[slot].remote = remote;
+    slots[slot].bytes = static_cast<std::uint32_t>(bytes);
+    slots[slot].owner.store(&word, std::memory_order_release);
+  }
+  void release(std::uint32_t slot) {
+    slots[slot].owner.store(nullptr, std::memory_order_relaxed);
+    slabs->release(slot);
+  }
+
+  // Under the lock: evicts one object; false when three sweeps found none.
+  bool evict_one() {
+    // Steps count 64-byte units; an object is passed over whole.
+    for (std::size_t step = 0; step < 3 * units;) {
+      const auto slot = static_cast<std::uint32_t>(hand);
+      if (slots[slot].owner.load(std::memory_order_relaxed) == nullptr) {
+        hand = (hand + 1) % units;
+        ++step;
+        continue;
+      }
+      const std::size_t stride = (std::size_t{slots[slot].bytes} + min_object_bytes - 1) / min_object_bytes;
+      hand = (hand + std::max<std::size_t>(stride, 1)) % units;
+      const bool second_chance = step < 2 * units;
+      step += std::max<std::size_t>(stride, 1);
+      if (try_evict(slot, second_chance) == Outcome::evicted) return true;
+    }
+    return false;
+  }
+
+  // A remote object whose fetch this thread has claimed (its word is busy).
+  struct Claim {
+    std::atomic<std::uint64_t>* word;
+    std::uint64_t remote;  // the word before it was claimed
+    std::uint32_t slot = 0;
+    std::size_t index;  // in the caller's batch
+  };
+  void* pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access, std::uint64_t& claimed);
+  // Slots for every claim (pinned for the scope to come); on failure every claim is given back.
+  void take_slots(std::span<Claim> claims, std::size_t bytes);
+  // Releases the claims' slots and makes their words remote again.
+  void give_back(std::span<const Claim> claims);
+  // Their objects have landed: local words, pinned in `scope`.
+  void publish(std::span<const Claim> claims, DerefScope& scope, Access access);
+  void finish(InFlight::State& batch);
+
+  // A slot of `size_class`, evicting cold objects while the budget is spent.
+  std::uint32_t take_slot(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
+    auto deadline = std::chrono::steady_clock::now() + pinned_patience;
+    for (;;) {
+      if (auto slot = slabs->take(size_class)) {
+        peak_resident = std::max(peak_resident, slabs->resident_bytes());
+        return *slot;
+      }
+      if (evict_one()) continue;
+      // Everything is pinned: other threads' scopes may end soon.
+      if (std::chrono::steady_clock::now() > deadline)
+        throw Error(Errc::out_of_memory, "far: the local budget of " + std::to_string(config.cache_bytes) +
+                                             " bytes is exhausted: every cached object is pinned by a DerefScope "
+                                             "(end scopes sooner or raise RDMX_FAR_CACHE)");
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      lock.lock();
+    }
+  }
+};
+
+
+// A batch whose transfers are under way.
+struct InFlight::State {
+  Manager* manager;
+  Manager::Impl* impl;
+  DerefScope* scope;
+  Access access;
+  std::size_t bytes;
+  std::span<std::atomic<std::uint64_t>* const> words;
+  std::span<void*> out;
+  std::vector<Manager::Impl::Claim> claims;
+  std::vector<std::size_t> repeated;  // pointers named twice: done once the first is local
+  std::unique_ptr<Device::Reads> reads;
+  bool done = false;
+};
+
+namespace {
+// The calling thread's unfinished batches: a dereference of one of their
+// objects finishes the batch instead of waiting for itself.
+thread_local std::vector<InFlight::State*> started_here;
+
+InFlight::State* batch_fetching(const std::atomic<std::uint64_t>& word) noexcept {
+  for (InFlight::State* b : started_here)
+    for (const auto& c : b->claims)
+      if (c.word == &word) return b;
+  return nullptr;
+}
+}  // namespace
+
+// The hit path: pins a local object in `scope` and returns it; for a remote
+// one, claims its fetch (the word turns busy), fills `claim` and returns
+// nullptr. Waits while another thread fetches or evicts the object.
+void* Manager::Impl::pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access,
+                                   std::uint64_t& claimed) {
+  Impl& m = *this;
+  constexpr std::uint64_t identity = state::present | state::busy | state::slot_mask;
+  for (;;) {
+    std::uint64_t s = word.load(std::memory_order_acquire);
+    if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: dereference of a null or moved-from far pointer");
+    if ((s & state::busy) != 0) {
+      if (InFlight::State* b = batch_fetching(word)) {
+        finish(*b);  // this thread's own batch is fetching it
+        continue;
+      }
+      std::this_thread::yield();  // another thread fetches or evicts it
+      continue;
+    }
+    if ((s & state::present) != 0) {
+      const std::uint32_t slot = state::slot_of(s);
+      m.pins[slot].fetch_add(1, std::memory_order_seq_cst);
+      const std::uint64_t again = word.load(std::memory_order_seq_cst);
+      if ((again & identity) != (s & identity)) {
+        m.pins[slot].fetch_sub(1, std::memory_order_release);
+        continue;
+      }
+      if (m.slots[slot].owner.load(std::memory_order_acquire) != &word) {
+        m.pins[slot].fetch_sub(1, std::memory_order_release);
+        throw Error(Errc::invalid_argument, "far: dangling far pointer: its cache slot belongs to another object (was it copied byte-wise?)");
+      }
+      Manager::pin_in(scope, slot);
+      std::uint64_t mark = access == Access::non_temporal ? 0 : state::hot;
+      if (access == Access::write) mark |= state::dirty;
+      if ((again & mark) != mark) word.fetch_or(mark, std::memory_order_relaxed);
+      return m.address(slot);
+    }
+    if (bytes > class_bytes(state::class_of(s)))
+      throw Error(Errc::invalid_argument, "far: dereference as a " + std::to_string(bytes) + "-byte object of a " +
+                                              std::to_string(class_bytes(state::class_of(s))) + "-byte far block");
+    if (!word.compare_exchange_weak(s, s | state::busy, std::memory_order_acq_rel)) continue;
+    claimed = s;
+    return nullptr;
+  }
+}
+
+void Manager::Impl::take_slots(std::span<Claim> claims, std::size_t bytes) {
+  std::size_t slotted = 0;
+  try {
+    std::unique_lock lock(mutex);
+    for (Claim& c : claims) {
+      c.slot = take_slot(lock, state::class_of(c.remote));
+      occupy(c.slot, *c.word, c.remote, bytes);
+      pins[c.slot].store(1, std::memory_order_relaxed);  // for the scope, before the word turns local
+      ++slotted;
+    }
+  } catch (...) {
+    give_back(claims.first(slotted));
+    for (const Claim& c : claims.subspan(slotted)) c.word->store(c.remote, std::memory_order_release);
+    throw;
+  }
+}
+
+void Manager::Impl::give_back(std::span<const Claim> claims) {
+  {
+    std::lock_guard lock(mutex);
+    for (const Claim& c : claims) {
+      pins[c.slot].store(0, std::memory_order_relaxed);
+      release(c.slot);
+    }
+  }
+  for (const Claim& c : claims) c.word->store(c.remote, std::memory_order_release);
+}
+
+void Manager::Impl::publish(std::span<const Claim> claims, DerefScope& scope, Access access) {
+  misses.fetch_add(claims.size(), std::memory_order_relaxed);
+  std::uint64_t flags = state::valid | state::present;
+  if (access != Access::non_temporal) flags |= state::hot;
+  if (access == Access::write) flags |= state::dirty;
+  for (const Claim& c : claims) {
+    Manager::pin_in(scope, c.slot);
+    c.word->store(flags | c.slot, std::memory_order_release);
+  }
+}
+
+void Manager::Impl::finish(InFlight::State& b) {
+  if (b.done) return;
+  b.done = true;
+  std::erase(started_here, &b);
+  try {
+    b.reads->finish();
+  } catch (...) {
+    give_back(b.claims);
+    throw;
+  }
+  publish(b.claims, *b.scope, b.access);
+  for (const Claim& c : b.claims) b.out[c.index] = address(c.slot);
+  for (std::size_t i : b.repeated) b.out[i] = b.manager->deref(*b.words[i], b.bytes, *b.scope, b.access);
+}
+
+InFlight::InFlight(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
+InFlight::~InFlight() {
+  if (state_ == nullptr || state_->done) return;
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    rdmx::log(rdmx::LogLevel::error, "far: a batch of dereferences nobody finished failed: %s", e.what());
+  }
+}
+void InFlight::finish() {
+  if (state_ != nullptr) state_->impl->finish(*state_);
+}
+
+Manager::Manager(Job& job, Config config) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.config = std::move(config);
+  m.job = &job;
+  auto& servers = m.config.servers;
+  if (servers.empty()) servers.push_back(job.size() - 1);
+  std::sort(servers.begin(), servers.end());
+  servers.erase(std::unique(servers.begin(), servers.end()), servers.end());
+
+  // Everything that can fail locally happens before the allgather, and its
+  // outcome travels with it: either every process goes on or every one throws.
+  Published mine{};
+  try {
+    if (current_manager.load() != nullptr) throw Error(Errc::invalid_argument, "far: this process already has a far::Manager");
+    check_config(m.config);
+    if (servers.back() >= job.size())
+      throw Error(Errc::invalid_argument, "far: server rank " + std::to_string(servers.back()) + " is not in the job of " +
+                                              std::to_string(job.size()) + " processes (RDMX_FAR_SERVERS)");
+    if (servers.size() > state::max_servers)
+      throw Error(Errc::invalid_argument, "far: " + std::to_string(servers.size()) + " servers, but a far pointer names at most " +
+                                              std::to_string(state::max_servers));
+    if (m.config.replication == 0 || servers.size() % m.config.replication != 0)
+      throw Error(Errc::invalid_argument, "far: replication " + std::to_string(m.config.replication) + " needs a number of servers that divides by it (" +
+                                              std::to_string(servers.size()) + " servers; RDMX_FAR_SERVERS, RDMX_FAR_REPLICATION)");
+    m.cache_chunk = job.arena().allocate_chunk(m.config.cache_bytes, min_object_bytes);
+    if (std::binary_search(servers.begin(), servers.end(), job.rank())) {
+      m.server_chunk = job.arena().allocate_chunk(m.config.region_bytes, min_object_bytes);
+      mine.serves = 1;
+      mine.region = m.server_chunk.locator(job.rank());
+      mine.region.length = m.config.region_bytes;
+      detail::serve(m.server_chunk.data, m.config.region_bytes);
+    }
+    mine.ok = 1;
+  } catch (const std::exception& e) {
+    std::strncpy(mine.error, e.what(), sizeof mine.error - 1);
+  }
+  auto all = job.allgather(std::as_bytes(std::span(&mine, 1)));
+  std::string failure;
+  for (std::uint32_t p = 0; p < all.size() && failure.empty(); ++p) {
+    Published theirs{};
+    std::memcpy(&theirs, all[p].data(), std::min(sizeof theirs, all[p].size()));
+    theirs.error[sizeof theirs.error - 1] = '\0';
+    const bool named = std::binary_search(servers.begin(), servers.end(), p);
+    if (theirs.ok == 0)
+      failure = "far::Manager failed on process " + std::to_string(p) + ": " + theirs.error;
+    else if (named != (theirs.serves != 0))
+      failure = "far: process " + std::to_string(p) + (named ? " was named a server here but does not serve"
+                                                             : " serves but was not named a server here") +
+                " (every process needs the same RDMX_FAR_SERVERS)";
+    else if (named)
+      m.regions.push_back(theirs.region);
+  }
+  if (!failure.empty()) {
+    detail::stop_serving();
+    if (m.server_chunk) job.arena().release_chunk(m.server_chunk);
+    if (m.cache_chunk) job.arena().release_chunk(m.cache_chunk);
+    throw Error(Errc::invalid_argument, failure);
+  }
+  m.device = make_replicated(make_device(m.config.path, m.regions), m.config.replication);
+  m.remote = std::make_unique<detail::RemoteAllocator>(*m.device, job.rank(), job.size());
+  m.init_cache(m.cache_chunk.data);
+  current_manager.store(this);
+}
+
+Manager::Manager(std::unique_ptr<Device> device, Config config) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.config = std::move(config);
+  check_config(m.config);
+  if (device == nullptr || device->servers() == 0) throw Error(Errc::invalid_argument, "far: a Manager needs a device with a server");
+  m.config.servers.clear();
+  for (std::size_t s = 0; s < device->servers(); ++s) m.config.servers.push_back(device->rank_of(s));
+  m.device = make_replicated(std::move(device), m.config.replication);
+  m.remote = std::make_unique<detail::RemoteAllocator>(*m.device, 0, 1);
+  m.own_cache.reset(static_cast<std::byte*>(std::aligned_alloc(min_object_bytes, m.config.cache_bytes / slab_bytes * slab_bytes)));
+  if (m.own_cache == nullptr) throw Error(Errc::out_of_memory, "far: cannot allocate the cache");
+  m.init_cache(m.own_cache.get());
+  Manager* expected = nullptr;
+  if (!current_manager.compare_exchange_strong(expected, this))
+    throw Error(Errc::invalid_argument, "far: this process already has a far::Manager");
+}
+
+Manager::~Manager() {
+  Impl& m = *impl_;
+  Manager* self = this;
+  current_manager.compare_exchange_strong(self, nullptr);
+  if (m.job == nullptr) return;
+  try {
+    m.job->barrier();  // every client is done with the servers' regions
+  } catch (const std::exception& e) {
+    rdmx::log(rdmx::LogLevel::warn, "far: leaving the far-memory job: %s", e.what());
+  }
+  detail::stop_serving();
+  try {
+    if (m.server_chunk) m.job->arena().release_chunk(m.server_chunk);
+    m.job->arena().release_chunk(m.cache_chunk);
+  } catch (const std::exception& e) {
+    rdmx::log(rdmx::LogLevel::error, "far: %s", e.what());
+  }
+}
+
+Manager& Manager::current() {
+  Manager* m = current_manager.load(std::memory_order_acquire);
+  if (m == nullptr) throw Error(Errc::invalid_argument, "far: no far::Manager exists in this process (construct one first)");
+  return *m;
+}
+
+const Config& Manager::config() const noexcept { return impl_->config; }
+Device& Manager::device() noexcept { return *impl_->device; }
+
+Stats Manager::stats() const {
+  const Impl& m = *impl_;
+  std::lock_guard lock(m.mutex);
+  Stats s;
+  s.cache_bytes = m.config.cache_bytes;
+  s.resident_bytes = m.slabs->resident_bytes();
+  s.peak_resident_bytes = m.peak_resident;
+  s.objects = m.remote->live();
+  s.misses = m.misses.load(std::memory_order_relaxed);
+  s.evictions = m.evictions;
+  s.write_backs = m.write_backs;
+  return s;
+}
+
+bool Manager::serving() const noexcept { return static_cast<bool>(impl_->server_chunk); }
+
+RemoteLocator Manager::server_region(std::size_t server) const {
+  if (server >= impl_->regions.size())
+    throw Error(Errc::invalid_argument, "far: no published region for server " + std::to_string(server));
+  return impl_->regions[server];
+}
+
+bool Manager::in_cache(const void* p) const noexcept {
+  const auto* b = static_cast<const std::byte*>(p);
+  return b >= impl_->cache && b < impl_->cache + impl_->units * min_object_bytes;
+}
+
+void* Manager::allocate(std::atomic<std::uint64_t>& word, std::size_t bytes) {
+  Impl& m = *impl_;
+  const std::uint32_t size_class = size_class_of(std::max<std::size_t>(bytes, 1));
+  std::unique_lock lock(m.mutex);
+  const auto block = m.remote->allocate(size_class);
+  std::uint32_t slot = 0;
+  try {
+    slot = m.take_slot(lock, size_class);
+  } catch (...) {
+    m.remote->free(block, size_class);
+    throw;
+  }
+  m.occupy(slot, word, state::remote(block.server, block.offset, size_class), bytes);
+  // Busy until commit(): eviction leaves it alone while it is being built.
+  word.store(state::valid | state::present | state::busy | state::dirty | state::hot | slot, std::memory_order_release);
+  return m.address(slot);
+}
+
+void Manager::commit(std::atomic<std::uint64_t>& word) noexcept { word.fetch_and(~state::busy, std::memory_order_release); }
+
+void* Manager::deref(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access) {
+  Impl& m = *impl_;
+  if (&scope.manager() != this) throw Error(Errc::invalid_argument, "far: the DerefScope belongs to another far::Manager");
+  std::uint64_t remote = 0;
+  if (void* local = m.pin_or_claim(word, bytes, scope, access, remote)) return local;
+  Impl::Claim claim{&word, remote, 0, 0};
+  m.take_slots(std::span(&claim, 1), bytes);
+  try {
+    // Swap-in without a copy: straight into the slot in the registered arena.
+    m.device->read(state::server_of(remote), state::offset_of(remote), m.address(claim.slot), bytes);
+  } catch (...) {
+    m.give_back(std::span(&claim, 1));
+    throw;
+  }
+  m.publish(std::span(&claim, 1), scope, access);
+  return m.address(claim.slot);
+}
+
+void Manager::deref_many(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope,
+                         Access access, std::span<void*> out) {
+  deref_start(words, bytes, scope, access, out).finish();
+}
+
+InFlight Manager::deref_start(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope,
+                              Access access, std::span<void*> out) {
+  Impl& m = *impl_;
+  if (&scope.manager() != this) throw Error(Errc::invalid_argument, "far: the DerefScope belongs to another far::Manager");
+  if (out.size() < words.size()) throw Error(Errc::invalid_argument, "far: a batch needs an output entry per pointer");
+  auto b = std::make_unique<InFlight::State>(InFlight::State{this, &m, &scope, access, bytes, words, out, {}, {}, nullptr});
+  try {
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      out[i] = nullptr;
+      if (std::any_of(b->claims.begin(), b->claims.end(), [&](const Impl::Claim& c) { return c.word == words[i]; })) {
+        b->repeated.push_back(i);
+        continue;
+      }
+      std::uint64_t remote = 0;
+      out[i] = m.pin_or_claim(*words[i], bytes, scope, access, remote);
+      if (out[i] == nullptr) b->claims.push_back({words[i], remote, 0, i});
+    }
+  } catch (...) {
+    for (const Impl::Claim& c : b->claims) c.word->store(c.remote, std::memory_order_release);
+    throw;
+  }
+  m.take_slots(b->claims, bytes);
+  std::vector<Device::Transfer> transfers;
+  transfers.reserve(b->claims.size());
+  for (const Impl::Claim& c : b->claims)
+    transfers.push_back({state::server_of(c.remote), state::offset_of(c.remote), m.address(c.slot), bytes});
+  try {
+    b->reads = m.device->start_reads(std::move(transfers));
+  } catch (...) {
+    m.give_back(b->claims);
+    throw;
+  }
+  started_here.push_back(b.get());
+  return InFlight(std::move(b));
+}
+
+void Manager::free(std::atomic<std::uint64_t>& word) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mutex);
+  const std::uint64_t s = word.load(std::memory_order_acquire);
+  if ((s & state::valid) == 0) return;
+  if ((s & state::busy) != 0)
+    throw Error(Errc::invalid_argument, "far: a far object was freed while another thread dereferences it");
+  std::uint64_t remote = s;
+  if ((s & state::present) != 0) {
+    const std::uint32_t slot = state::slot_of(s);
+    if (m.slots[slot].owner.load(std::memory_order_relaxed) != &word)
+      throw Error(Errc::invalid_argument, "far: double free or dangling far pointer: its cache slot belongs to another object");
+    // Claim it first. Another thread's dereference of an object that used
+    // to be in this slot may hold a pin for an instant, until it re-reads
+    // that object's word; a pin of this object that outlasts the wait is
+    // a scope that still uses it.
+    std::uint64_t expected = s;
+    while (!word.compare_exchange_weak(expected, expected | state::busy, std::memory_order_seq_cst)) {
+    }
+    std::chrono::steady_clock::time_point deadline{};
+    while (m.pins[slot].load(std::memory_order_seq_cst) != 0) {
+      if (deadline == std::chrono::steady_clock::time_point{})
+        deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      else if (std::chrono::steady_clock::now() > deadline) {
+        word.fetch_and(~state::busy, std::memory_order_release);
+        throw Error(Errc::invalid_argument, "far: a far object was freed while a DerefScope still pins it");
+      }
+      std::this_thread::yield();
+    }
+    remote = m.slots[slot].remote;
+    m.release(slot);
+  }
+  word.store(0, std::memory_order_release);
+  m.remote->free({state::server_of(remote), state::offset_of(remote)}, state::class_of(remote));
+}
+
+void Manager::move(std::atomic<std::uint64_t>& from, std::atomic<std::uint64_t>& to) noexcept {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mutex);  // eviction rewrites the owner's word under it
+  const std::uint64_t s = from.load(std::memory_order_acquire);
+  to.store(s, std::memory_order_release);
+  from.store(0, std::memory_order_release);
+  if ((s & state::present) != 0) {
+    auto& owner = m.slots[state::slot_of(s)].owner;
+    std::atomic<std::uint64_t>* expected = &from;
+    owner.compare_exchange_strong(expected, &to, std::memory_order_acq_rel);
+  }
+}
+
+bool Manager::evict(std::atomic<std::uint64_t>& word) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mutex);
+  const std::uint64_t s = word.load(std::memory_order_acquire);
+  if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction of a null far pointer");
+  if ((s & state::present) == 0) return true;
+  return m.try_evict(state::slot_of(s), false, true) == Impl::Outcome::evicted;
+}
+
+void Manager::pin_in(DerefScope& scope, std::uint32_t slot) { scope.pin(slot); }
+void Manager::unpin(std::uint32_t slot) noexcept { impl_->pins[slot].fetch_sub(1, std::memory_order_release); }
+
+DerefScope::DerefScope() : manager_(&Manager::current()) {}
+DerefScope::~DerefScope() {
+  for (std::uint32_t slot : slots_) manager_->unpin(slot);
+}
+
+}  // namespace rdmx::far

@@ -1,0 +1,126 @@
+// Far memory across processes: the servers (RDMX_FAR_SERVERS, default the
+// last process) serve their regions, every other process computes: random
+// operations on far objects checked against a shadow copy with a cache much
+// smaller than its objects, over both paths.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "../error_from.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/far/array.hpp"
+#include "rdmx/far/pointer.hpp"
+#include "shadow.hpp"
+
+using namespace rdmx;
+using namespace rdmx::far;
+
+namespace {
+
+Config small(Path path) {
+  Config c;
+  c.cache_bytes = 64 * 1024;
+  c.region_bytes = 8 << 20;
+  c.path = path;
+  return c;
+}
+
+bool serves(const Manager& manager) {
+  const auto& s = manager.config().servers;
+  const bool listed = std::find(s.begin(), s.end(), Job::current().rank()) != s.end();
+  EXPECT_EQ(manager.serving(), listed);
+  return manager.serving();
+}
+
+void random_operations(Path path) {
+  Job& job = Job::current();
+  Manager manager(job, small(path));
+  EXPECT_EQ(manager.device().servers(), manager.config().servers.size());
+  EXPECT_STREQ(manager.device().name(), to_string(path));
+  if (serves(manager)) return;  // serve until every client is done (the destructor's barrier)
+  const std::size_t checked = shadow::random_operations(120, 1200, 7 + job.rank());
+  EXPECT_GT(checked, 1200u);
+  const Stats s = manager.stats();
+  EXPECT_LE(s.peak_resident_bytes, s.cache_bytes);
+  EXPECT_GT(s.evictions, 100u);
+  EXPECT_GT(s.write_backs, 0u);
+  EXPECT_GT(s.misses, 100u);
+  EXPECT_EQ(s.objects, 0u);
+}
+
+void threaded_operations(Path path) {
+  Job& job = Job::current();
+  Manager manager(job, small(path));
+  if (serves(manager)) return;
+  std::atomic<std::size_t> checked{0};
+  job.run([&](ThreadId me) { checked += shadow::random_operations(60, 600, 1000 * job.rank() + me.thread); });
+  EXPECT_GT(checked.load(), 600u * job.threads_per_process());
+  EXPECT_LE(manager.stats().peak_resident_bytes, manager.stats().cache_bytes);
+  EXPECT_GT(manager.stats().evictions, 0u);
+}
+
+// A far array 12 times the budget, written and summed in windows.
+void array_scan(Path path) {
+  Manager manager(Job::current(), small(path));
+  if (serves(manager)) return;
+  Array<std::uint64_t> a(100000);
+  a.for_each_mut([](std::size_t i, std::uint64_t& x) { x = 3 * i + 1; });
+  std::size_t wrong = 0;
+  a.for_each([&](std::size_t i, const std::uint64_t& x) { wrong += x != 3 * i + 1 ? 1 : 0; });
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_GT(manager.stats().write_backs, 100u);
+}
+
+}  // namespace
+
+TEST(FarJob, ArrayOneSided) { array_scan(Path::one_sided); }
+TEST(FarJob, ArrayTwoSided) { array_scan(Path::two_sided); }
+TEST(FarJob, RandomOperationsOneSided) { random_operations(Path::one_sided); }
+TEST(FarJob, RandomOperationsTwoSided) { random_operations(Path::two_sided); }
+TEST(FarJob, ThreadsOneSided) { threaded_operations(Path::one_sided); }
+TEST(FarJob, ThreadsTwoSided) { threaded_operations(Path::two_sided); }
+
+// Objects of one process spread over every server.
+TEST(FarJob, ObjectsSpreadOverServers) {
+  Manager manager(Job::current(), small(Path::one_sided));
+  if (serves(manager)) return;
+  std::vector<UniquePtr<std::uint64_t>> v;
+  std::set<std::uint32_t> servers;
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    v.push_back(make_unique<std::uint64_t>(i));
+    ASSERT_TRUE(v.back().evict());
+    servers.insert(state::server_of(v.back().state_word()));
+  }
+  EXPECT_EQ(servers.size(), manager.device().servers());
+  DerefScope scope;
+  for (std::uint64_t i = 0; i < 8; ++i) EXPECT_EQ(*v[i].deref(scope), i);
+}
+
+// A configuration naming a process outside the job fails on every process
+// (collectively, so nobody waits for the others), and a Manager works after.
+TEST(FarJob, BadServersFailEverywhere) {
+  Config c = small(Path::one_sided);
+  c.servers = {Job::current().size()};
+  const Error e = rdmx::testing::error_from([&] { Manager m(Job::current(), c); });
+  EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+  EXPECT_NE(std::string(e.what()).find("not in the job"), std::string::npos) << e.what();
+  Manager again(Job::current(), small(Path::one_sided));
+}
+
+// Processes that disagree on who serves, or a region no arena segment can
+// hold: every process fails with a message naming the problem.
+TEST(FarJob, InconsistentOrImpossibleConfigurationFailsEverywhere) {
+  Job& job = Job::current();
+  Config c = small(Path::one_sided);
+  c.servers = {job.rank()};  // each process names itself
+  const Error mismatch = rdmx::testing::error_from([&] { Manager m(job, c); });
+  EXPECT_EQ(mismatch.code(), Errc::invalid_argument);
+  EXPECT_NE(std::string(mismatch.what()).find("RDMX_FAR_SERVERS"), std::string::npos) << mismatch.what();
+  c = small(Path::one_sided);
+  c.region_bytes = std::size_t{1} << 40;  // beyond any arena segment
+  const Error huge = rdmx::testing::error_from([&] { Manager m(job, c); });
+  EXPECT_EQ(huge.code(), Errc::invalid_argument);
+  EXPECT_NE(std::string(huge.what()).find("failed on process"), std::string::npos) << huge.what();
+  Manager fine(job, small(Path::one_sided));
+}

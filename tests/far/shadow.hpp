@@ -1,0 +1,111 @@
+// Random far-object operations checked against a shadow copy in ordinary
+// memory: every value read must be the last one written.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "rdmx/far/pointer.hpp"
+
+namespace rdmx::far::shadow {
+
+// A far object with a checkable pattern: every word derives from `seed`.
+template <std::size_t Bytes>
+struct Pattern {
+  std::array<std::uint64_t, Bytes / 8> words;
+  static Pattern of(std::uint64_t seed) {
+    Pattern p;
+    for (std::size_t i = 0; i < p.words.size(); ++i) p.words[i] = seed * 0x9E3779B97F4A7C15ull + i;
+    return p;
+  }
+  bool is(std::uint64_t seed) const { return *this == of(seed); }
+  friend bool operator==(const Pattern&, const Pattern&) = default;
+};
+
+// `count` objects of each of two sizes, `ops` random reads, writes,
+// non-temporal reads, explicit evictions, batches and nested scopes;
+// returns the number of values checked.
+inline std::size_t random_operations(std::size_t count, std::size_t ops, std::uint64_t seed) {
+  using Small = Pattern<64>;
+  using Large = Pattern<4096>;
+  std::mt19937_64 rng(seed);
+  std::vector<UniquePtr<Small>> small;
+  std::vector<UniquePtr<Large>> large;
+  std::vector<std::uint64_t> small_shadow, large_shadow;
+  for (std::size_t i = 0; i < count; ++i) {
+    small_shadow.push_back(rng());
+    small.push_back(make_unique<Small>(Small::of(small_shadow.back())));
+    large_shadow.push_back(rng());
+    large.push_back(make_unique<Large>(Large::of(large_shadow.back())));
+  }
+  std::size_t checked = 0;
+  Manager& manager = Manager::current();
+  for (std::size_t op = 0; op < ops; ++op) {
+    const std::size_t i = rng() % count, j = rng() % count;
+    DerefScope outer;
+    switch (rng() % 6) {
+      case 0: {  // read both sizes in one scope
+        const Small* s = small[i].deref(outer);
+        const Large* l = large[j].deref(outer);
+        EXPECT_TRUE(manager.in_cache(s) && manager.in_cache(l));
+        EXPECT_TRUE(s->is(small_shadow[i])) << "small object " << i;
+        EXPECT_TRUE(l->is(large_shadow[j])) << "large object " << j;
+        checked += 2;
+        break;
+      }
+      case 1: {  // write
+        small_shadow[i] = rng();
+        *small[i].deref_mut(outer) = Small::of(small_shadow[i]);
+        large_shadow[j] = rng();
+        *large[j].deref_mut(outer) = Large::of(large_shadow[j]);
+        break;
+      }
+      case 2: {  // nested scopes: the outer object stays pinned and valid
+        const Small* s = small[i].deref(outer);
+        for (int k = 0; k < 8; ++k) {
+          DerefScope inner;
+          const std::size_t x = rng() % count;
+          EXPECT_TRUE(large[x].deref_nt(inner)->is(large_shadow[x]));
+          ++checked;
+        }
+        EXPECT_TRUE(s->is(small_shadow[i]));
+        ++checked;
+        break;
+      }
+      case 3: {  // forced eviction, then read back
+        large[j].evict();
+        EXPECT_FALSE(large[j].is_local());
+        EXPECT_TRUE(large[j].deref(outer)->is(large_shadow[j]));
+        ++checked;
+        break;
+      }
+      case 4: {  // a batch: misses in flight together
+        const std::size_t first = std::min(i, count - std::min<std::size_t>(count, 8));
+        const std::size_t n = std::min<std::size_t>(count, 8);
+        auto objects = deref_all(outer, std::span<const UniquePtr<Large>>(large.data() + first, n));
+        for (std::size_t k = 0; k < n; ++k) EXPECT_TRUE(objects[k]->is(large_shadow[first + k])) << "large object " << first + k;
+        checked += n;
+        break;
+      }
+      default: {  // replace an object: free and allocate
+        small_shadow[i] = rng();
+        small[i] = make_unique<Small>(Small::of(small_shadow[i]));
+        break;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    DerefScope scope;
+    EXPECT_TRUE(small[i].deref(scope)->is(small_shadow[i]));
+    EXPECT_TRUE(large[i].deref(scope)->is(large_shadow[i]));
+    checked += 2;
+  }
+  return checked;
+}
+
+}  // namespace rdmx::far::shadow

@@ -1,0 +1,464 @@
+// The far-memory manager in one process, over the in-process device.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "../error_from.hpp"
+#include "rdmx/far/array.hpp"
+#include "rdmx/far/pointer.hpp"
+#include "rdmx/far/shared_pointer.hpp"
+#include "shadow.hpp"
+
+using namespace rdmx;
+using namespace rdmx::far;
+
+namespace {
+Config small_cache(std::size_t cache = 64 * 1024, std::size_t region = 4 << 20) {
+  Config c;
+  c.cache_bytes = cache;
+  c.region_bytes = region;
+  return c;
+}
+struct Point {
+  int x, y;
+};
+Errc error_of(auto&& f) { return rdmx::testing::error_from(f).code(); }
+}  // namespace
+
+TEST(FarUnit, SizeClasses) {
+  EXPECT_EQ(size_class_of(1), 0u);
+  EXPECT_EQ(size_class_of(64), 0u);
+  EXPECT_EQ(size_class_of(65), 1u);
+  EXPECT_EQ(size_class_of(4096), 6u);
+  EXPECT_EQ(size_class_of(16384), 8u);
+  EXPECT_EQ(error_of([] { size_class_of(16385); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, PointerIsOneWordAndTracksLocalOrRemote) {
+  Manager manager(make_local_device(2, 1 << 20), small_cache());
+  auto p = make_unique<Point>(Point{1, 2});
+  EXPECT_TRUE(p.is_local());
+  {
+    DerefScope scope;
+    p.deref_mut(scope)->x = 7;
+  }
+  EXPECT_TRUE(p.evict());
+  EXPECT_FALSE(p.is_local());
+  EXPECT_EQ(state::class_of(p.state_word()), 0u);
+  DerefScope scope;
+  EXPECT_EQ(p.deref(scope)->x, 7);
+  EXPECT_EQ(p.deref(scope)->y, 2);
+  EXPECT_TRUE(p.is_local());
+  EXPECT_EQ(manager.stats().write_backs, 1u);
+  EXPECT_EQ(manager.stats().misses, 1u);
+}
+
+TEST(FarUnit, ObjectsSpreadOverServers) {
+  Manager manager(make_local_device(3, 1 << 20), small_cache());
+  std::vector<UniquePtr<Point>> v;
+  std::set<std::uint32_t> servers;
+  for (int i = 0; i < 6; ++i) {
+    v.push_back(make_unique<Point>(Point{i, i}));
+    v.back().evict();
+    servers.insert(state::server_of(v.back().state_word()));
+  }
+  EXPECT_EQ(servers.size(), 3u);
+}
+
+TEST(FarUnit, PinnedObjectsAreNotEvicted) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  auto p = make_unique<Point>(Point{3, 4});
+  DerefScope scope;
+  const Point* local = p.deref(scope);
+  EXPECT_FALSE(p.evict());
+  // Fill the cache many times over: p stays where it is.
+  std::vector<UniquePtr<std::array<char, 4096>>> filler;
+  for (int i = 0; i < 64; ++i) filler.push_back(make_unique<std::array<char, 4096>>());
+  EXPECT_EQ(p.deref(scope), local);
+  EXPECT_EQ(local->x, 3);
+  EXPECT_GT(manager.stats().evictions, 0u);
+}
+
+TEST(FarUnit, BudgetIsRespected) {
+  Manager manager(make_local_device(2, 4 << 20), small_cache(64 * 1024));
+  const std::size_t checked = shadow::random_operations(200, 3000, 1);
+  EXPECT_GT(checked, 3000u);
+  Stats s = manager.stats();
+  EXPECT_LE(s.peak_resident_bytes, s.cache_bytes);
+  EXPECT_GT(s.evictions, 100u);
+  EXPECT_GT(s.write_backs, 0u);
+  EXPECT_EQ(s.objects, 0u);  // every object freed
+}
+
+TEST(FarUnit, ConcurrentReadersAndWritersAgreeWithTheirShadows) {
+  Manager manager(make_local_device(2, 8 << 20), small_cache(128 * 1024));
+  std::vector<std::thread> threads;
+  std::atomic<std::size_t> checked{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &checked] { checked += shadow::random_operations(100, 1500, 100 + t); });
+  for (auto& t : threads) t.join();
+  EXPECT_GT(checked.load(), 4 * 1500u);
+  EXPECT_LE(manager.stats().peak_resident_bytes, manager.stats().cache_bytes);
+  EXPECT_GT(manager.stats().evictions, 100u);
+}
+
+// Threads sharing objects: the program orders accesses to one object (a
+// mutex per object, as it must for any shared data), eviction runs in
+// whichever thread needs a slot, holding none of those mutexes. Every read
+// must see the last write.
+TEST(FarUnit, SharedObjectsUnderEviction) {
+  Manager manager(make_local_device(1, 8 << 20), small_cache(64 * 1024));
+  using Obj = shadow::Pattern<1024>;
+  constexpr int objects = 128;
+  std::vector<UniquePtr<Obj>> v;
+  std::vector<std::uint64_t> version(objects, 0);
+  std::vector<std::mutex> locks(objects);
+  for (int i = 0; i < objects; ++i) v.push_back(make_unique<Obj>(Obj::of(0)));
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int op = 0; op < 4000; ++op) {
+        const int i = static_cast<int>(rng() % objects);
+        std::lock_guard lock(locks[i]);
+        DerefScope scope;
+        if (rng() % 3 == 0) {
+          *v[i].deref_mut(scope) = Obj::of(++version[i]);
+        } else if (!v[i].deref(scope)->is(version[i])) {
+          ++bad;
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(manager.stats().evictions, 0u);
+}
+
+TEST(FarUnit, ErrorsAreClear) {
+  Manager manager(make_local_device(1, 64 * 1024), small_cache());
+  UniquePtr<Point> p = make_unique<Point>(Point{1, 1});
+  // Out of far memory: the 64 KiB region holds three more 16 KiB objects.
+  std::vector<UniquePtr<std::array<char, 16384>>> big;
+  for (int i = 0; i < 3; ++i) big.push_back(make_unique<std::array<char, 16384>>());
+  EXPECT_EQ(error_of([] { make_unique<std::array<char, 16384>>(); }), Errc::out_of_memory);
+  big.pop_back();
+  big.push_back(make_unique<std::array<char, 16384>>());  // the freed block is reused
+  // Freeing a pinned object, dereferencing a null one.
+  {
+    DerefScope scope;
+    p.deref(scope);
+    EXPECT_EQ(error_of([&] { p.reset(); }), Errc::invalid_argument);
+  }
+  UniquePtr<Point> q = std::move(p);
+  DerefScope scope;
+  EXPECT_EQ(error_of([&] { p.deref(scope); }), Errc::invalid_argument);
+  EXPECT_EQ(q.deref(scope)->x, 1);
+  // A second manager in the process, a cache below four slabs.
+  EXPECT_EQ(error_of([] { Manager m(make_local_device(1, 1 << 20), small_cache()); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, BudgetExhaustedByPinsIsAnError) {
+  Manager manager(make_local_device(1, 4 << 20), small_cache(64 * 1024));
+  std::vector<UniquePtr<std::array<char, 16384>>> v;
+  for (int i = 0; i < 8; ++i) v.push_back(make_unique<std::array<char, 16384>>());
+  DerefScope scope;
+  for (int i = 0; i < 4; ++i) v[i].deref(scope);
+  EXPECT_EQ(error_of([&] { v[5].deref(scope); }), Errc::out_of_memory);
+}
+
+TEST(FarUnit, BadConfiguration) {
+  EXPECT_EQ(error_of([] { Manager m(make_local_device(1, 1 << 20), small_cache(16 * 1024)); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([] { size_class_of(std::size_t{1} << 40); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, DeviceChecksEveryOffset) {
+  auto device = make_local_device(1, 4096);
+  char buffer[64];
+  EXPECT_EQ(error_of([&] { device->read(0, 4096 - 32, buffer, 64); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { device->write(1, 0, buffer, 64); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { device->read(0, ~0ull, buffer, 64); }), Errc::invalid_argument);
+}
+
+namespace {
+// In-process servers that can be "killed": a lost one fails like a dead peer.
+class LosableDevice final : public Device {
+ public:
+  LosableDevice(std::size_t servers, std::size_t bytes) : inner_(make_local_device(servers, bytes)), lost_(servers) {}
+  const char* name() const noexcept override { return "losable"; }
+  std::size_t servers() const noexcept override { return inner_->servers(); }
+  std::uint64_t region_bytes(std::size_t s) const override { return inner_->region_bytes(s); }
+  std::uint32_t rank_of(std::size_t s) const override { return inner_->rank_of(s); }
+  void read(std::size_t s, std::uint64_t offset, void* local, std::size_t bytes) override {
+    check(s);
+    inner_->read(s, offset, local, bytes);
+  }
+  void write(std::size_t s, std::uint64_t offset, const void* local, std::size_t bytes) override {
+    check(s);
+    inner_->write(s, offset, local, bytes);
+  }
+  void kill(std::size_t s) { lost_.at(s) = true; }
+
+ private:
+  void check(std::size_t s) const {
+    if (lost_.at(s)) throw Error(Errc::peer_failed, "server " + std::to_string(s) + " is gone");
+  }
+  std::unique_ptr<Device> inner_;
+  std::vector<bool> lost_;
+};
+}  // namespace
+
+TEST(FarUnit, ReplicationSurvivesTheLossOfOneCopy) {
+  auto owned = std::make_unique<LosableDevice>(4, 1 << 20);
+  LosableDevice& device = *owned;
+  Config c = small_cache();
+  c.replication = 2;
+  Manager manager(std::move(owned), c);
+  EXPECT_EQ(manager.device().servers(), 2u);
+  std::vector<UniquePtr<std::uint64_t>> v;
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    v.push_back(make_unique<std::uint64_t>(i * 3));
+    ASSERT_TRUE(v.back().evict());
+  }
+  device.kill(1);  // group 0 keeps server 0
+  {
+    DerefScope scope;
+    for (std::uint64_t i = 0; i < 16; ++i) {
+      EXPECT_EQ(*v[i].deref(scope), i * 3);
+      *v[i].deref_mut(scope) += 1;
+    }
+  }
+  for (auto& p : v) ASSERT_TRUE(p.evict());  // written to the surviving copies only
+  device.kill(2);  // group 1 keeps server 3
+  {
+    DerefScope scope;
+    for (std::uint64_t i = 0; i < 16; ++i) EXPECT_EQ(*v[i].deref(scope), i * 3 + 1);
+  }
+  for (auto& p : v) ASSERT_TRUE(p.evict());
+  device.kill(0);  // group 0 is gone: its objects fail clearly, group 1's still read
+  std::size_t lost = 0, read = 0;
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    DerefScope scope;
+    try {
+      EXPECT_EQ(*v[i].deref(scope), i * 3 + 1);
+      ++read;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::peer_failed);
+      EXPECT_NE(std::string(e.what()).find("every copy of server group 0"), std::string::npos) << e.what();
+      ++lost;
+    }
+  }
+  EXPECT_EQ(lost, 8u);
+  EXPECT_EQ(read, 8u);
+}
+
+TEST(FarUnit, ReplicationNeedsDivisibleServers) {
+  Config c = small_cache();
+  c.replication = 2;
+  EXPECT_EQ(error_of([&] { Manager m(make_local_device(3, 1 << 20), c); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, SharedPointersShareOneObject) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  auto a = make_shared<Point>(Point{1, 2});
+  SharedPtr<Point> b = a;
+  EXPECT_EQ(a.use_count(), 2);
+  b.write({3, 4});
+  EXPECT_TRUE(a.evict());
+  EXPECT_FALSE(b.is_local());  // one state word: both copies see the eviction
+  EXPECT_EQ(b.read().x, 3);
+  EXPECT_TRUE(a.is_local());
+  EXPECT_EQ(manager.stats().objects, 1u);
+  a.reset();
+  EXPECT_EQ(b.read().y, 4);
+  b.reset();
+  EXPECT_EQ(manager.stats().objects, 0u);  // the last copy freed it
+  DerefScope scope;
+  EXPECT_EQ(error_of([&] { b.deref(scope); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, ReadAndWriteCopy) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  auto p = make_unique<Point>(Point{5, 6});
+  p.write({7, 8});
+  p.evict();
+  EXPECT_EQ(p.read().x, 7);
+  EXPECT_EQ(p.read().y, 8);
+}
+
+TEST(FarUnit, DerefAllFetchesABatch) {
+  Manager manager(make_local_device(2, 4 << 20), small_cache(64 * 1024));
+  using Obj = shadow::Pattern<512>;
+  std::vector<UniquePtr<Obj>> v;
+  for (std::uint64_t i = 0; i < 200; ++i) {  // 100 KiB: more than the budget
+    v.push_back(make_unique<Obj>(Obj::of(i)));
+    v.back().evict();
+  }
+  const auto misses = manager.stats().misses;
+  {
+    DerefScope scope;
+    // Local and remote objects in one batch.
+    v[3].deref(scope);
+    auto objects = deref_all(scope, std::span<const UniquePtr<Obj>>(v.data(), 32));
+    ASSERT_EQ(objects.size(), 32u);
+    for (std::uint64_t i = 0; i < 32; ++i) EXPECT_TRUE(objects[i]->is(i)) << i;
+    EXPECT_EQ(manager.stats().misses - misses, 32u);
+    EXPECT_EQ(scope.pinned(), 33u);
+    // A word named twice is fetched once.
+    std::atomic<std::uint64_t>* twice[] = {&v[50].word(), &v[50].word()};
+    void* out[2] = {};
+    manager.deref_many(twice, sizeof(Obj), scope, Access::read, out);
+    EXPECT_EQ(out[0], out[1]);
+    EXPECT_TRUE(static_cast<const Obj*>(out[0])->is(50));
+    EXPECT_EQ(manager.stats().misses - misses, 33u);
+  }
+  // A batch larger than the budget: a clear error, and every object still works after.
+  {
+    DerefScope scope;
+    EXPECT_EQ(error_of([&] { deref_all(scope, std::span<const UniquePtr<Obj>>(v)); }), Errc::out_of_memory);
+  }
+  for (std::uint64_t i = 0; i < 200; ++i) EXPECT_TRUE(v[i].read().is(i)) << i;
+  // Writes through a batch are written back.
+  {
+    DerefScope scope;
+    auto objects = deref_all(scope, std::span<const UniquePtr<Obj>>(v.data() + 40, 8), Access::write);
+    for (std::uint64_t i = 0; i < 8; ++i) *objects[i] = Obj::of(1000 + i);
+  }
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    v[40 + i].evict();
+    EXPECT_TRUE(v[40 + i].read().is(1000 + i));
+  }
+}
+
+TEST(FarUnit, ArrayScansInWindowsUnderASmallBudget) {
+  Manager manager(make_local_device(2, 4 << 20), small_cache(64 * 1024));
+  Array<std::uint64_t> a(100000);  // 800 KiB: 12 times the budget
+  EXPECT_EQ(Array<std::uint64_t>::per_chunk, 512u);
+  a.for_each_mut([](std::size_t i, std::uint64_t& x) { x = i * i; });
+  std::uint64_t sum = 0, expected = 0;
+  a.for_each([&](std::size_t i, const std::uint64_t& x) {
+    EXPECT_EQ(x, std::uint64_t{i} * i);
+    sum += x;
+  });
+  for (std::uint64_t i = 0; i < 100000; ++i) expected += i * i;
+  EXPECT_EQ(sum, expected);
+  EXPECT_GT(manager.stats().write_backs, 100u);
+  // A range that starts and ends inside chunks.
+  std::size_t visited = 0;
+  a.for_each([&](std::size_t i, const std::uint64_t&) {
+    EXPECT_GE(i, 1000u);
+    EXPECT_LT(i, 3001u);
+    ++visited;
+  }, 1000, 3001, 3);
+  EXPECT_EQ(visited, 2001u);
+  {
+    DerefScope scope;
+    a.at_mut(scope, 77777) = 5;
+    EXPECT_EQ(a.at(scope, 77777), 5u);
+    EXPECT_EQ(error_of([&] { a.at(scope, 100000); }), Errc::invalid_argument);
+  }
+}
+
+// A byte-wise copy of a far pointer's word (what a memcpy of a UniquePtr
+// makes) is caught, local or remote, by dereference and by free.
+TEST(FarUnit, DanglingWordsAndDoubleFreesAreErrors) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  auto p = make_unique<Point>(Point{1, 2});
+  std::atomic<std::uint64_t> copy{p.state_word()};  // local: names p's slot
+  {
+    DerefScope scope;
+    const Error e = rdmx::testing::error_from([&] { manager.deref(copy, sizeof(Point), scope, Access::read); });
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("dangling"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(error_of([&] { manager.free(copy); }), Errc::invalid_argument);
+  ASSERT_TRUE(p.evict());
+  std::atomic<std::uint64_t> remote_copy{p.state_word()};  // remote: names p's far block
+  p.reset();
+  const Error e = rdmx::testing::error_from([&] { manager.free(remote_copy); });
+  EXPECT_EQ(e.code(), Errc::invalid_argument);
+  EXPECT_NE(std::string(e.what()).find("double free"), std::string::npos) << e.what();
+  EXPECT_EQ(manager.stats().objects, 0u);
+  // A word naming a block outside every share.
+  std::atomic<std::uint64_t> foreign{state::remote(0, 1ull << 30, 0)};
+  EXPECT_EQ(error_of([&] { manager.free(foreign); }), Errc::invalid_argument);
+  {
+    DerefScope scope;
+    EXPECT_EQ(error_of([&] { manager.deref(foreign, 64, scope, Access::read); }), Errc::invalid_argument);
+  }
+  std::atomic<std::uint64_t> bad_server{state::remote(7, 0, 0)};
+  DerefScope scope;
+  EXPECT_EQ(error_of([&] { manager.deref(bad_server, 64, scope, Access::read); }), Errc::invalid_argument);
+}
+
+TEST(FarUnit, SettingsFromTheEnvironment) {
+  ::setenv("RDMX_FAR_SERVERS", "1,2", 1);
+  ::setenv("RDMX_FAR_PATH", "two_sided", 1);
+  ::setenv("RDMX_FAR_CACHE", "1M", 1);
+  Config c;
+  EXPECT_EQ(c.servers, (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_EQ(c.path, Path::two_sided);
+  EXPECT_EQ(c.cache_bytes, std::size_t{1} << 20);
+  for (const char* junk : {"x", "1,", ",1", "1,,2", "1 2", "-1", "99999999999"}) {
+    ::setenv("RDMX_FAR_SERVERS", junk, 1);
+    const Error e = rdmx::testing::error_from([] { Config::env_servers(); });
+    EXPECT_EQ(e.code(), Errc::invalid_argument) << junk;
+    EXPECT_NE(std::string(e.what()).find("RDMX_FAR_SERVERS"), std::string::npos) << e.what();
+  }
+  ::setenv("RDMX_FAR_PATH", "rdma", 1);
+  EXPECT_EQ(error_of([] { Config::env_path(); }), Errc::invalid_argument);
+  ::setenv("RDMX_FAR_REPLICATION", "0", 1);
+  EXPECT_EQ(error_of([] { Config::env_replication(); }), Errc::invalid_argument);
+  for (const char* name : {"RDMX_FAR_SERVERS", "RDMX_FAR_PATH", "RDMX_FAR_CACHE", "RDMX_FAR_REPLICATION"}) ::unsetenv(name);
+  EXPECT_TRUE(Config{}.servers.empty());
+  EXPECT_EQ(Config{}.path, Path::one_sided);
+}
+
+// The two halves of a batch: work between starting the misses and using
+// the objects, a dereference of an in-flight object by the thread that
+// started it, and a batch nobody finished.
+TEST(FarUnit, BatchesInFlight) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  std::vector<UniquePtr<std::uint64_t>> v;
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    v.push_back(make_unique<std::uint64_t>(i + 100));
+    v.back().evict();
+  }
+  std::vector<std::atomic<std::uint64_t>*> words;
+  for (auto& p : v) words.push_back(&p.word());
+  std::vector<void*> out(words.size());
+  {
+    DerefScope scope;
+    InFlight batch = manager.deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
+    // Its own thread dereferences an object still in flight: the batch finishes first.
+    EXPECT_EQ(*v[5].deref(scope), 105u);
+    batch.finish();
+    for (std::uint64_t i = 0; i < 8; ++i) EXPECT_EQ(*static_cast<const std::uint64_t*>(out[i]), i + 100);
+  }
+  for (auto& p : v) ASSERT_TRUE(p.evict());
+  DerefScope scope;
+  {
+    InFlight unfinished = manager.deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
+  }  // finished by its destructor
+  for (std::uint64_t i = 0; i < 8; ++i) EXPECT_TRUE(v[i].is_local());
+  EXPECT_EQ(*v[2].deref(scope), 102u);
+}
+
+TEST(FarUnit, PrefetchOverlapsWork) {
+  Manager manager(make_local_device(2, 4 << 20), small_cache(64 * 1024));
+  using Obj = shadow::Pattern<1024>;
+  std::vector<UniquePtr<Obj>> v;
+  for (std::uint64_t i = 0; i < 256; ++i) v.push_back(make_unique<Obj>(Obj::of(i)));  // 4 times the budget
+  std::size_t checked = 0;
+  for (std::size_t first = 0; first + 16 <= v.size(); first += 16) {
+    DerefScope scope;
+    Prefetch<UniquePtr<Obj>> next(scope, std::span<const UniquePtr<Obj>>(v.data() + first, 16));
+    checked += first;  // work while the misses travel
+    const auto objects = next.get();
+    for (std::size_t k = 0; k < 16; ++k) EXPECT_TRUE(objects[k]->is(first + k)) << first + k;
+  }
+  EXPECT_GT(checked, 0u);
+  EXPECT_GE(manager.stats().misses, 200u);
+}
