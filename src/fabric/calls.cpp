@@ -80,6 +80,10 @@ Error make_error(std::uint32_t code, std::span<const std::byte> text) {
 
 std::uint64_t PendingReplies::add(std::uint32_t dest_process, std::int64_t replies, Completion done) {
   std::lock_guard lock(mutex_);
+  if (!failed_.empty()) {
+    auto dead = dest_process == ~0u ? failed_.begin() : failed_.find(dest_process);
+    if (dead != failed_.end()) throw Error(Errc::peer_failed, dead->second);
+  }
   std::uint32_t index;
   if (!free_.empty()) {
     index = free_.back();
@@ -129,6 +133,7 @@ void PendingReplies::fail_process(std::uint32_t process, const std::string& why)
   std::vector<Completion> failed;
   {
     std::lock_guard lock(mutex_);
+    failed_.emplace(process, why);
     for (std::uint32_t i = 0; i < entries_.size(); ++i) {
       Entry& e = entries_[i];
       if (e.used && (e.dest_process == process || e.dest_process == ~0u)) {
@@ -275,9 +280,9 @@ void issue(const Outgoing& c, ThreadId destination, CallKind kind, std::uint32_t
   Runtime& rt = Runtime::current();
   ThreadContext& ctx = rt.calling_context();
   std::uint64_t token = 0;
-  if (c.sync != nullptr) {
-    c.sync->add();
-    if (c.notify == Notify::consumed) {
+  if (c.sync != nullptr) c.sync->add();
+  try {
+    if (c.sync != nullptr && c.notify == Notify::consumed) {
       Synchronizer* sync = c.sync;
       void* result = c.result;
       std::size_t result_size = c.result_size;
@@ -292,8 +297,6 @@ void issue(const Outgoing& c, ThreadId destination, CallKind kind, std::uint32_t
         sync->notify();
       });
     }
-  }
-  try {
     ctx.send(c, token, destination, kind);
   } catch (...) {
     if (c.sync != nullptr) c.sync->add(-1);

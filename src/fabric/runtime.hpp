@@ -95,7 +95,9 @@ struct Received {
 class PendingReplies {
  public:
   using Completion = std::function<void(const Error* failure, std::span<const std::byte> result)>;
-  // dest_process = ~0u: waits on every process (broadcast).
+  // dest_process = ~0u: waits on every process (broadcast). Throws
+  // peer_failed when that process (for a broadcast: any) has failed: a
+  // reply registered after fail_process swept would wait for ever.
   std::uint64_t add(std::uint32_t dest_process, std::int64_t replies, Completion done);
   // One reply arrived; runs the completion when the last one has.
   void complete(std::uint64_t token, const Error* failure, std::span<const std::byte> result);
@@ -114,6 +116,7 @@ class PendingReplies {
   std::mutex mutex_;
   std::vector<Entry> entries_;
   std::vector<std::uint32_t> free_;
+  std::map<std::uint32_t, std::string> failed_;  // processes fail_process was told of, and why
 };
 
 class Runtime;
