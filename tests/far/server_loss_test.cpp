@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rdmx/fabric/call.hpp"
@@ -97,6 +98,10 @@ int main(int argc, char** argv) {
     objects.back().evict();
   }
   call(ThreadId{1, 0}, [] { raise(SIGKILL); });
+  // Let the victim die idle: one killed while replying over shared memory
+  // can block this process's UCX receive FIFO for every sender
+  // (docs/fabric.md, "A UCX 1.13 limitation over shared memory").
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const int rc = config.replication == 2 ? check_survivor(objects, seeds) : check_loss(objects, seeds);
   if (job.size() == 3) call(ThreadId{2, 0}, [] { released.store(true); });
   objects.clear();
