@@ -168,7 +168,6 @@ class WorkerParcels {
 class Parcels final : public fabric::Layer {
  public:
   explicit Parcels(Job& job);
-  explicit Parcels(fabric::Runtime& rt);
   std::size_t poll(std::uint32_t slot) override { return slots_[slot]->poll(); }
   void flush(std::uint32_t) override {}  // parcels travel as one-sided calls: invoke's flush publishes them
   bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
@@ -186,6 +185,7 @@ class Parcels final : public fabric::Layer {
   std::size_t eager_limit(std::uint32_t process) { return one_sided(process) ? one_sided_limit_ : 0; }
 
  private:
+  explicit Parcels(fabric::Runtime& rt);  // the job's, named once for the initializers
   std::vector<std::unique_ptr<WorkerParcels>> slots_;
   enum Choice : std::int8_t { unknown, yes, no };
   Choice forced_ = unknown;                          // RDMX_PARCEL_CALLS=one-sided|send

@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "rdmx/core/error.hpp"
+
 namespace rdmx {
 
 // FNV-1a of `name`, never 0 (0 means "none" on the wire).
@@ -80,8 +82,6 @@ class Registry {
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, Registered> entries_;
 };
-
-std::string demangle(const char* mangled);
 
 template <class Entry>
 std::string Registry<Entry>::name_of(std::uint64_t id) const {
