@@ -1,0 +1,25 @@
+/* RDMX_SHARED: marks a mutable global (or function-static) variable of an
+ * OpenMP program that the threads of every process must share.
+ *
+ *   #include "rdmx/omp/shared.h"
+ *   RDMX_SHARED static double x[NA + 2];
+ *
+ * Built for rdmx's OpenMP runtime (RDMX_OMP_DSM defined, linked against
+ * rdmx_omp) the variable lives in section rdmx_shared, which the runtime
+ * places on the distributed shared memory; built for a plain OpenMP runtime
+ * (libgomp) it expands to nothing. Only zero-initialized variables may be
+ * shared: the section occupies no space in the file (NOBITS, so a 128 MiB
+ * grid does not make a 128 MiB binary), and a constant table needs no
+ * sharing, since every process holds the same copy. C and C++. */
+#ifndef RDMX_OMP_SHARED_H
+#define RDMX_OMP_SHARED_H
+
+#if defined(RDMX_OMP_DSM)
+/* The text after '#' ends the flags GCC would emit for the section, so the
+ * assembler sees "aw",@nobits: writable, allocated, no file contents. */
+#define RDMX_SHARED __attribute__((section("rdmx_shared,\"aw\",@nobits#"), aligned(64)))
+#else
+#define RDMX_SHARED
+#endif
+
+#endif
