@@ -42,6 +42,9 @@ constexpr Variable table[] = {
      "which diagnostics rdmx writes to standard error"},
     {"RDMX_CHECK_ACCESS", nullptr, Kind::flag, 0, 1, nullptr, "0",
      "debug: every rdmx::put, get and atomic asks the owner whether its locator lies inside one allocation"},
+    {"RDMX_RECEIVE_PROBE_MS", nullptr, Kind::count, 0, 3'600'000, nullptr, "10000",
+     "after a process on this host fails: how long a worker waits for an answer from a live one before it takes "
+     "its shared-memory receive queue for blocked and fails the host's processes (0: never checks)"},
     {"RDMX_MAX_MESSAGE", nullptr, Kind::size, 1, TiB, nullptr, "1G", "largest call_buffer payload"},
     {"RDMX_U_MAX", nullptr, Kind::count, 1, 1ull << 20, nullptr, "64",
      "one-sided operations per completion flush (Seriema's u_max)"},

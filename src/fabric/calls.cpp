@@ -558,6 +558,8 @@ bool ThreadContext::poll(std::size_t* executed) {
   }
   if (!id_.is_service()) n += runtime_.poll_layers(id_.thread);
   if (executed != nullptr) *executed = n;
+  if (runtime_.host_failures() != probe_.checked) [[unlikely]]
+    check_receive_path(!active && n == 0);
   if (stand_in_home != nullptr && stand_in_home != this) [[unlikely]] {
     // A thread standing in for this worker (the service thread, or one
     // waiting in a collective) waits inside one of its calls: the thread's
@@ -572,6 +574,68 @@ bool ThreadContext::poll(std::size_t* executed) {
     stand_in_home = home;
   }
   return active || n > 0;
+}
+
+void ThreadContext::check_receive_path(bool idle) {
+  // A process on this host failed. If it died between reserving an element
+  // of this worker's shared-memory FIFO and marking it ready (UCX 1.13: one
+  // FIFO per receiving worker, shared by every sender on the host), nothing
+  // sent to this worker over shared memory arrives again, and a wait for an
+  // answer from a live process would never end. Ask a live process on this
+  // host for an answer; if none comes in RDMX_RECEIVE_PROBE_MS, fail every
+  // process on this host from this process's point of view, so every wait
+  // on them ends with an error that says why.
+  const std::uint32_t failures = runtime_.host_failures();
+  const auto now = std::chrono::steady_clock::now();
+  if (probe_.answer == nullptr) {
+    if (runtime_.receive_probe_ms() == 0 || runtime_.shutting_down()) {
+      probe_.checked = failures;
+      return;
+    }
+    std::uint32_t peer = runtime_.size();
+    for (std::uint32_t p = 0; p < runtime_.size() && peer == runtime_.size(); ++p)
+      if (p != id_.process && runtime_.same_host(p) && !runtime_.process_failed(p)) peer = p;
+    if (peer == runtime_.size()) {  // nobody left on this host to hear from
+      probe_.checked = failures;
+      return;
+    }
+    auto answer = std::make_shared<std::atomic<int>>(0);
+    static constexpr auto nothing = [] {};
+    const Outgoing probe = outgoing<CallWrapper>(ThreadId{peer, service_thread}, CallKind::call, nothing, nullptr, Notify::consumed);
+    try {
+      probe_.token = runtime_.pending().add(peer, 1, [answer](const Error* failure, std::span<const std::byte>) {
+        answer->store(failure == nullptr ? 1 : 2, std::memory_order_release);
+      });
+      send(probe, probe_.token, probe.destination, CallKind::call);
+    } catch (const Error&) {  // the peer failed meanwhile: the next poll asks another
+      if (probe_.token != 0) runtime_.pending().cancel(probe_.token);
+      probe_.token = 0;
+      return;
+    }
+    probe_.answer = std::move(answer);
+    probe_.peer = peer;
+    probe_.checking = failures;
+    probe_.deadline = now + std::chrono::milliseconds(runtime_.receive_probe_ms());
+    return;
+  }
+  const int answer = probe_.answer->load(std::memory_order_acquire);
+  if (answer == 1) probe_.checked = probe_.checking;  // answers arrive; check again after a later failure
+  if (answer == 0) {
+    // Judge only after an idle poll: then nothing that had arrived is
+    // still waiting to be read, however long this thread was away.
+    if (now < probe_.deadline || !idle) return;
+    runtime_.pending().cancel(probe_.token);
+    const std::string why = "worker " + to_string(id_) + " has had no answer from process " + std::to_string(probe_.peer) +
+                            " for " + std::to_string(runtime_.receive_probe_ms()) +
+                            " ms since a process on this host failed: its shared-memory receive queue is blocked "
+                            "(UCX 1.13: a process killed in the middle of a send blocks the queue of the worker it "
+                            "sent to), so no process on this host can reach it";
+    probe_.checked = failures;
+    for (std::uint32_t p = 0; p < runtime_.size(); ++p)
+      if (p != id_.process && runtime_.same_host(p)) runtime_.peer_failed(p, "process " + std::to_string(p) + " is unreachable: " + why);
+  }
+  probe_.answer.reset();
+  probe_.token = 0;
 }
 
 std::size_t ThreadContext::progress() {

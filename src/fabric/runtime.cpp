@@ -81,6 +81,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
     throw Error(Errc::invalid_argument, "RDMX_HELPERS=" + std::to_string(helpers_) + ": at most one helper thread per worker thread (" +
                                             std::to_string(threads_) + ")");
   max_message_ = options.max_message != 0 ? options.max_message : env::get_size("RDMX_MAX_MESSAGE", 1ull << 30);
+  receive_probe_ms_ = static_cast<std::uint32_t>(env::get_count("RDMX_RECEIVE_PROBE_MS", receive_probe_ms_));
 
   bootstrap_ = Bootstrap::create();
   rank_ = bootstrap_->rank();

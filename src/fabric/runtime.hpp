@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <cstdint>
 #include <deque>
@@ -208,6 +209,7 @@ class ThreadContext {
                                std::size_t length, const ucp_am_recv_param_t* param);
   void complete_reply(ReplyHeader h, ucs_status_t status, std::span<const std::byte> bytes);
   void execute(Received& call);
+  void check_receive_path(bool idle);
   void transmit(CallHeader header, const Outgoing& call, ThreadId destination);
   bool shared() const noexcept { return shared_; }
 
@@ -225,6 +227,16 @@ class ThreadContext {
   std::deque<Received> inbox_;
   std::atomic<bool> inbox_nonempty_{false};
   std::size_t queued_sends_ = 0;  // sends UCX has queued (flow control, non-shared contexts)
+  // check_receive_path's state: the count of host failures already checked,
+  // and the probe in flight (answer: 0 none yet, 1 answered, 2 failed).
+  struct ReceiveProbe {
+    std::uint32_t checked = 0;
+    std::uint32_t checking = 0;
+    std::uint32_t peer = 0;
+    std::uint64_t token = 0;
+    std::shared_ptr<std::atomic<int>> answer;
+    std::chrono::steady_clock::time_point deadline;
+  } probe_;
 };
 
 // The context bound to the calling thread (its own worker's, or the one the
@@ -283,6 +295,15 @@ class Runtime {
   bool gone(std::uint32_t process);
   std::string failure_of(std::uint32_t process) const;  // why it failed, as first reported
   bool any_process_failed() const;
+  // Processes on this host that have failed so far. Each may have died in
+  // the middle of a send over shared memory and blocked a receiving
+  // worker's FIFO for good (UCX 1.13), so every worker checks that answers
+  // still reach it after each one (ThreadContext::check_receive_path).
+  std::uint32_t host_failures() const noexcept { return host_failures_.load(std::memory_order_acquire); }
+  // RDMX_RECEIVE_PROBE_MS: how long that check waits (0: never checks).
+  std::uint32_t receive_probe_ms() const noexcept { return receive_probe_ms_; }
+  bool shutting_down() const noexcept { return shutting_down_.load(std::memory_order_acquire); }
+  bool same_host(std::uint32_t process) const { return infos_[process].hostname == infos_[rank_].hostname; }
   std::size_t max_message() const noexcept { return max_message_; }
   std::size_t max_closure() const noexcept { return max_closure_; }
   PendingReplies& pending() { return pending_; }
@@ -356,9 +377,16 @@ class Runtime {
  public:
   // Process `from` has flushed (voted) for survivor round `round`; `busy`: it ran something.
   void survivor_note(bool vote, std::uint32_t from, std::uint64_t round, bool busy);
+  // Whether a peer has started leaving with the survivors (it noted a round).
+  bool survivors_leaving() const;
+  // Another survivor reports `process` failed (it could not reach it). At
+  // teardown this process agrees; if that is this process, it leaves
+  // without the others.
+  void learn_failure(std::uint32_t process, std::uint32_t from);
+  void apply_reported_failures();
+  bool excluded() const noexcept { return excluded_.load(std::memory_order_acquire); }
 
  private:
-  bool same_host(std::uint32_t process) const { return infos_[process].hostname == infos_[rank_].hostname; }
   std::vector<ProcessInfo> infos_;
   Layout layout_;
   bool pin_ = false;
@@ -379,6 +407,8 @@ class Runtime {
   std::unique_ptr<std::atomic<bool>[]> failed_;
   mutable std::mutex failures_mutex_;
   std::vector<std::string> failures_;  // [process]: why, once failed
+  std::atomic<std::uint32_t> host_failures_{0};
+  std::uint32_t receive_probe_ms_ = 10'000;
   PendingReplies pending_;
   std::unique_ptr<detail::Collectives> collectives_;
   static Runtime* current_;
@@ -403,6 +433,9 @@ class Runtime {
   std::atomic<bool> stop_helpers_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> excluded_{false};  // a survivor could not reach this process (learn_failure)
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> reported_failures_;  // (process, reported by), under failures_mutex_
+  std::atomic<bool> failures_reported_{false};
   bool serve_idle_ = false;  // RDMX_SERVE_IDLE: the service thread runs idle threads' calls
   ThreadException on_thread_exception_ = ThreadException::end_process;
   bool shut_down_ = false;

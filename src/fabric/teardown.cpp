@@ -44,8 +44,12 @@ bool Runtime::quiesce() {
   // have landed), and run what arrived. Running calls may send more, so
   // rounds repeat until no process ran anything. The service thread keeps
   // serving meanwhile. A dead member would hold the launcher's fence
-  // forever: give up on it as soon as any failure is known.
-  auto any_failed = [this] { return any_process_failed(); };
+  // forever: give up on it as soon as any failure is known, here or by a
+  // peer (a peer that takes a live process for failed, say after its own
+  // send failed, leaves with the survivors and never joins the fence).
+  auto any_failed = [this] {
+    return any_process_failed() || survivors_leaving() || failures_reported_.load(std::memory_order_acquire);
+  };
   unbind_current_thread();
   try {
     for (int round = 0;; ++round) {
@@ -115,6 +119,46 @@ bool Runtime::quiesce() {
   return false;
 }
 
+void Runtime::learn_failure(std::uint32_t process, std::uint32_t from) {
+  // Survivors must agree on who is gone, or each waits for a process the
+  // other has given up on. Noted now, applied when this process leaves (a
+  // process still in its program keeps talking to whom it can reach).
+  if (process >= size_ || from >= size_) return;
+  std::lock_guard lock(failures_mutex_);
+  reported_failures_.emplace_back(process, from);
+  failures_reported_.store(true, std::memory_order_release);
+}
+
+void Runtime::apply_reported_failures() {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> reported;
+  {
+    std::lock_guard lock(failures_mutex_);
+    reported.swap(reported_failures_);
+  }
+  const std::uint32_t me = rank_;
+  for (auto [process, from] : reported) {
+    if (process == rank_) {
+      // A live process could not reach this one: it leaves without the others.
+      if (!excluded_.exchange(true))
+        rdmx::log(rdmx::LogLevel::warn, "process %u: process %u could not reach this process; leaving without the others\n",
+                  rank_, from);
+      continue;
+    }
+    if (process_failed(process)) continue;
+    try {  // it may still be reachable from here: tell it, or it would wait for us
+      call(ThreadId{process, service_thread}, [process, me] { Runtime::current().learn_failure(process, me); });
+    } catch (const Error&) {
+    }
+    peer_failed(process, "process " + std::to_string(process) + " could not be reached by process " + std::to_string(from));
+  }
+}
+
+bool Runtime::survivors_leaving() const {
+  for (std::uint32_t p = 0; p < size_; ++p)
+    if (survivor_flushed_[p].load(std::memory_order_acquire) != 0) return true;
+  return false;
+}
+
 void Runtime::survivor_note(bool vote, std::uint32_t from, std::uint64_t round, bool busy) {
   if (from >= size_) return;
   auto& mark = (vote ? survivor_voted_ : survivor_flushed_)[from];
@@ -127,7 +171,7 @@ void Runtime::survivor_note(bool vote, std::uint32_t from, std::uint64_t round, 
 bool Runtime::survivors_reach(const std::unique_ptr<std::atomic<std::uint64_t>[]>& marks, std::uint64_t round,
                               std::uint64_t& served) {
   Backoff backoff;
-  for (;;) {
+  while (apply_reported_failures(), !excluded()) {
     bool all = true, busy = false;
     for (std::uint32_t p = 0; p < size_; ++p) {
       if (p == rank_ || process_failed(p)) continue;
@@ -141,6 +185,7 @@ bool Runtime::survivors_reach(const std::unique_ptr<std::atomic<std::uint64_t>[]
     served += serve_idle_workers(&active);
     backoff(active);
   }
+  return false;
 }
 
 bool Runtime::quiesce_survivors() {
@@ -160,8 +205,21 @@ bool Runtime::quiesce_survivors() {
       }
     }
   };
+  apply_reported_failures();
+  // Who this process takes for failed, so that every survivor agrees.
+  const std::uint32_t me = rank_;
+  for (std::uint32_t f = 0; f < size_; ++f) {
+    if (f == rank_ || !process_failed(f)) continue;
+    for (std::uint32_t p = 0; p < size_; ++p) {
+      if (p == rank_ || process_failed(p)) continue;
+      try {
+        call(ThreadId{p, service_thread}, [f, me] { Runtime::current().learn_failure(f, me); });
+      } catch (const Error&) {
+      }
+    }
+  }
   const std::size_t layers = layer_count_.load(std::memory_order_acquire);
-  for (std::uint64_t round = 1; round <= 1000; ++round) {
+  for (std::uint64_t round = 1; round <= 1000 && !excluded(); ++round) {
     flush_all(layers);
     tell(false, round, false);
     std::uint64_t ran = 0;
@@ -191,6 +249,7 @@ bool Runtime::quiesce_survivors() {
     const bool busy = survivors_reach(survivor_voted_, round, ran) || mine;
     if (!busy) return false;
   }
+  if (excluded()) return false;
   rdmx::log(rdmx::LogLevel::warn, "teardown: calls still running after 1000 rounds; giving up on them\n");
   return false;
 }
