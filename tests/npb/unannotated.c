@@ -1,0 +1,12 @@
+/* A kernel that forgets one annotation: check-shared must name `forgotten`
+ * and only it. */
+#include "rdmx/omp/shared.h"
+
+RDMX_SHARED static double remembered[8];
+static double forgotten[8];
+
+double touch(int i) {
+  remembered[i] = i;
+  forgotten[i] = 2 * i;
+  return remembered[i] + forgotten[i];
+}
