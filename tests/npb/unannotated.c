@@ -1,5 +1,6 @@
-/* A kernel that forgets one annotation: check-shared must name `forgotten`
- * and only it. */
+/* A kernel that forgets one RDMX_SHARED annotation: check-shared must
+ * name `forgotten` and only it; count-changes counts one annotated line
+ * (not this comment) and one include. */
 #include "rdmx/omp/shared.h"
 
 RDMX_SHARED static double remembered[8];
