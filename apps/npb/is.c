@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
   if (threads > MAX_THREADS) {
     fprintf(stderr, "is: %d threads; this kernel counts keys for at most %d\n", threads,
             MAX_THREADS);
-    return 3;
+    return 2;
   }
 
   generate_keys();
