@@ -90,8 +90,20 @@ static void zero3(double *grid, int n) {
       for (int i1 = 0; i1 < n; i1++) g[i3][i2][i1] = 0.0;
 }
 
-/* out = in - A u (out may be in). Sums of the neighbours in the plane of
- * i2 and i3 are shared by three consecutive points along i1. */
+/* For every i1 of the line (i2, i3): the sums of its 4 face and of its 4
+ * edge neighbours in the plane across i1. A 27-point stencil at i1 takes
+ * them at i1 - 1, i1 and i1 + 1, so three points share each sum. */
+static void neighbour_sums(const double *grid, int n, int i3, int i2, double faces[],
+                           double edges[]) {
+  const double(*g)[n][n] = (const double(*)[n][n])grid;
+  for (int i1 = 0; i1 < n; i1++) {
+    faces[i1] = g[i3][i2 - 1][i1] + g[i3][i2 + 1][i1] + g[i3 - 1][i2][i1] + g[i3 + 1][i2][i1];
+    edges[i1] = g[i3 - 1][i2 - 1][i1] + g[i3 - 1][i2 + 1][i1] + g[i3 + 1][i2 - 1][i1] +
+                g[i3 + 1][i2 + 1][i1];
+  }
+}
+
+/* out = in - A u (out may be in). */
 static void resid(const double *u_grid, const double *in_grid, double *out_grid, int n) {
   const double(*uu)[n][n] = (const double(*)[n][n])u_grid;
   const double(*in)[n][n] = (const double(*)[n][n])in_grid;
@@ -102,11 +114,7 @@ static void resid(const double *u_grid, const double *in_grid, double *out_grid,
     for (int i3 = 1; i3 < n - 1; i3++) {
       double faces[n], edges[n];
       for (int i2 = 1; i2 < n - 1; i2++) {
-        for (int i1 = 0; i1 < n; i1++) {
-          faces[i1] = uu[i3][i2 - 1][i1] + uu[i3][i2 + 1][i1] + uu[i3 - 1][i2][i1] + uu[i3 + 1][i2][i1];
-          edges[i1] = uu[i3 - 1][i2 - 1][i1] + uu[i3 - 1][i2 + 1][i1] + uu[i3 + 1][i2 - 1][i1] +
-                      uu[i3 + 1][i2 + 1][i1];
-        }
+        neighbour_sums(u_grid, n, i3, i2, faces, edges);
         /* a[1] is 0: the face neighbours do not appear. */
         for (int i1 = 1; i1 < n - 1; i1++)
           out[i3][i2][i1] = in[i3][i2][i1] - a[0] * uu[i3][i2][i1] -
@@ -128,11 +136,7 @@ static void psinv(const double *r_grid, double *u_grid, int n) {
     for (int i3 = 1; i3 < n - 1; i3++) {
       double faces[n], edges[n];
       for (int i2 = 1; i2 < n - 1; i2++) {
-        for (int i1 = 0; i1 < n; i1++) {
-          faces[i1] = rr[i3][i2 - 1][i1] + rr[i3][i2 + 1][i1] + rr[i3 - 1][i2][i1] + rr[i3 + 1][i2][i1];
-          edges[i1] = rr[i3 - 1][i2 - 1][i1] + rr[i3 - 1][i2 + 1][i1] + rr[i3 + 1][i2 - 1][i1] +
-                      rr[i3 + 1][i2 + 1][i1];
-        }
+        neighbour_sums(r_grid, n, i3, i2, faces, edges);
         /* c[3] is 0: the corner neighbours do not appear. */
         for (int i1 = 1; i1 < n - 1; i1++)
           uu[i3][i2][i1] = uu[i3][i2][i1] + c[0] * rr[i3][i2][i1] +
