@@ -9,7 +9,6 @@
  * consumes the random sequence in the order the specification gives, which
  * the official zeta values depend on. */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 
 #include "common/npb.h"
@@ -237,10 +236,7 @@ int main(int argc, char **argv) {
   if (status != 0) return status;
   printf("\n NAS Parallel Benchmarks: CG, class %s, size %d, %d nonzeros per vector\n",
          NPB_CLASS_NAME, NA, NONZER);
-  int threads = 1;
-#pragma omp parallel
-#pragma omp master
-  threads = omp_get_num_threads();
+  const int threads = npb_threads();
 
   double seed = SEED;
   npb_randlc(&seed, NPB_LCG_MULTIPLIER); /* the specification draws one number first */

@@ -6,7 +6,6 @@
  * can generate any batch and the sums do not depend on the thread count
  * (beyond rounding). */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -45,13 +44,11 @@ int main(int argc, char **argv) {
   /* Batch b starts at SEED * a^(2 * BATCH * b): two numbers per pair. */
   const double batch_stride = npb_lcg_power(NPB_LCG_MULTIPLIER, 2 * BATCH);
   double sx = 0, sy = 0;
-  int threads = 1;
+  const int threads = npb_threads();
   int out_of_memory = 0;
 
 #pragma omp parallel reduction(+ : sx, sy)
   {
-#pragma omp master
-    threads = omp_get_num_threads();
     double counts[ANNULI] = {0};
     double *uniform = malloc(2 * BATCH * sizeof *uniform);
     if (uniform == NULL) {

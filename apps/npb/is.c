@@ -160,10 +160,7 @@ int main(int argc, char **argv) {
   if (status != 0) return status;
   printf("\n NAS Parallel Benchmarks: IS, class %s, %ld keys below %d\n", NPB_CLASS_NAME,
          TOTAL_KEYS, MAX_KEY);
-  int threads = 1;
-#pragma omp parallel
-#pragma omp master
-  threads = omp_get_num_threads();
+  const int threads = npb_threads();
   if (threads > MAX_THREADS) {
     fprintf(stderr, "is: %d threads; this kernel counts keys for at most %d\n", threads,
             MAX_THREADS);

@@ -11,7 +11,6 @@
  * periodic copies of the opposite faces. Each operator is one parallel
  * region that splits its outermost dimension among the threads. */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 
 #include "common/npb.h"
@@ -295,10 +294,7 @@ int main(int argc, char **argv) {
   if (status != 0) return status;
   printf("\n NAS Parallel Benchmarks: MG, class %s, %dx%dx%d, %d iterations\n", NPB_CLASS_NAME,
          NX, NX, NX, NIT);
-  int threads = 1;
-#pragma omp parallel
-#pragma omp master
-  threads = omp_get_num_threads();
+  const int threads = npb_threads();
 
   double *top_u = level(u, LT), *top_r = level(r, LT);
   zran3();

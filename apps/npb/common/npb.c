@@ -65,6 +65,14 @@ int npb_verify_close(const char *what, double value, double reference, double to
 
 double npb_seconds(void) { return omp_get_wtime(); }
 
+int npb_threads(void) {
+  int threads = 1;
+#pragma omp parallel
+#pragma omp master
+  threads = omp_get_num_threads();
+  return threads;
+}
+
 int npb_report(const struct npb_result *r) {
   printf("\n %s Benchmark Completed.\n", r->kernel);
   printf(" Class           = %24s\n", NPB_CLASS_NAME);

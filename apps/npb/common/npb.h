@@ -55,6 +55,8 @@ int npb_verify_close(const char *what, double value, double reference, double to
 
 /* Wall-clock seconds (omp_get_wtime). */
 double npb_seconds(void);
+/* The number of threads a parallel region gets. */
+int npb_threads(void);
 
 struct npb_result {
   const char *kernel;    /* "EP" */
