@@ -73,6 +73,8 @@ constexpr Variable table[] = {
      "the DSM's coherence block, a multiple of the page size"},
     {"RDMX_DSM_HOME", nullptr, Kind::choice, 0, 0, "floating|fixed", "floating",
      "DSM home policy: floating (a block moves to its last releaser) or fixed (cyclic, remote diff merge)"},
+    {"RDMX_DSM_INVALIDATION", nullptr, Kind::choice, 0, 0, "signature|directory", "signature",
+     "how cached DSM blocks learn they are stale: write-notice signatures, or a directory of sharers (baseline)"},
     {"RDMX_DSM_NOTICES", nullptr, Kind::count, 1, 1ull << 20, nullptr, "1024",
      "write notices a DSM signature holds before it overflows (then acquirers fall back to logical leases)"},
     {"RDMX_DSM_MUTEXES", nullptr, Kind::count, 1, 1ull << 16, nullptr, "16", "global DSM mutexes"},

@@ -1,6 +1,7 @@
 // The public face of the DSM: Space, allocate, fences, Mutex, counters.
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "engine.hpp"
 #include "rdmx/core/log.hpp"
@@ -15,18 +16,30 @@
 namespace rdmx::dsm {
 
 const char* to_string(HomePolicy policy) noexcept { return policy == HomePolicy::fixed ? "fixed" : "floating"; }
+const char* to_string(Invalidation invalidation) noexcept {
+  return invalidation == Invalidation::directory ? "directory" : "signature";
+}
+
+namespace {
+// A setting that names one of two values; the first is the default. (The
+// Job refuses any other word at start-up; a Config read without one, too.)
+template <class E>
+E choice(const char* name, const std::pair<const char*, E> (&values)[2]) {
+  const std::string word = env::get(name).value_or(values[0].first);
+  for (const auto& [text, value] : values)
+    if (word == text) return value;
+  throw Error(Errc::invalid_argument,
+              std::string(name) + "='" + word + "' is not " + values[0].first + " or " + values[1].first);
+}
+}  // namespace
 
 Config Config::from_env() {
   Config c;
   c.heap_bytes = env::get_size("RDMX_DSM_HEAP", 32ull << 20);
   c.block_bytes = env::get_size("RDMX_DSM_BLOCK", 4096);
-  const auto home = env::get("RDMX_DSM_HOME").value_or("floating");
-  if (home == "fixed")
-    c.home = HomePolicy::fixed;
-  else if (home == "floating")
-    c.home = HomePolicy::floating;
-  else
-    throw Error(Errc::invalid_argument, "RDMX_DSM_HOME='" + home + "' is not floating or fixed");
+  c.home = choice<HomePolicy>("RDMX_DSM_HOME", {{"floating", HomePolicy::floating}, {"fixed", HomePolicy::fixed}});
+  c.invalidation = choice<Invalidation>("RDMX_DSM_INVALIDATION",
+                                      {{"signature", Invalidation::signature}, {"directory", Invalidation::directory}});
   c.notices = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_NOTICES", 1024));
   c.mutexes = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_MUTEXES", 16));
   c.lease = env::get_count("RDMX_DSM_LEASE", 16);

@@ -1,8 +1,11 @@
 #include "engine.hpp"
 
+#include <atomic>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -88,6 +91,12 @@ Engine::Engine(Job& job, const Config& config)
   if (config_.notices == 0 || config_.mutexes == 0)
     throw Error(Errc::invalid_argument, "dsm: notices and mutexes must be at least 1");
   if (current() != nullptr) throw Error(Errc::invalid_argument, "dsm: this process already has a dsm::Space");
+  if (config_.invalidation == Invalidation::directory && processes_ > 64)
+    throw Error(Errc::invalid_argument, "dsm: directory invalidation tracks at most 64 processes, the job has " +
+                                            std::to_string(processes_) + " (RDMX_DSM_INVALIDATION=signature has no limit)");
+  // Leases stand in for write notices a signature dropped; a directory
+  // drops none.
+  if (config_.invalidation == Invalidation::directory) config_.lease = 0;
   blocks_ = config_.heap_bytes / config_.block_bytes;
   if (blocks_ > 0xffffffffull) throw Error(Errc::invalid_argument, "dsm: more than 2^32 blocks");
   history_ = Signature(config_.notices, blocks_);
@@ -95,11 +104,12 @@ Engine::Engine(Job& job, const Config& config)
   // Every process must run the same configuration, or block numbers and
   // protocols would disagree.
   struct Shape {
-    std::uint64_t heap, block, notices, mutexes, home, races, lease;
+    std::uint64_t heap, block, notices, mutexes, home, invalidation, races, lease;
     bool operator==(const Shape&) const = default;
   };
   const Shape mine{config_.heap_bytes, config_.block_bytes, config_.notices, config_.mutexes,
-                   static_cast<std::uint64_t>(config_.home), config_.check_races ? 1u : 0u, config_.lease};
+                   static_cast<std::uint64_t>(config_.home), static_cast<std::uint64_t>(config_.invalidation),
+                   config_.check_races ? 1u : 0u, config_.lease};
   const auto shapes = gather(job_, mine);
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (!(shapes[p] == mine))
@@ -113,6 +123,7 @@ Engine::Engine(Job& job, const Config& config)
   hint_ = std::make_unique<WriteNotice[]>(blocks_);
   lease_ = std::make_unique<std::uint64_t[]>(blocks_);
   listed_ = std::make_unique<std::uint8_t[]>(blocks_);
+  shared_ = std::make_unique<std::uint8_t[]>(blocks_);
   for (std::size_t b = 0; b < blocks_; ++b) {
     state_[b].store(BlockState::invalid, std::memory_order_relaxed);
     hint_[b] = WriteNotice{static_cast<std::uint32_t>(b), no_source, 0};
@@ -203,7 +214,9 @@ void Engine::exchange_locators() {
   const std::size_t mutexes_here = (config_.mutexes + processes_ - 1) / processes_;
   slot_bytes_ = Signature::encoded_size(config_.notices);
   barrier_offset_ = words * 16 + mutexes_here * (16 + slot_bytes_);
-  meta_bytes_ = barrier_offset_ + processes_ * 8 + 2 * std::size_t{processes_} * slot_bytes_;
+  directory_offset_ = barrier_offset_ + processes_ * 8 + 2 * std::size_t{processes_} * slot_bytes_;
+  mailbox_offset_ = directory_offset_ + words * 8;
+  meta_bytes_ = mailbox_offset_ + (blocks_ + 7) / 8 * 8;
   struct Mine {
     RemoteLocator home, meta;
   };
@@ -218,6 +231,12 @@ void Engine::exchange_locators() {
 
 RemoteLocator Engine::owner_word(std::uint32_t block) const {
   return metas_[block % processes_].slice(std::uint64_t{block / processes_} * 8, 8);
+}
+RemoteLocator Engine::directory_word(std::uint32_t block) const {
+  return metas_[block % processes_].slice(directory_offset_ + std::uint64_t{block / processes_} * 8, 8);
+}
+RemoteLocator Engine::mailbox(std::uint32_t process, std::uint32_t block) const {
+  return metas_[process].slice(mailbox_offset_ + block, 1);
 }
 RemoteLocator Engine::lease_word(std::uint32_t block) const {
   const std::size_t words = (blocks_ + processes_ - 1) / processes_;
@@ -349,6 +368,9 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
       extend_lease(block, lease);
     }
   }
+  // Listed before reading: a release that does not see us yet finished its
+  // merge before our get, which then reads its writes.
+  if (config_.invalidation == Invalidation::directory) join_sharers(block);
   std::byte* into = rw_ + offset(block);
   if (source == rank_) {
     std::memcpy(into, home_ + offset(block), config_.block_bytes);
@@ -372,6 +394,7 @@ void Engine::release_block(std::uint32_t block) {
     release_floating(block);
   else
     release_fixed(block);
+  if (config_.invalidation == Invalidation::directory) invalidate_sharers(block);
   state_[block].store(BlockState::clean, std::memory_order_release);
   counters_.merges.fetch_add(1, std::memory_order_relaxed);
 }
@@ -466,6 +489,7 @@ void Engine::release_fixed(std::uint32_t block) {
 }
 
 void Engine::note(const WriteNotice& notice) {
+  if (config_.invalidation == Invalidation::directory) return;  // sharers were told directly
   std::lock_guard<std::mutex> hold(history_mutex_);
   history_.add(notice);
 }
@@ -511,6 +535,74 @@ void Engine::invalidate(std::uint32_t block, const WriteNotice& notice) {
   }
   WriteNotice& hint = hint_[block];
   if (hint.source == no_source || notice.version > hint.version) hint = notice;
+}
+
+// ---- directory invalidation (the baseline) ----------------------------------
+
+void Engine::join_sharers(std::uint32_t block) {
+  if (shared_[block] != 0) return;
+  // Set our bit (an OR by compare-and-swap: after an invalidation we cannot
+  // tell whether the releaser cleared it or our own release set it again).
+  const RemoteLocator where = directory_word(block);
+  const std::uint64_t me = std::uint64_t{1} << rank_;
+  std::uint64_t seen = fetch_add(where, 0).get();
+  while ((seen & me) == 0) {
+    const std::uint64_t was = compare_swap(where, seen, seen | me).get();
+    if (was == seen) break;
+    seen = was;
+  }
+  shared_[block] = 1;
+}
+
+void Engine::invalidate_sharers(std::uint32_t block) {
+  // Take the sharers, leaving ourselves listed (our copy is current or,
+  // with a fixed home, invalidated by the next releaser), and tell each.
+  const RemoteLocator where = directory_word(block);
+  const std::uint64_t me = std::uint64_t{1} << rank_;
+  std::uint64_t seen = fetch_add(where, 0).get();
+  while (seen != me) {
+    const std::uint64_t was = compare_swap(where, seen, me).get();
+    if (was == seen) break;
+    seen = was;
+  }
+  shared_[block] = 1;
+  static constexpr std::uint8_t stale = 1;
+  for (std::uint32_t p = 0; p < processes_; ++p)
+    if (p != rank_ && (seen >> p & 1) != 0) put(&stale, mailbox(p, block)).get();
+}
+
+void Engine::acquire_directory() {
+  // Releasers that synchronized with us before this acquire have set our
+  // mailbox bytes. Clear each before dropping the copy: a byte set again
+  // meanwhile stays for the next acquire.
+  auto* box = reinterpret_cast<std::uint8_t*>(meta_ + mailbox_offset_);
+  for (std::uint32_t block = 0; block < blocks_; ++block) {
+    std::atomic_ref<std::uint8_t> flag(box[block]);
+    if (flag.load(std::memory_order_acquire) == 0) continue;
+    flag.store(0, std::memory_order_relaxed);
+    lock_block(block);
+    try {
+      BlockState s = state_[block].load(std::memory_order_relaxed);
+      // Our unreleased writes must survive: merge them first. A floating
+      // home's merge starts from the newest version, so that copy stays.
+      const bool merged_newest = s == BlockState::dirty && config_.home == HomePolicy::floating;
+      if (s == BlockState::dirty) {
+        release_block(block);
+        s = BlockState::clean;
+      }
+      if (s == BlockState::clean && !merged_newest) {
+        protect(block, PROT_NONE);
+        state_[block].store(BlockState::invalid, std::memory_order_release);
+        counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
+        // The releaser may have cleared our bit: list us again at the next fetch.
+        shared_[block] = 0;
+      }
+    } catch (...) {
+      unlock_block(block);
+      throw;
+    }
+    unlock_block(block);
+  }
 }
 
 void Engine::acquire(std::span<const DecodedSignature> signatures) {
@@ -600,6 +692,7 @@ void Engine::process_barrier() {
     received.push_back(decode({slot, Signature::encoded_size(header.count)}, blocks_, processes_));
   }
   acquire(received);
+  if (config_.invalidation == Invalidation::directory) acquire_directory();
   // Everything acquired here every process acquired too: no need to pass it on.
   std::lock_guard<std::mutex> hold(history_mutex_);
   history_.clear();
@@ -739,6 +832,7 @@ void Engine::lock(std::uint32_t mutex) {
 }
 
 void Engine::acquire_mutex(std::uint32_t mutex) {
+  if (config_.invalidation == Invalidation::directory) acquire_directory();
   SignatureHeader header{};
   get(&header, mutex_slot(mutex, sizeof header)).get();
   if (header.count > config_.notices)

@@ -31,6 +31,8 @@ namespace rdmx::dsm {
 // A block's lease word, beside its owner word: the largest lease end any
 // reader took on the block's current version (Tardis's rts); a releaser's
 // write timestamp is past it.
+// A block's directory word (directory invalidation only), at its manager:
+// bit p set while process p may cache the block.
 // A block's owner word, at its manager (block mod P):
 //   bits 0-15 lock holder + 1 (0: unlocked), 16-31 owner (home), 32-63 version.
 namespace word {
@@ -107,6 +109,13 @@ class Engine {
   void release_floating(std::uint32_t block);
   void release_fixed(std::uint32_t block);
   void invalidate(std::uint32_t block, const WriteNotice& notice);
+  // Directory invalidation: this process's bit in the block's directory
+  // word, the sharers a releaser invalidates, and what an acquire applies.
+  RemoteLocator directory_word(std::uint32_t block) const;
+  RemoteLocator mailbox(std::uint32_t process, std::uint32_t block) const;
+  void join_sharers(std::uint32_t block);
+  void invalidate_sharers(std::uint32_t block);
+  void acquire_directory();
 
   void release_all();
   // Acquire from every signature at once (a barrier hands over several).
@@ -134,6 +143,10 @@ class Engine {
   std::size_t meta_bytes_ = 0;
   std::size_t slot_bytes_ = 0;
   std::size_t barrier_offset_ = 0;
+  // Directory invalidation: the directory words of the blocks this process
+  // manages, then a byte per block that releasers set to invalidate our copy.
+  std::size_t directory_offset_ = 0;
+  std::size_t mailbox_offset_ = 0;
   std::byte* meta_ = nullptr;  // this process's metadata, where peers write barrier signatures
   std::vector<RemoteLocator> homes_, metas_;
   std::size_t allocated_ = 0;
@@ -151,6 +164,7 @@ class Engine {
   // path's push never grows the vector past its reserved capacity.
   std::vector<std::uint32_t> dirty_;
   std::unique_ptr<std::uint8_t[]> listed_;
+  std::unique_ptr<std::uint8_t[]> shared_;  // directory: our bit is set in the block's directory word
 
   std::mutex history_mutex_;
   Signature history_;  // notices produced or acquired since the last barrier

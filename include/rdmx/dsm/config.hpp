@@ -21,12 +21,26 @@ enum class HomePolicy {
 };
 const char* to_string(HomePolicy policy) noexcept;
 
+// How a process learns that its cached copy of a block is out of date.
+enum class Invalidation {
+  // MENPS: write notices travel with the synchronization (signatures in
+  // barrier and mutex slots), name the writer (a fault then reads from it
+  // directly) and fall back to logical leases when they overflow.
+  signature,
+  // Baseline: each block's manager keeps a directory word of the processes
+  // caching it; a releaser sends every other sharer an invalidation, which
+  // the sharer applies at its next acquire. At most 64 processes.
+  directory,
+};
+const char* to_string(Invalidation invalidation) noexcept;
+
 struct Config {
   static Config from_env();
 
   std::size_t heap_bytes = 0;   // shared heap per process (RDMX_DSM_HEAP, default 32M)
   std::size_t block_bytes = 0;  // coherence unit, a multiple of the page size (RDMX_DSM_BLOCK, default 4K)
   HomePolicy home = HomePolicy::floating;  // RDMX_DSM_HOME=floating|fixed
+  Invalidation invalidation = Invalidation::signature;  // RDMX_DSM_INVALIDATION=signature|directory
   // Write notices a signature holds; beyond that it overflows and acquirers
   // fall back to logical leases (RDMX_DSM_NOTICES, default 1024).
   std::uint32_t notices = 0;
