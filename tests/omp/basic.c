@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
 #include "rdmx/omp/shared.h"
 
 #define N 10007
@@ -15,16 +16,6 @@ RDMX_SHARED static long a[N];
 RDMX_SHARED static int seen[MAX_THREADS];
 RDMX_SHARED static int owner[N];
 
-static int failures;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      printf("FAILED %s:%d: ", __FILE__, __LINE__);         \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-      failures++;                                          \
-    }                                                      \
-  } while (0)
 
 int main(int argc, char** argv) {
   (void)argc;
