@@ -222,6 +222,7 @@ int run(int argc, char** argv) {
     std::memset(reinterpret_cast<void*>(resolve(ring).address), 0, std::size_t{rt.slots} * 8);
   }
   rt.ring = job.allgather(ring)[0];
+  reset_shared_heap({heap + own, config.heap_bytes - shared - own});
   set_runtime(&rt);
   dsm::barrier();  // the Region's initial state, before anyone reads it
 

@@ -91,6 +91,9 @@ void off_heap(F&& f) {
   off_heap([](void* p) { (*static_cast<std::remove_reference_t<F>*>(p))(); }, &f);
 }
 
+// rdmx_shared_malloc's memory (shared_heap.cpp).
+void reset_shared_heap(std::span<std::byte> pool);
+
 void team_barrier();
 void start_loop(const LoopSpec& spec);
 bool next_chunk(long* istart, long* iend);

@@ -105,6 +105,24 @@ int main(int argc, char** argv) {
   }
   CHECK(nested_bad == 0, "%d nested regions had more than one thread", nested_bad);
 
+  /* heap data shared through rdmx_shared_malloc, freed and allocated again */
+  long* h = rdmx_shared_malloc(N * sizeof(long));
+  long* h2 = rdmx_shared_malloc(100 * sizeof(long));
+  CHECK(h != NULL && h2 != NULL, "rdmx_shared_malloc failed");
+  #pragma omp parallel for schedule(dynamic, 50)
+  for (int i = 0; i < N; i++) h[i] = 3 * i;
+  bad = 0;
+  for (int i = 0; i < N; i++) bad += h[i] != 3 * i;
+  CHECK(bad == 0, "%ld shared heap elements wrong", bad);
+  rdmx_shared_free(h);
+  long* h3 = rdmx_shared_malloc(N * sizeof(long)); /* reuses h's memory: zeroed again */
+  bad = 0;
+  #pragma omp parallel for reduction(+:bad)
+  for (int i = 0; i < N; i++) bad += h3[i] != 0;
+  CHECK(bad == 0, "%ld reused shared heap elements not zero", bad);
+  rdmx_shared_free(h3);
+  rdmx_shared_free(h2);
+
   double t0 = omp_get_wtime();
   CHECK(omp_get_wtime() >= t0, "omp_get_wtime went back");
   printf("%s\n", failures == 0 ? "basic: all checks passed" : "basic: FAILED");
