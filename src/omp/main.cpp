@@ -13,6 +13,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -99,10 +100,13 @@ int run_master(std::span<std::byte> stack) {
   alt.ss_sp = alternate.data();
   alt.ss_size = alternate.size();
   if (::sigaltstack(&alt, &previous) != 0) fatal("sigaltstack: %s", std::strerror(errno));
-  // Fault the whole stack in now (clean, readable): a first fault later
-  // could come from inside malloc.
-  const long page = ::sysconf(_SC_PAGESIZE);
-  for (std::size_t off = 0; off < stack.size(); off += static_cast<std::size_t>(page))
+  // Fault the stack's top in now (clean, readable), where main and the
+  // calls it makes run: a first fault there later could come from inside
+  // malloc. Not all of it: each block is a fetch from its home, remote for
+  // most blocks under the fixed home.
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t warm = std::min(stack.size(), std::size_t{256} << 10);
+  for (std::size_t off = stack.size() - warm; off < stack.size(); off += page)
     static_cast<void>(*reinterpret_cast<volatile char*>(stack.data() + off));
   ::getcontext(&master.program);
   master.program.uc_stack.ss_sp = stack.data();
