@@ -92,6 +92,18 @@ int main(int argc, char** argv) {
   #pragma omp parallel num_threads(1)
   inner = omp_get_num_threads();
   CHECK(inner == 1, "num_threads(1) ran %d threads", inner);
+  omp_set_num_threads(1);
+  inner = 0;
+  #pragma omp parallel
+  inner = omp_get_num_threads();
+  CHECK(inner == 1 && omp_get_max_threads() == 1, "omp_set_num_threads(1): %d threads", inner);
+  omp_set_num_threads(threads);
+  #pragma omp parallel
+  {
+    #pragma omp single
+    inner = omp_get_num_threads();
+  }
+  CHECK(inner == threads, "omp_set_num_threads(%d): %d threads", threads, inner);
   int nested_bad = 0;
   #pragma omp parallel
   {
