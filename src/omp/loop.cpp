@@ -1,5 +1,5 @@
 // Work-sharing constructs: loops (static, dynamic, guided, runtime
-// schedules) and single.
+// schedules), sections (a dynamic loop over the section numbers) and single.
 //
 // Every thread of a job-wide team meets the same work-sharing constructs in
 // the same order (OpenMP requires it), so each counts them, and construct k
@@ -209,6 +209,21 @@ RDMX_OMP_RUNTIME_LOOP(maybe_nonmonotonic_runtime)
 
 void GOMP_loop_end() { team_barrier(); }
 void GOMP_loop_end_nowait() {}
+
+// Section k of `count` is iteration k of [1, count + 1); 0 means none left.
+unsigned GOMP_sections_next() {
+  long first, last;
+  return next_chunk(&first, &last) ? static_cast<unsigned>(first) : 0;
+}
+unsigned GOMP_sections_start(unsigned count) {
+  start_loop(spec(Schedule::dynamic, 1, long{count} + 1, 1, 1));
+  return GOMP_sections_next();
+}
+void GOMP_parallel_sections(void (*fn)(void*), void* data, unsigned num_threads, unsigned count, unsigned) {
+  parallel(fn, data, num_threads, spec(Schedule::dynamic, 1, long{count} + 1, 1, 1));
+}
+void GOMP_sections_end() { team_barrier(); }
+void GOMP_sections_end_nowait() {}
 
 bool GOMP_single_start() { return single(); }
 

@@ -87,6 +87,35 @@ int main(int argc, char** argv) {
   CHECK(criticals == 11 * threads, "criticals %d, expected %d", criticals, 11 * threads);
   CHECK(local[0] == 11 * threads, "read after the barrier: %ld", local[0]);
 
+  /* sections, combined and inside a region */
+  int sec[4] = {0, 0, 0, 0};
+  #pragma omp parallel sections
+  {
+    #pragma omp section
+    sec[0] += 1;
+    #pragma omp section
+    sec[1] += 1;
+    #pragma omp section
+    sec[2] += 1;
+  }
+  #pragma omp parallel
+  {
+    #pragma omp sections
+    {
+      #pragma omp section
+      sec[3] += 1;
+      #pragma omp section
+      sec[0] += 10;
+    }
+    #pragma omp sections nowait
+    {
+      #pragma omp section
+      sec[1] += 10;
+    }
+  }
+  CHECK(sec[0] == 11 && sec[1] == 11 && sec[2] == 1 && sec[3] == 1, "sections ran %d %d %d %d", sec[0], sec[1],
+        sec[2], sec[3]);
+
   /* a region with one thread, and one nested in a region */
   int inner = 0;
   #pragma omp parallel num_threads(1)
