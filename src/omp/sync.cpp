@@ -18,8 +18,15 @@ namespace {
 constexpr std::uint32_t atomic_mutex = 0, critical_mutex = 1, first_named = 2;
 
 // Atomics this thread is inside: an __atomic_* call within
-// GOMP_atomic_start/end already holds the mutex.
+// GOMP_atomic_start/end already holds the mutex (if it was taken).
 thread_local std::uint32_t atomic_depth = 0;
+thread_local bool atomic_locked = false;
+
+// Outside job-wide regions only the master runs (every other thread waits
+// in the team loop's barrier), so critical sections and atomics need no
+// mutex there. A region begun inside one also ends inside it, so the end
+// of a construct sees the same answer as its start.
+bool concurrent() { return in_job_region; }
 // Named critical sections this thread holds, by mutex: two nested names
 // that hash onto one mutex would deadlock, and are reported instead.
 thread_local std::vector<const void*> holders;
@@ -41,7 +48,7 @@ bool in_heap(const volatile void* p) {
 
 struct AtomicSection {
   bool locked;
-  explicit AtomicSection(const volatile void* p) : locked(atomic_depth == 0 && in_heap(p)) {
+  explicit AtomicSection(const volatile void* p) : locked(atomic_depth == 0 && concurrent() && in_heap(p)) {
     if (locked) {
       lock(atomic_mutex);
       ++atomic_depth;
@@ -62,19 +69,30 @@ using namespace rdmx::omp;
 extern "C" {
 
 void GOMP_atomic_start() {
-  if (atomic_depth++ == 0) lock(atomic_mutex);
+  if (atomic_depth++ == 0 && concurrent()) {
+    lock(atomic_mutex);
+    atomic_locked = true;
+  }
 }
 void GOMP_atomic_end() {
-  if (--atomic_depth == 0) unlock(atomic_mutex);
+  if (--atomic_depth == 0 && atomic_locked) {
+    atomic_locked = false;
+    unlock(atomic_mutex);
+  }
 }
 
-void GOMP_critical_start() { lock(critical_mutex); }
-void GOMP_critical_end() { unlock(critical_mutex); }
+void GOMP_critical_start() {
+  if (concurrent()) lock(critical_mutex);
+}
+void GOMP_critical_end() {
+  if (concurrent()) unlock(critical_mutex);
+}
 
 // *pptr is GCC's per-name variable: its address names the section, the same
 // in every process (the program is not position independent).
 void GOMP_critical_name_start(void** pptr) {
   Runtime& rt = require("critical(name)");
+  if (!concurrent()) return;
   const auto named = rt.mutexes - first_named;
   const std::uint32_t mutex = first_named + static_cast<std::uint32_t>((reinterpret_cast<std::uintptr_t>(pptr) >> 3) % named);
   if (holders.size() < rt.mutexes) holders.resize(rt.mutexes, nullptr);
@@ -86,6 +104,7 @@ void GOMP_critical_name_start(void** pptr) {
 }
 void GOMP_critical_name_end(void** pptr) {
   Runtime& rt = require("critical(name)");
+  if (!concurrent()) return;
   const std::uint32_t mutex = first_named + static_cast<std::uint32_t>((reinterpret_cast<std::uintptr_t>(pptr) >> 3) %
                                                                        (rt.mutexes - first_named));
   holders[mutex] = nullptr;
