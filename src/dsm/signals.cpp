@@ -107,7 +107,10 @@ Engine::SignalGuard::SignalGuard(Engine&) {
   if (in_libucs(installed_handler())) ucs_debug_disable_signal(SIGSEGV);
   struct sigaction ours {};
   ours.sa_sigaction = on_fault;
-  ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+  // SA_ONSTACK: a thread whose stack lies in the heap (rdmx_omp's master)
+  // faults on its own stack; the kernel needs somewhere else to put the
+  // signal frame, the alternate stack that thread sets up.
+  ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK;
   sigemptyset(&ours.sa_mask);
   if (::sigaction(SIGSEGV, &ours, &previous_action) != 0)
     throw Error(Errc::invalid_argument, std::string("dsm: installing the SIGSEGV handler failed: ") +

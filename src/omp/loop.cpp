@@ -1,0 +1,230 @@
+// Work-sharing constructs: loops (static, dynamic, guided, runtime
+// schedules), sections (a dynamic loop over the section numbers) and single.
+//
+// Every thread of a job-wide team meets the same work-sharing constructs in
+// the same order (OpenMP requires it), so each counts them, and construct k
+// owns word k % slots of a ring on process 0. A word holds the construct's
+// generation (k mod 2^24) in its top 24 bits and the next unclaimed
+// iteration in the low 40: a thread claims a chunk by remote
+// compare-and-swap, and the first thread to meet construct k resets a word
+// still holding an older generation. Static schedules need no word: each
+// thread computes its own iterations.
+#include "rdmx/fabric/rma.hpp"
+#include "runtime.hpp"
+
+namespace rdmx::omp {
+
+namespace {
+constexpr std::uint64_t next_bits = 40;
+constexpr std::uint64_t next_mask = (std::uint64_t{1} << next_bits) - 1;
+constexpr std::uint32_t generation_mask = 0xffffff;
+
+std::uint32_t generation(std::uint64_t construct) { return static_cast<std::uint32_t>(construct) & generation_mask; }
+std::uint64_t pack(std::uint32_t gen, std::uint64_t next) { return std::uint64_t{gen} << next_bits | next; }
+
+std::uint64_t iteration_count(long start, long end, long incr) {
+  if (incr == 0) fatal("a loop with increment 0");
+  const __int128 span = incr > 0 ? __int128{end} - start : __int128{start} - end;
+  const __int128 step = incr > 0 ? incr : -__int128{incr};
+  if (span <= 0) return 0;
+  return static_cast<std::uint64_t>((span + step - 1) / step);
+}
+
+// The word of the current construct, reset to it if it still holds an
+// older one. Returns its value.
+std::uint64_t current_word(const RemoteLocator& word, Loop& loop, const char* what) {
+  const std::uint32_t gen = generation(loop.construct);
+  std::uint64_t w = loop.guessed ? loop.guess : fetch_add(word, 0).get();
+  for (;;) {
+    const std::uint32_t held = static_cast<std::uint32_t>(w >> next_bits);
+    const std::uint32_t behind = (gen - held) & generation_mask;
+    if (behind == 0) return w;
+    if (behind > generation_mask / 2)
+      fatal("%s: another thread is already %u work-sharing constructs ahead (more than %u nowait constructs "
+            "in a row; RDMX_OMP_WORK_SHARES raises the limit)",
+            what, (held - gen) & generation_mask, require(what).slots);
+    const std::uint64_t fresh = pack(gen, 0);
+    const std::uint64_t seen = compare_swap(word, w, fresh).get();
+    w = seen == w ? fresh : seen;
+  }
+}
+
+RemoteLocator word_of(std::uint64_t construct) {
+  const Runtime& rt = *runtime();
+  return rt.ring.slice((construct % rt.slots) * 8, 8);
+}
+
+void bounds(const Loop& loop, std::uint64_t first, std::uint64_t last, long* istart, long* iend) {
+  const LoopSpec& s = loop.spec;
+  *istart = static_cast<long>(s.start + static_cast<__int128>(first) * s.incr);
+  *iend = last == loop.iterations ? s.end : static_cast<long>(s.start + static_cast<__int128>(last) * s.incr);
+}
+
+// Chunk size for a claim that finds `next` of `n` iterations handed out.
+std::uint64_t chunk_size(const Loop& loop, std::uint64_t next, std::uint32_t threads) {
+  const std::uint64_t left = loop.iterations - next;
+  const std::uint64_t chunk = loop.spec.chunk > 0 ? static_cast<std::uint64_t>(loop.spec.chunk) : 1;
+  std::uint64_t q = chunk;
+  if (loop.spec.schedule == Schedule::guided) q = std::max(chunk, (left + threads - 1) / threads);
+  return std::min(q, left);
+}
+}  // namespace
+
+void start_loop(const LoopSpec& spec) {
+  Loop& loop = team.loop;
+  loop = Loop{};
+  loop.spec = spec;
+  if (loop.spec.schedule == Schedule::none) loop.spec.schedule = Schedule::fixed;
+  loop.iterations = iteration_count(spec.start, spec.end, spec.incr);
+  if (loop.iterations > next_mask) fatal("a loop of %llu iterations: at most 2^40", (unsigned long long)loop.iterations);
+  if (team.shared) loop.construct = ++team.constructs;
+}
+
+bool next_chunk(long* istart, long* iend) {
+  Loop& loop = team.loop;
+  const std::uint32_t threads = team.size;
+  if (loop.spec.schedule == Schedule::fixed) {
+    // OpenMP's static: without a chunk one contiguous block per thread,
+    // with one chunks dealt round-robin.
+    std::uint64_t first, last;
+    if (loop.spec.chunk <= 0) {
+      if (loop.taken++ > 0) return false;
+      const std::uint64_t q = loop.iterations / threads, r = loop.iterations % threads;
+      first = team.num * q + std::min<std::uint64_t>(team.num, r);
+      last = first + q + (team.num < r ? 1 : 0);
+    } else {
+      const auto chunk = static_cast<std::uint64_t>(loop.spec.chunk);
+      const unsigned __int128 index = static_cast<unsigned __int128>(loop.taken++) * threads + team.num;
+      if (index * chunk >= loop.iterations) return false;
+      first = static_cast<std::uint64_t>(index * chunk);
+      last = std::min(loop.iterations, first + chunk);
+    }
+    if (first >= last) return false;
+    bounds(loop, first, last, istart, iend);
+    return true;
+  }
+  if (!team.shared) {
+    const std::uint64_t q = loop.taken < loop.iterations ? chunk_size(loop, loop.taken, 1) : 0;
+    if (q == 0) return false;
+    bounds(loop, loop.taken, loop.taken + q, istart, iend);
+    loop.taken += q;
+    return true;
+  }
+  const RemoteLocator word = word_of(loop.construct);
+  std::uint64_t w = current_word(word, loop, "a loop");
+  for (;;) {
+    const std::uint64_t next = w & next_mask;
+    if (next >= loop.iterations) {
+      loop.guess = w;
+      loop.guessed = true;
+      return false;
+    }
+    const std::uint64_t q = chunk_size(loop, next, threads);
+    const std::uint64_t desired = pack(generation(loop.construct), next + q);
+    const std::uint64_t seen = compare_swap(word, w, desired).get();
+    if (seen == w) {
+      loop.guess = desired;
+      loop.guessed = true;
+      bounds(loop, next, next + q, istart, iend);
+      return true;
+    }
+    loop.guess = seen;
+    loop.guessed = true;
+    w = current_word(word, loop, "a loop");
+  }
+}
+
+bool single() {
+  if (!team.shared) return true;
+  Loop& loop = team.loop;
+  loop = Loop{};
+  loop.construct = ++team.constructs;
+  const RemoteLocator word = word_of(loop.construct);
+  std::uint64_t w = fetch_add(word, 0).get();
+  const std::uint32_t gen = generation(loop.construct);
+  for (;;) {
+    const std::uint32_t held = static_cast<std::uint32_t>(w >> next_bits);
+    const std::uint32_t behind = (gen - held) & generation_mask;
+    if (behind == 0) return false;  // another thread took it
+    if (behind > generation_mask / 2)
+      fatal("single: another thread is already %u work-sharing constructs ahead", (held - gen) & generation_mask);
+    const std::uint64_t seen = compare_swap(word, w, pack(gen, 1)).get();
+    if (seen == w) return true;
+    w = seen;
+  }
+}
+
+}  // namespace rdmx::omp
+
+using namespace rdmx::omp;
+
+namespace {
+LoopSpec spec(Schedule schedule, long start, long end, long incr, long chunk) {
+  return LoopSpec{schedule, start, end, incr, chunk};
+}
+LoopSpec runtime_spec(long start, long end, long incr) {
+  LoopSpec s = require("schedule(runtime)").runtime_schedule;
+  s.start = start;
+  s.end = end;
+  s.incr = incr;
+  return s;
+}
+bool start(const LoopSpec& s, long* istart, long* iend) {
+  start_loop(s);
+  return next_chunk(istart, iend);
+}
+}  // namespace
+
+extern "C" {
+
+#define RDMX_OMP_LOOP(name, schedule)                                                               \
+  bool GOMP_loop_##name##_start(long start_, long end, long incr, long chunk, long* istart, long* iend) { \
+    return start(spec(schedule, start_, end, incr, chunk), istart, iend);                           \
+  }                                                                                                 \
+  bool GOMP_loop_##name##_next(long* istart, long* iend) { return next_chunk(istart, iend); }       \
+  void GOMP_parallel_loop_##name(void (*fn)(void*), void* data, unsigned num_threads, long start_, long end, \
+                                 long incr, long chunk, unsigned) {                                 \
+    parallel(fn, data, num_threads, spec(schedule, start_, end, incr, chunk));                      \
+  }
+RDMX_OMP_LOOP(static, Schedule::fixed)
+RDMX_OMP_LOOP(dynamic, Schedule::dynamic)
+RDMX_OMP_LOOP(guided, Schedule::guided)
+RDMX_OMP_LOOP(nonmonotonic_dynamic, Schedule::dynamic)
+RDMX_OMP_LOOP(nonmonotonic_guided, Schedule::guided)
+#undef RDMX_OMP_LOOP
+
+#define RDMX_OMP_RUNTIME_LOOP(name)                                                                 \
+  bool GOMP_loop_##name##_start(long start_, long end, long incr, long* istart, long* iend) {       \
+    return start(runtime_spec(start_, end, incr), istart, iend);                                    \
+  }                                                                                                 \
+  bool GOMP_loop_##name##_next(long* istart, long* iend) { return next_chunk(istart, iend); }       \
+  void GOMP_parallel_loop_##name(void (*fn)(void*), void* data, unsigned num_threads, long start_, long end, \
+                                 long incr, unsigned) {                                             \
+    parallel(fn, data, num_threads, runtime_spec(start_, end, incr));                               \
+  }
+RDMX_OMP_RUNTIME_LOOP(runtime)
+RDMX_OMP_RUNTIME_LOOP(nonmonotonic_runtime)
+RDMX_OMP_RUNTIME_LOOP(maybe_nonmonotonic_runtime)
+#undef RDMX_OMP_RUNTIME_LOOP
+
+void GOMP_loop_end() { team_barrier(); }
+void GOMP_loop_end_nowait() {}
+
+// Section k of `count` is iteration k of [1, count + 1); 0 means none left.
+unsigned GOMP_sections_next() {
+  long first, last;
+  return next_chunk(&first, &last) ? static_cast<unsigned>(first) : 0;
+}
+unsigned GOMP_sections_start(unsigned count) {
+  start_loop(spec(Schedule::dynamic, 1, long{count} + 1, 1, 1));
+  return GOMP_sections_next();
+}
+void GOMP_parallel_sections(void (*fn)(void*), void* data, unsigned num_threads, unsigned count, unsigned) {
+  parallel(fn, data, num_threads, spec(Schedule::dynamic, 1, long{count} + 1, 1, 1));
+}
+void GOMP_sections_end() { team_barrier(); }
+void GOMP_sections_end_nowait() {}
+
+bool GOMP_single_start() { return single(); }
+
+}  // extern "C"

@@ -1,0 +1,275 @@
+// The real main() of a program built with rdmx_omp_executable: the program's
+// own main was renamed rdmx_omp_main at compile time.
+//
+// Every process starts the Job and the DSM, and runs every worker thread in
+// Job::run. Worker thread 0 of process 0 runs rdmx_omp_main on a stack in
+// the shared heap (the master), so that the shared locals it hands to
+// parallel regions are heap addresses every process can read; every other
+// thread serves the master's parallel regions until it publishes the exit.
+// Section rdmx_shared (RDMX_SHARED variables) is linked at a fixed address
+// and the heap is placed so that its last blocks are that section.
+#include <signal.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rdmx/core/env.hpp"
+#include "rdmx/core/error.hpp"
+#include "rdmx/dsm/fence.hpp"
+#include "rdmx/dsm/space.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
+#include "runtime.hpp"
+
+// The program's main, under whichever name its language gave it.
+extern "C" int rdmx_omp_main_c(int, char**) __asm__("rdmx_omp_main") __attribute__((weak));
+int rdmx_omp_main(int, char**) __attribute__((weak));
+int rdmx_omp_main() __attribute__((weak));
+
+// Defined by the linker when the program has RDMX_SHARED variables.
+extern "C" char __start_rdmx_shared[] __attribute__((weak));
+extern "C" char __stop_rdmx_shared[] __attribute__((weak));
+
+extern "C" [[noreturn]] void __real_exit(int status);
+
+namespace rdmx::omp {
+namespace {
+
+std::size_t round_up(std::size_t n, std::size_t unit) { return (n + unit - 1) / unit * unit; }
+
+struct Master {
+  ucontext_t scheduler{}, program{};
+  int argc = 0;
+  char** argv = nullptr;
+  int status = 0;
+  std::exception_ptr error;
+};
+Master master;
+thread_local bool on_master_stack = false;
+
+// off_heap's private stack and the call it runs there.
+struct OffHeap {
+  std::vector<std::byte> stack = std::vector<std::byte>(1 << 20);
+  ucontext_t caller{}, callee{};
+  void (*fn)(void*) = nullptr;
+  void* arg = nullptr;
+  std::exception_ptr error;
+};
+OffHeap off;
+
+void off_heap_entry() {
+  try {
+    off.fn(off.arg);
+  } catch (...) {
+    off.error = std::current_exception();
+  }
+}
+
+int call_main(int argc, char** argv) {
+  if (rdmx_omp_main_c != nullptr) return rdmx_omp_main_c(argc, argv);
+  if (static_cast<int (*)(int, char**)>(&rdmx_omp_main) != nullptr) return rdmx_omp_main(argc, argv);
+  return rdmx_omp_main();
+}
+
+void master_entry() {
+  try {
+    master.status = call_main(master.argc, master.argv);
+  } catch (...) {
+    master.error = std::current_exception();
+  }
+  on_master_stack = false;
+  // uc_link resumes the scheduler.
+}
+
+// Runs the program's main on `stack` (in the heap); returns its status.
+int run_master(std::span<std::byte> stack) {
+  // Faults on the master's own stack need a signal frame elsewhere (the
+  // DSM's handler runs with SA_ONSTACK), with room for the fault path.
+  std::vector<std::byte> alternate(1 << 20);
+  stack_t alt{}, previous{};
+  alt.ss_sp = alternate.data();
+  alt.ss_size = alternate.size();
+  if (::sigaltstack(&alt, &previous) != 0) fatal("sigaltstack: %s", std::strerror(errno));
+  // Fault the stack's top in now (clean, readable), where main and the
+  // calls it makes run: a first fault there later could come from inside
+  // malloc. Not all of it: each block is a fetch from its home, remote for
+  // most blocks under the fixed home.
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t warm = std::min(stack.size(), std::size_t{256} << 10);
+  for (std::size_t off = stack.size() - warm; off < stack.size(); off += page)
+    static_cast<void>(*reinterpret_cast<volatile char*>(stack.data() + off));
+  ::getcontext(&master.program);
+  master.program.uc_stack.ss_sp = stack.data();
+  master.program.uc_stack.ss_size = stack.size();
+  master.program.uc_link = &master.scheduler;
+  ::makecontext(&master.program, master_entry, 0);
+  on_master_stack = true;
+  ::swapcontext(&master.scheduler, &master.program);
+  on_master_stack = false;
+  alt.ss_flags = SS_DISABLE;
+  ::sigaltstack(previous.ss_sp != nullptr ? &previous : &alt, nullptr);
+  if (master.error) std::rethrow_exception(master.error);
+  return master.status;
+}
+
+}  // namespace
+
+void off_heap(void (*fn)(void*), void* arg) {
+  if (!on_master_stack) {
+    fn(arg);
+    return;
+  }
+  off.fn = fn;
+  off.arg = arg;
+  off.error = nullptr;
+  ::getcontext(&off.callee);
+  off.callee.uc_stack.ss_sp = off.stack.data();
+  off.callee.uc_stack.ss_size = off.stack.size();
+  off.callee.uc_link = &off.caller;
+  ::makecontext(&off.callee, off_heap_entry, 0);
+  on_master_stack = false;
+  ::swapcontext(&off.caller, &off.callee);
+  on_master_stack = true;
+  if (off.error) std::rethrow_exception(std::exchange(off.error, nullptr));
+}
+
+namespace {
+
+LoopSpec schedule_from_env() {
+  LoopSpec s{Schedule::fixed, 0, 0, 1, 0};
+  std::string text = env::get("OMP_SCHEDULE").value_or("static");
+  if (const auto colon = text.find(':'); colon != std::string::npos) text.erase(0, colon + 1);  // (non)monotonic:
+  const auto comma = text.find(',');
+  const std::string kind = text.substr(0, comma);
+  if (kind == "dynamic")
+    s.schedule = Schedule::dynamic;
+  else if (kind == "guided")
+    s.schedule = Schedule::guided;
+  else if (kind != "static" && kind != "auto")
+    throw Error(Errc::invalid_argument, "OMP_SCHEDULE='" + text + "': static, dynamic, guided or auto");
+  if (comma != std::string::npos) s.chunk = std::stol(text.substr(comma + 1));
+  return s;
+}
+
+// Section rdmx_shared was loaded as zeroed memory; the heap replaces it. A
+// page already written (a constructor before main) would lose its data.
+void release_section(std::byte* begin, std::size_t bytes) {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t mapped = round_up(bytes, page);
+  std::vector<unsigned char> resident(mapped / page);
+  if (::mincore(begin, mapped, resident.data()) == 0)
+    for (std::size_t p = 0; p < resident.size(); ++p) {
+      if ((resident[p] & 1) == 0) continue;
+      for (std::size_t i = p * page; i < std::min(bytes, (p + 1) * page); ++i)
+        if (begin[i] != std::byte{0})
+          throw Error(Errc::invalid_argument,
+                      "an RDMX_SHARED variable was written before main (byte " + std::to_string(i) +
+                          " of section rdmx_shared): shared variables must start zeroed");
+    }
+  if (::munmap(begin, mapped) != 0)
+    throw Error(Errc::invalid_argument, std::string("unmapping section rdmx_shared: ") + std::strerror(errno));
+}
+
+int run(int argc, char** argv) {
+  Job job(argc, argv);
+  dsm::Config config = dsm::Config::from_env();
+  const std::size_t block = config.block_bytes;
+  if (block == 0) throw Error(Errc::invalid_argument, "RDMX_DSM_BLOCK is 0");
+  auto* section = reinterpret_cast<std::byte*>(__start_rdmx_shared);
+  const std::size_t section_bytes = section == nullptr ? 0 : static_cast<std::size_t>(__stop_rdmx_shared - __start_rdmx_shared);
+  const std::size_t shared = round_up(section_bytes, block);
+  const std::size_t stack = round_up(env::get_size("RDMX_OMP_STACK", 8u << 20), block);
+  const std::size_t own = stack + block;  // the master's stack, then the Region
+  if (!env::get("RDMX_DSM_HEAP")) config.heap_bytes = round_up(own + shared + (32u << 20), block);
+  if (config.heap_bytes < own + shared)
+    throw Error(Errc::out_of_memory, "RDMX_DSM_HEAP=" + std::to_string(config.heap_bytes) + " is too small: " +
+                                         std::to_string(shared) + " bytes of RDMX_SHARED variables and " +
+                                         std::to_string(own) + " for the master's stack (RDMX_OMP_STACK)");
+  if (config.mutexes < 3) throw Error(Errc::invalid_argument, "rdmx_omp needs RDMX_DSM_MUTEXES of at least 3");
+  if (shared != 0) {
+    if (reinterpret_cast<std::uintptr_t>(section) % block != 0)
+      throw Error(Errc::invalid_argument, "section rdmx_shared is not aligned to the DSM block (" +
+                                              std::to_string(block) + " bytes): see RDMX_OMP_SHARED_ADDRESS");
+    config.address = reinterpret_cast<std::uintptr_t>(section) + shared - config.heap_bytes;
+    release_section(section, section_bytes);
+  }
+  dsm::Space space(job, config);
+  auto* heap = static_cast<std::byte*>(dsm::allocate(config.heap_bytes - shared, block));
+  if (shared != 0 && dsm::allocate(shared, block) != section)
+    throw Error(Errc::invalid_argument, "the DSM heap does not end with section rdmx_shared");
+
+  Runtime rt;
+  rt.processes = job.size();
+  rt.threads = job.threads_per_process();
+  rt.total = job.total_threads();
+  rt.heap = space.heap();
+  rt.region = reinterpret_cast<Region*>(heap + stack);  // zeroed memory: no Region yet
+  if (job.rank() == 0) new (rt.region) Region{};
+  rt.slots = static_cast<std::uint32_t>(env::get_count("RDMX_OMP_WORK_SHARES", 256));
+  if (rt.slots == 0) throw Error(Errc::invalid_argument, "RDMX_OMP_WORK_SHARES must be at least 1");
+  rt.mutexes = config.mutexes;
+  rt.max_threads.store(rt.total);
+  rt.runtime_schedule = schedule_from_env();
+  RemoteLocator ring{};
+  if (job.rank() == 0) {
+    ring = allocate_remote(0, std::size_t{rt.slots} * 8);
+    std::memset(reinterpret_cast<void*>(resolve(ring).address), 0, std::size_t{rt.slots} * 8);
+  }
+  rt.ring = job.allgather(ring)[0];
+  reset_shared_heap({heap + own, config.heap_bytes - shared - own});
+  set_runtime(&rt);
+  dsm::barrier();  // the Region's initial state, before anyone reads it
+
+  master.argc = argc;
+  master.argv = argv;
+  job.run([&](ThreadId me) {
+    const std::uint32_t global = me.process * rt.threads + me.thread;
+    if (global != 0) {
+      serve_team(global);
+      return;
+    }
+    const int status = run_master({heap, stack});
+    rt.region->status = status;
+    rt.region->exit = 1;
+    dsm::thread_barrier();
+  });
+  const int status = rt.region->status;
+  set_runtime(nullptr);
+  return status;
+}
+
+}  // namespace
+}  // namespace rdmx::omp
+
+using namespace rdmx::omp;
+
+extern "C" [[noreturn]] void __wrap_exit(int status) {
+  if (in_job_region) fatal("exit(%d) inside a parallel region", status);
+  if (on_master_stack) {
+    // The program ends: back to the scheduler, which ends the job in order.
+    master.status = status;
+    on_master_stack = false;
+    ::setcontext(&master.scheduler);
+  }
+  __real_exit(status);
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fflush(nullptr);
+    std::fprintf(stderr, "rdmx_omp: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,107 @@
+// rdmx_omp's state: one Runtime per process, set up by main() (main.cpp),
+// and one Team per thread, the OpenMP view of the region it runs in.
+//
+// A parallel region runs on every worker thread of every process (the team);
+// thread p*T + t of the team is worker thread t of process p, and thread 0,
+// the master, is the one running the program's main on process 0. The other
+// threads wait in a team loop: a DSM barrier, then the Region the master
+// published in the shared heap before the barrier.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "rdmx/transfer/remote_locator.hpp"
+
+namespace rdmx::omp {
+
+enum class Schedule : std::uint32_t { none, fixed, dynamic, guided };  // fixed: OpenMP's static
+
+// A loop's iteration space and how it is handed out.
+struct LoopSpec {
+  Schedule schedule = Schedule::none;
+  long start = 0, end = 0, incr = 1, chunk = 0;
+};
+
+// What the master publishes in the shared heap before a region's first barrier.
+struct Region {
+  void (*fn)(void*) = nullptr;
+  void* data = nullptr;
+  LoopSpec loop;       // a combined `parallel for` starts this work share first
+  std::uint32_t exit = 0;  // the program is over: leave the team loop
+  int status = 0;          // its exit status
+};
+
+struct Runtime {
+  std::uint32_t processes = 0, threads = 0, total = 0;
+  std::span<std::byte> heap;  // the DSM heap: atomics there are serialized job-wide
+  Region* region = nullptr;   // in the heap
+  // Work-share words on process 0, one per construct modulo `slots`.
+  RemoteLocator ring;
+  std::uint32_t slots = 0;
+  std::uint32_t mutexes = 0;
+  std::atomic<std::uint32_t> max_threads{1};  // nthreads-var (omp_set_num_threads)
+  LoopSpec runtime_schedule;                  // OMP_SCHEDULE, for schedule(runtime)
+};
+
+// The runtime, once main() has built it; nullptr before and after.
+Runtime* runtime() noexcept;
+void set_runtime(Runtime* rt) noexcept;
+// The runtime, or a fatal error naming `what` (a GOMP_* call outside rdmx_omp's main).
+Runtime& require(const char* what);
+
+// The loop a thread works on (one at a time: loops do not nest in one region).
+struct Loop {
+  LoopSpec spec;
+  std::uint64_t iterations = 0;
+  std::uint64_t construct = 0;  // which work share of the job (its word: construct % slots)
+  std::uint64_t guess = 0;      // the word's value as last seen (a CAS starts from it)
+  bool guessed = false;
+  std::uint64_t taken = 0;  // fixed schedule: chunks this thread took; one thread: iterations handed out
+};
+
+struct Team {
+  std::uint32_t num = 0;   // omp_get_thread_num
+  std::uint32_t size = 1;  // omp_get_num_threads
+  bool shared = false;     // a team of the whole job (not one thread): work shares use the ring
+  std::uint32_t level = 0;
+  std::uint64_t constructs = 0;  // work-sharing constructs this thread has met in job-wide teams
+  Loop loop;
+};
+extern thread_local Team team;
+// True while this thread runs inside a job-wide region (also in regions nested in it).
+extern thread_local bool in_job_region;
+
+// Runs a parallel region (GOMP_parallel and the combined forms).
+void parallel(void (*fn)(void*), void* data, unsigned num_threads, const LoopSpec& loop);
+// The team loop of every thread but the master; returns when the program ends.
+void serve_team(std::uint32_t global_thread);
+// Joins the region the master published (master included).
+void join(const Region& region, std::uint32_t global_thread);
+
+// Runs fn off the shared heap: on the master, whose stack is in the heap,
+// a DSM synchronization would fault on that stack while it holds the lock of
+// one of its blocks (a release merging it, an acquire dropping it), so the
+// master's synchronizations run on a private stack. Elsewhere: a plain call.
+void off_heap(void (*fn)(void*), void* arg);
+template <class F>
+void off_heap(F&& f) {
+  off_heap([](void* p) { (*static_cast<std::remove_reference_t<F>*>(p))(); }, &f);
+}
+
+// rdmx_shared_malloc's memory (shared_heap.cpp).
+void reset_shared_heap(std::span<std::byte> pool);
+
+void team_barrier();
+void start_loop(const LoopSpec& spec);
+bool next_chunk(long* istart, long* iend);
+bool single();
+
+// Ends this process: stdout flushed, the message logged as an error, exit
+// status 1. Peers waiting for it see a failed process and end too.
+[[noreturn]] void fatal(const char* format, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] void unsupported(const char* construct);
+
+}  // namespace rdmx::omp

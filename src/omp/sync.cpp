@@ -1,0 +1,167 @@
+// critical, atomic and the __atomic_* library calls, on the DSM's mutexes.
+//
+// Mutex 0 guards atomics: GOMP_atomic_start/end (GCC's form for several
+// reductions at once) and every __atomic_* call on an address in the shared
+// heap (GCC's form for one reduction and for `omp atomic`, which
+// -fno-inline-atomics turns into calls). A hardware atomic would update
+// only this process's copy of the block; under the mutex, the acquire brings
+// the newest value and the release publishes the new one. Mutex 1 is the
+// unnamed critical section; named ones hash onto mutexes 2 and up.
+#include <cstdint>
+#include <vector>
+
+#include "rdmx/dsm/mutex.hpp"
+#include "runtime.hpp"
+
+namespace rdmx::omp {
+namespace {
+constexpr std::uint32_t atomic_mutex = 0, critical_mutex = 1, first_named = 2;
+
+// Atomics this thread is inside: an __atomic_* call within
+// GOMP_atomic_start/end already holds the mutex (if it was taken).
+thread_local std::uint32_t atomic_depth = 0;
+thread_local bool atomic_locked = false;
+
+// Outside job-wide regions only the master runs (every other thread waits
+// in the team loop's barrier), so critical sections and atomics need no
+// mutex there. A region begun inside one also ends inside it, so the end
+// of a construct sees the same answer as its start.
+bool concurrent() { return in_job_region; }
+// Named critical sections this thread holds, by mutex: two nested names
+// that hash onto one mutex would deadlock, and are reported instead.
+thread_local std::vector<const void*> holders;
+
+void lock(std::uint32_t mutex) {
+  require("a critical or atomic construct");
+  off_heap([mutex] { dsm::Mutex(mutex).lock(); });
+}
+void unlock(std::uint32_t mutex) {
+  off_heap([mutex] { dsm::Mutex(mutex).unlock(); });
+}
+
+bool in_heap(const volatile void* p) {
+  const Runtime* rt = runtime();
+  if (rt == nullptr) return false;
+  const auto* b = reinterpret_cast<const std::byte*>(const_cast<const void*>(p));
+  return b >= rt->heap.data() && b < rt->heap.data() + rt->heap.size();
+}
+
+struct AtomicSection {
+  bool locked;
+  explicit AtomicSection(const volatile void* p) : locked(atomic_depth == 0 && concurrent() && in_heap(p)) {
+    if (locked) {
+      lock(atomic_mutex);
+      ++atomic_depth;
+    }
+  }
+  ~AtomicSection() {
+    if (locked) {
+      --atomic_depth;
+      unlock(atomic_mutex);
+    }
+  }
+};
+}  // namespace
+}  // namespace rdmx::omp
+
+using namespace rdmx::omp;
+
+extern "C" {
+
+void GOMP_atomic_start() {
+  if (atomic_depth++ == 0 && concurrent()) {
+    lock(atomic_mutex);
+    atomic_locked = true;
+  }
+}
+void GOMP_atomic_end() {
+  if (--atomic_depth == 0 && atomic_locked) {
+    atomic_locked = false;
+    unlock(atomic_mutex);
+  }
+}
+
+void GOMP_critical_start() {
+  if (concurrent()) lock(critical_mutex);
+}
+void GOMP_critical_end() {
+  if (concurrent()) unlock(critical_mutex);
+}
+
+// *pptr is GCC's per-name variable: its address names the section, the same
+// in every process (the program is not position independent).
+void GOMP_critical_name_start(void** pptr) {
+  Runtime& rt = require("critical(name)");
+  if (!concurrent()) return;
+  const auto named = rt.mutexes - first_named;
+  const std::uint32_t mutex = first_named + static_cast<std::uint32_t>((reinterpret_cast<std::uintptr_t>(pptr) >> 3) % named);
+  if (holders.size() < rt.mutexes) holders.resize(rt.mutexes, nullptr);
+  if (holders[mutex] != nullptr)
+    fatal("nested critical sections %p and %p share DSM mutex %u; a larger RDMX_DSM_MUTEXES separates them",
+          holders[mutex], static_cast<void*>(pptr), mutex);
+  lock(mutex);
+  holders[mutex] = pptr;
+}
+void GOMP_critical_name_end(void** pptr) {
+  Runtime& rt = require("critical(name)");
+  if (!concurrent()) return;
+  const std::uint32_t mutex = first_named + static_cast<std::uint32_t>((reinterpret_cast<std::uintptr_t>(pptr) >> 3) %
+                                                                       (rt.mutexes - first_named));
+  holders[mutex] = nullptr;
+  unlock(mutex);
+}
+
+}  // extern "C"
+
+// The __atomic_* calls GCC emits under -fno-inline-atomics, for 1, 2, 4 and
+// 8 bytes. The C++ names differ from the symbols (asm labels) because the
+// symbols are GCC builtins; in here the builtins expand inline.
+#define RDMX_OMP_ATOMICS(N, T)                                                                        \
+  extern "C" T rdmx_omp_load_##N(const volatile void*, int) __asm__("__atomic_load_" #N);            \
+  T rdmx_omp_load_##N(const volatile void* p, int order) {                                           \
+    AtomicSection section(p);                                                                         \
+    return __atomic_load_n(static_cast<const volatile T*>(p), order);                                 \
+  }                                                                                                   \
+  extern "C" void rdmx_omp_store_##N(volatile void*, T, int) __asm__("__atomic_store_" #N);          \
+  void rdmx_omp_store_##N(volatile void* p, T v, int order) {                                         \
+    AtomicSection section(p);                                                                         \
+    __atomic_store_n(static_cast<volatile T*>(p), v, order);                                          \
+  }                                                                                                   \
+  extern "C" T rdmx_omp_exchange_##N(volatile void*, T, int) __asm__("__atomic_exchange_" #N);       \
+  T rdmx_omp_exchange_##N(volatile void* p, T v, int order) {                                         \
+    AtomicSection section(p);                                                                         \
+    return __atomic_exchange_n(static_cast<volatile T*>(p), v, order);                                \
+  }                                                                                                   \
+  extern "C" bool rdmx_omp_compare_exchange_##N(volatile void*, void*, T, bool, int, int) __asm__(    \
+      "__atomic_compare_exchange_" #N);                                                               \
+  bool rdmx_omp_compare_exchange_##N(volatile void* p, void* expected, T desired, bool, int, int) {   \
+    AtomicSection section(p);                                                                         \
+    return __atomic_compare_exchange_n(static_cast<volatile T*>(p), static_cast<T*>(expected), desired, \
+                                       false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                    \
+  }                                                                                                   \
+  RDMX_OMP_RMW(N, T, fetch_add, __atomic_fetch_add)                                                   \
+  RDMX_OMP_RMW(N, T, fetch_sub, __atomic_fetch_sub)                                                   \
+  RDMX_OMP_RMW(N, T, fetch_and, __atomic_fetch_and)                                                   \
+  RDMX_OMP_RMW(N, T, fetch_or, __atomic_fetch_or)                                                     \
+  RDMX_OMP_RMW(N, T, fetch_xor, __atomic_fetch_xor)                                                   \
+  RDMX_OMP_RMW(N, T, fetch_nand, __atomic_fetch_nand)                                                 \
+  RDMX_OMP_RMW(N, T, add_fetch, __atomic_add_fetch)                                                   \
+  RDMX_OMP_RMW(N, T, sub_fetch, __atomic_sub_fetch)                                                   \
+  RDMX_OMP_RMW(N, T, and_fetch, __atomic_and_fetch)                                                   \
+  RDMX_OMP_RMW(N, T, or_fetch, __atomic_or_fetch)                                                     \
+  RDMX_OMP_RMW(N, T, xor_fetch, __atomic_xor_fetch)                                                   \
+  RDMX_OMP_RMW(N, T, nand_fetch, __atomic_nand_fetch)
+
+#define RDMX_OMP_RMW(N, T, op, builtin)                                                               \
+  extern "C" T rdmx_omp_##op##_##N(volatile void*, T, int) __asm__("__atomic_" #op "_" #N);          \
+  T rdmx_omp_##op##_##N(volatile void* p, T v, int) {                                                 \
+    AtomicSection section(p);                                                                         \
+    return builtin(static_cast<volatile T*>(p), v, __ATOMIC_SEQ_CST);                                 \
+  }
+
+RDMX_OMP_ATOMICS(1, std::uint8_t)
+RDMX_OMP_ATOMICS(2, std::uint16_t)
+RDMX_OMP_ATOMICS(4, std::uint32_t)
+RDMX_OMP_ATOMICS(8, std::uint64_t)
+#undef RDMX_OMP_RMW
+#undef RDMX_OMP_ATOMICS

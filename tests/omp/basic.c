@@ -1,0 +1,171 @@
+/* Parallel regions, loops, single, master, barrier, critical and thread
+ * numbers: an ordinary OpenMP program that checks its own results. Built
+ * twice: against rdmx_omp (every thread of every process) and against
+ * libgomp (the reference). Exit status 0 when every check holds. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "rdmx/omp/shared.h"
+
+#define N 10007
+#define MAX_THREADS 64
+
+RDMX_SHARED static long a[N];
+RDMX_SHARED static int seen[MAX_THREADS];
+RDMX_SHARED static int owner[N];
+
+
+int main(int argc, char** argv) {
+  (void)argc;
+  (void)argv;
+  int threads = 0;
+  long local[64] = {0}; /* a shared local of main, written in regions */
+  int singles = 0, masters = 0, criticals = 0;
+
+  #pragma omp parallel
+  {
+    int me = omp_get_thread_num();
+    #pragma omp single
+    threads = omp_get_num_threads();
+    if (me < MAX_THREADS) seen[me] = 1;
+    if (me < 64) local[me] = 100 + me;
+  }
+  printf("threads %d (max %d)\n", threads, omp_get_max_threads());
+  CHECK(threads >= 1 && threads <= MAX_THREADS, "threads %d", threads);
+  CHECK(threads == omp_get_max_threads(), "threads %d, max %d", threads, omp_get_max_threads());
+  CHECK(!omp_in_parallel() && omp_get_num_threads() == 1 && omp_get_thread_num() == 0, "outside a region");
+  for (int t = 0; t < threads; t++) {
+    CHECK(seen[t] == 1, "thread %d never ran", t);
+    CHECK(local[t] == 100 + t, "local[%d] = %ld", t, local[t]);
+  }
+
+  /* static (the default), static with a chunk, dynamic, guided, runtime */
+  #pragma omp parallel for
+  for (int i = 0; i < N; i++) a[i] = 2 * i;
+  #pragma omp parallel for schedule(static, 7)
+  for (int i = 0; i < N; i++) a[i] += 1;
+  #pragma omp parallel for schedule(dynamic, 13)
+  for (int i = 0; i < N; i++) owner[i] = omp_get_thread_num();
+  #pragma omp parallel
+  {
+    #pragma omp for schedule(guided, 3)
+    for (int i = N - 1; i >= 0; i--) a[i] += 10;
+    #pragma omp for schedule(dynamic) nowait
+    for (int i = 0; i < N; i += 2) a[i] += 100;
+    #pragma omp for schedule(runtime)
+    for (int i = 1; i < N; i += 2) a[i] += 100;
+  }
+  long bad = 0;
+  for (int i = 0; i < N; i++) {
+    if (a[i] != 2 * i + 111) bad++;
+    if (owner[i] < 0 || owner[i] >= threads) bad++;
+  }
+  CHECK(bad == 0, "%ld loop elements wrong", bad);
+
+  /* single, master, critical, barrier */
+  #pragma omp parallel
+  {
+    #pragma omp single
+    singles++;
+    #pragma omp master
+    masters++;
+    #pragma omp critical
+    criticals++;
+    #pragma omp barrier
+    #pragma omp critical(second)
+    criticals += 10;
+    #pragma omp barrier
+    if (omp_get_thread_num() == threads - 1) {
+      #pragma omp critical
+      local[0] = criticals; /* after the barrier every increment is visible */
+    }
+  }
+  CHECK(singles == 1, "single ran %d times", singles);
+  CHECK(masters == 1, "master ran %d times", masters);
+  CHECK(criticals == 11 * threads, "criticals %d, expected %d", criticals, 11 * threads);
+  CHECK(local[0] == 11 * threads, "read after the barrier: %ld", local[0]);
+
+  /* sections, combined and inside a region */
+  int sec[4] = {0, 0, 0, 0};
+  #pragma omp parallel sections
+  {
+    #pragma omp section
+    sec[0] += 1;
+    #pragma omp section
+    sec[1] += 1;
+    #pragma omp section
+    sec[2] += 1;
+  }
+  #pragma omp parallel
+  {
+    #pragma omp sections
+    {
+      #pragma omp section
+      sec[3] += 1;
+      #pragma omp section
+      sec[0] += 10;
+    }
+    #pragma omp sections nowait
+    {
+      #pragma omp section
+      sec[1] += 10;
+    }
+  }
+  CHECK(sec[0] == 11 && sec[1] == 11 && sec[2] == 1 && sec[3] == 1, "sections ran %d %d %d %d", sec[0], sec[1],
+        sec[2], sec[3]);
+
+  /* a region with one thread, and one nested in a region */
+  int inner = 0;
+  #pragma omp parallel num_threads(1)
+  inner = omp_get_num_threads();
+  CHECK(inner == 1, "num_threads(1) ran %d threads", inner);
+  omp_set_num_threads(1);
+  inner = 0;
+  #pragma omp parallel
+  inner = omp_get_num_threads();
+  CHECK(inner == 1 && omp_get_max_threads() == 1, "omp_set_num_threads(1): %d threads", inner);
+  omp_set_num_threads(threads);
+  #pragma omp parallel
+  {
+    #pragma omp single
+    inner = omp_get_num_threads();
+  }
+  CHECK(inner == threads, "omp_set_num_threads(%d): %d threads", threads, inner);
+  int nested_bad = 0;
+  #pragma omp parallel
+  {
+    #pragma omp parallel
+    {
+      if (omp_get_num_threads() != 1 || omp_get_thread_num() != 0) {
+        #pragma omp atomic
+        nested_bad++;
+      }
+    }
+  }
+  CHECK(nested_bad == 0, "%d nested regions had more than one thread", nested_bad);
+
+  /* heap data shared through rdmx_shared_malloc, freed and allocated again */
+  long* h = rdmx_shared_malloc(N * sizeof(long));
+  long* h2 = rdmx_shared_malloc(100 * sizeof(long));
+  CHECK(h != NULL && h2 != NULL, "rdmx_shared_malloc failed");
+  #pragma omp parallel for schedule(dynamic, 50)
+  for (int i = 0; i < N; i++) h[i] = 3 * i;
+  bad = 0;
+  for (int i = 0; i < N; i++) bad += h[i] != 3 * i;
+  CHECK(bad == 0, "%ld shared heap elements wrong", bad);
+  rdmx_shared_free(h);
+  long* h3 = rdmx_shared_malloc(N * sizeof(long)); /* reuses h's memory: zeroed again */
+  bad = 0;
+  #pragma omp parallel for reduction(+:bad)
+  for (int i = 0; i < N; i++) bad += h3[i] != 0;
+  CHECK(bad == 0, "%ld reused shared heap elements not zero", bad);
+  rdmx_shared_free(h3);
+  rdmx_shared_free(h2);
+
+  double t0 = omp_get_wtime();
+  CHECK(omp_get_wtime() >= t0, "omp_get_wtime went back");
+  printf("%s\n", failures == 0 ? "basic: all checks passed" : "basic: FAILED");
+  return failures == 0 ? 0 : 1;
+}

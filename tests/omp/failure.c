@@ -1,0 +1,56 @@
+/* Failure paths of rdmx_omp, one per argument:
+ *   task     an unsupported construct met by every thread: each process
+ *            names it and stops
+ *   lock     an unsupported call in serial code (process 0 only)
+ *   threads  num_threads() other than all threads or one
+ *   exit     exit(3) from main on process 0: every process ends with 3
+ *   die      the last thread dies inside a region: the others stop, naming
+ *            the failed process, instead of waiting for it
+ * Each must end in bounded time (the test's timeout). */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void work(int i) {
+  volatile double x = i;
+  (void)x;
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "";
+  int n = 0;
+  #pragma omp parallel
+  {
+    #pragma omp atomic
+    n++;
+  }
+  printf("failure test %s on %d threads\n", mode, n);
+  fflush(stdout);
+  if (strcmp(mode, "task") == 0) {
+    #pragma omp parallel
+    {
+      #pragma omp task
+      work(1);
+    }
+  } else if (strcmp(mode, "lock") == 0) {
+    omp_lock_t lock;
+    omp_init_lock(&lock);
+  } else if (strcmp(mode, "threads") == 0) {
+    #pragma omp parallel num_threads(n + 1)
+    work(2);
+  } else if (strcmp(mode, "exit") == 0) {
+    exit(3);
+  } else if (strcmp(mode, "die") == 0) {
+    #pragma omp parallel
+    {
+      if (omp_get_thread_num() == omp_get_num_threads() - 1 && omp_get_num_threads() > 1) {
+        fprintf(stderr, "thread %d dies\n", omp_get_thread_num());
+        _exit(9);
+      }
+    }
+  }
+  printf("failure test: survived %s\n", mode);
+  return 0;
+}
