@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Runs host_failure_test across 3 namespace hosts x 2 processes and takes the
+# last host down once the survivors are calling it: `kill` SIGKILLs every
+# process in its namespace (its ranks and Open MPI's daemon), `cut` sets its
+# link down from the root namespace. Passes when all 4 survivors report the
+# loss and leave; a survivor still waiting after the deadline is a hang, and
+# its threads' backtraces are printed.
+#   host_failure.sh kill|cut HOSTS_SCRIPT PROGRAM
+# Exit status 77 (skipped) without root. Expects `scripts/hosts up 3`.
+set -uo pipefail
+mode="$1" hosts="$2" program="$3"
+case "$mode" in kill|cut) ;; *) echo "usage: $0 kill|cut HOSTS_SCRIPT PROGRAM" >&2; exit 2 ;; esac
+if [ "$(id -u)" != 0 ]; then
+  echo "host_failure: needs root (network namespaces); skipped"
+  exit 77
+fi
+victim_ns=rdmx-h2 victim_link=rdmx-v2 survivors=4
+out="$(mktemp)"
+job=""
+finish() {
+  # Whatever happened, leave the hosts as they were: nothing of the job
+  # running, the victim's link up.
+  [ -z "$job" ] || kill -9 "$job" 2>/dev/null
+  local ns
+  for ns in rdmx-h0 rdmx-h1 rdmx-h2; do
+    # shellcheck disable=SC2046 # one pid a word
+    kill -9 $(ip netns pids "$ns" 2>/dev/null) 2>/dev/null
+  done
+  ip link set "$victim_link" up 2>/dev/null
+  rm -f "$out"
+}
+trap finish EXIT
+fail() {
+  echo "host_failure $mode: FAILED: $*"
+  echo "--- job output:"
+  cat "$out"
+  exit 1
+}
+count() { grep -c -- "$1" "$out"; }
+# wait_for PATTERN COUNT SECONDS: until COUNT lines match, FAILED shows, or the time is up.
+wait_for() {
+  local until=$((SECONDS + $3))
+  while [ "$(count "$1")" -lt "$2" ]; do
+    grep -q FAILED "$out" && return 1
+    [ "$SECONDS" -lt "$until" ] || return 1
+    kill -0 "$job" 2>/dev/null || { [ "$(count "$1")" -ge "$2" ]; return; }
+    sleep 0.2
+  done
+}
+
+ip netns pids "$victim_ns" >/dev/null 2>&1 || fail "host $victim_ns is not up (scripts/hosts up 3)"
+# --enable-recovery: mpirun lets the survivors go on when processes die.
+"$hosts" run --hosts 3 --per-host 2 --enable-recovery -- "$program" >"$out" 2>&1 &
+job=$!
+wait_for ": calling" "$survivors" 120 || fail "the survivors never started calling"
+start=$SECONDS
+case "$mode" in
+  kill)
+    # shellcheck disable=SC2046 # one pid a word
+    kill -9 $(ip netns pids "$victim_ns") ;;
+  cut) ip link set "$victim_link" down ;;
+esac
+echo "host_failure $mode: $victim_ns taken down"
+if ! wait_for "survivor ok" "$survivors" 150; then
+  if ! grep -q FAILED "$out"; then
+    echo "--- survivors' threads after $((SECONDS - start)) s:"
+    for ns in rdmx-h0 rdmx-h1; do
+      for pid in $(ip netns pids "$ns"); do
+        [ "$(readlink "/proc/$pid/exe")" = "$(readlink -f "$program")" ] || continue
+        gdb -p "$pid" -batch -ex "thread apply all bt" 2>/dev/null | grep -E '^(Thread|#)'
+      done
+    done
+  fi
+  fail "$(count "survivor ok") of $survivors survivors reported the loss and left"
+fi
+# The survivors have left their loop; the job ends once the victim's
+# leftovers are gone (after a cut, its processes still run, cut off).
+# shellcheck disable=SC2046 # one pid a word
+kill -9 $(ip netns pids "$victim_ns") 2>/dev/null
+ip link set "$victim_link" up
+until=$((SECONDS + 60))
+while kill -0 "$job" 2>/dev/null && [ "$SECONDS" -lt "$until" ]; do sleep 0.2; done
+kill -0 "$job" 2>/dev/null && fail "the job did not end within 60 s of the survivors' reports"
+job=""
+cat "$out"
+grep -q FAILED "$out" && fail "a process failed"
+echo "host_failure $mode: ok, $survivors survivors saw $victim_ns lost and left"
