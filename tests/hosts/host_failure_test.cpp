@@ -3,7 +3,8 @@
 // with Errc::peer_failed in bounded time, calls between survivors must go on,
 // and the survivors must leave the job cleanly. The last host of the job is
 // the victim; host_failure.sh kills it (or cuts its link) once every
-// survivor has printed "calling".
+// survivor has printed "calling"; each survivor prints "survivor left the
+// job" once it has left.
 //
 // Each survivor prints, per process of the lost host, how long after its
 // last successful operation towards it the failure surfaced: that bounds the
@@ -60,9 +61,21 @@ bool reach(std::uint32_t self, std::uint32_t peer, std::uint64_t round, std::str
     return false;
   }
 }
+
+// Says a survivor got through leaving the job (Job's destructor), which
+// gives up on the lost processes instead of waiting for them.
+struct Left {
+  std::uint32_t rank = ~0u;
+  ~Left() {
+    if (rank == ~0u) return;
+    std::printf("host_failure: rank %u: survivor left the job\n", rank);
+    std::fflush(stdout);
+  }
+};
 }  // namespace
 
 int main(int argc, char** argv) {
+  Left left;  // destroyed after the job
   Job job(argc, argv);
   const std::uint32_t self = job.rank(), n = job.size();
   const std::string victim_host = job.process_info(n - 1).hostname;
@@ -126,7 +139,7 @@ int main(int argc, char** argv) {
     if (victim[p])
       std::printf("host_failure: rank %u: process %u on %s failed %.0f ms after the last success: %s\n", self, p,
                   victim_host.c_str(), detected_ms[p], why[p].c_str());
-  std::printf("host_failure: rank %u: survivor ok\n", self);
   std::fflush(stdout);
+  left.rank = self;
   return 0;
 }
