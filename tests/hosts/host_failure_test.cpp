@@ -6,10 +6,10 @@
 // survivor has printed "calling"; each survivor prints "survivor left the
 // job" once it has left.
 //
-// Each survivor prints, per process of the lost host, how long after its
-// last successful operation towards it the failure surfaced: that bounds the
-// detection time from above (the loop goes round every few milliseconds, so
-// the last success is just before the loss).
+// Each survivor prints, per process of the lost host, when the failure
+// surfaced (milliseconds of the system clock, which host_failure.sh compares
+// with the moment it took the host down) and how long after the last
+// successful operation towards that process.
 #include <unistd.h>
 
 #include <atomic>
@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
 
   std::vector<Clock::time_point> last_ok(n, Clock::now());
   std::vector<double> detected_ms(n, -1);
+  std::vector<long long> detected_at(n, 0);
   std::vector<std::string> why(n);
   std::uint32_t lost = 0;
   bool announced = false;
@@ -112,6 +113,8 @@ int main(int argc, char** argv) {
       }
       if (!victim[p]) fail(self, "process " + std::to_string(p) + ", not on the lost host, failed: " + why[p]);
       detected_ms[p] = std::chrono::duration<double, std::milli>(Clock::now() - last_ok[p]).count();
+      detected_at[p] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch()).count();
       ++lost;
     }
     if (!announced && round >= 20) {
@@ -137,8 +140,8 @@ int main(int argc, char** argv) {
   }
   for (std::uint32_t p = 0; p < n; ++p)
     if (victim[p])
-      std::printf("host_failure: rank %u: process %u on %s failed %.0f ms after the last success: %s\n", self, p,
-                  victim_host.c_str(), detected_ms[p], why[p].c_str());
+      std::printf("host_failure: rank %u: process %u on %s failed at %lld, %.0f ms after the last success: %s\n", self,
+                  p, victim_host.c_str(), detected_at[p], detected_ms[p], why[p].c_str());
   std::fflush(stdout);
   left.rank = self;
   return 0;
