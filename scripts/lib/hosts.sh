@@ -4,7 +4,8 @@
 
 # The status that means "cannot run here" (no root): ctest's SKIP_RETURN_CODE.
 RDMX_HOSTS_SKIP=77
-RDMX_HOSTS_NET="${RDMX_HOSTS_NET:-10.213.0}"
+# A private /24 unlikely to clash with a real network.
+RDMX_HOSTS_NET=10.213.0
 RDMX_HOSTS_BRIDGE=rdmx-br0
 # Hosts take addresses .10 upwards in one /24.
 RDMX_HOSTS_MAX=200
