@@ -8,6 +8,7 @@ RDMX_HOSTS_SKIP=77
 RDMX_HOSTS_NET=10.213.0
 RDMX_HOSTS_BRIDGE=rdmx-br0
 # Hosts take addresses .10 upwards in one /24.
+# shellcheck disable=SC2034 # used by scripts/hosts
 RDMX_HOSTS_MAX=200
 # Marks the /etc/hosts lines this script wrote, so that down removes only those.
 RDMX_HOSTS_MARK="# rdmx-hosts"
@@ -22,9 +23,17 @@ rdmx_hosts_names() {
   printf '%s\n' "${out[*]}"
 }
 
+# Root, and root allowed to make namespaces and links: a container may run
+# as root without CAP_NET_ADMIN (12) or CAP_SYS_ADMIN (21).
 rdmx_hosts_require_root() {
   if [ "$(id -u)" != 0 ]; then
     echo "scripts/hosts: needs root (network namespaces, links, /etc/hosts); skipped" >&2
+    exit "$RDMX_HOSTS_SKIP"
+  fi
+  local caps
+  caps="$(awk '/^CapEff:/ { print $2 }' /proc/self/status 2>/dev/null)"
+  if [ -n "$caps" ] && (((0x$caps >> 12 & 1) == 0 || (0x$caps >> 21 & 1) == 0)); then
+    echo "scripts/hosts: root here lacks CAP_NET_ADMIN or CAP_SYS_ADMIN (a restricted container); skipped" >&2
     exit "$RDMX_HOSTS_SKIP"
   fi
   command -v ip >/dev/null 2>&1 || rdmx_die "scripts/hosts: no 'ip' command (install iproute2: scripts/setup does)"

@@ -3,7 +3,8 @@
 #   lifecycle.sh HOSTS_SCRIPT up            up and down are idempotent, down leaves nothing
 #                                          and keeps every other /etc/hosts line; ends with 3 up
 #   lifecycle.sh HOSTS_SCRIPT down          down, and nothing is left
-#   lifecycle.sh HOSTS_SCRIPT unprivileged  without root: a clear message and status 77
+#   lifecycle.sh HOSTS_SCRIPT unprivileged  without root, or as root without CAP_NET_ADMIN:
+#                                          a clear message and status 77
 # Exit status 77 (skipped) without root, except for `unprivileged`.
 set -uo pipefail
 hosts="$1" what="$2"
@@ -30,6 +31,13 @@ if [ "$what" = unprivileged ]; then
   status=$?
   [ "$status" = 77 ] || fail "exit status $status, not 77 (output: $out)"
   [[ "$out" == *"needs root"* ]] || fail "no clear message: $out"
+  if [ "$(id -u)" = 0 ]; then
+    # Root in a container without the capabilities namespaces need.
+    out="$(setpriv --inh-caps=-net_admin --bounding-set=-net_admin "$hosts" up 1 2>&1)"
+    status=$?
+    [ "$status" = 77 ] || fail "without CAP_NET_ADMIN: exit status $status, not 77 (output: $out)"
+    [[ "$out" == *"CAP_NET_ADMIN"* ]] || fail "without CAP_NET_ADMIN: no clear message: $out"
+  fi
   echo "needs root: ok ($out)"
   exit 0
 fi
