@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <string>
 #include <utility>
@@ -108,9 +109,15 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   gethostname(host, sizeof host - 1);
   std::vector<std::byte> mine;
   std::string hostname(host);
-  put_u32(mine, static_cast<std::uint32_t>(hostname.size()));
-  mine.insert(mine.end(), reinterpret_cast<const std::byte*>(hostname.data()),
-              reinterpret_cast<const std::byte*>(hostname.data()) + hostname.size());
+  // The kernel's boot id names the cores a process shares: hosts simulated
+  // by network namespaces have hostnames of their own but one set of cores.
+  std::string kernel = hostname;
+  if (std::ifstream boot("/proc/sys/kernel/random/boot_id"); boot) std::getline(boot, kernel);
+  for (const std::string* text : {&hostname, &kernel}) {
+    put_u32(mine, static_cast<std::uint32_t>(text->size()));
+    mine.insert(mine.end(), reinterpret_cast<const std::byte*>(text->data()),
+                reinterpret_cast<const std::byte*>(text->data()) + text->size());
+  }
   put_u32(mine, threads_);
   put_u32(mine, helpers_);
   put_u32(mine, static_cast<std::uint32_t>(getpid()));
@@ -123,13 +130,22 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   addresses_.resize(std::size_t{size_} * slots());
   std::map<std::string, std::uint32_t> machines;
   std::map<std::string, std::uint32_t> per_machine;
+  std::map<std::string, std::uint32_t> per_kernel;  // processes sharing one set of cores
+  std::uint32_t core_sharers = 0, core_rank = 0;
   infos_.resize(size_);
   for (std::uint32_t r = 0; r < size_; ++r) {
     std::size_t at = 0;
-    std::uint32_t hl = get_u32(all[r], at);
-    if (at + hl > all[r].size()) throw Error(Errc::bootstrap, "truncated bootstrap record");
-    std::string host_name(reinterpret_cast<const char*>(all[r].data() + at), hl);
-    at += hl;
+    auto text = [&] {
+      std::uint32_t len = get_u32(all[r], at);
+      if (at + len > all[r].size()) throw Error(Errc::bootstrap, "truncated bootstrap record");
+      std::string t(reinterpret_cast<const char*>(all[r].data() + at), len);
+      at += len;
+      return t;
+    };
+    const std::string host_name = text();
+    const std::string kernel_of = text();
+    if (r == rank_) core_rank = per_kernel[kernel_of];
+    ++per_kernel[kernel_of];
     std::uint32_t t = get_u32(all[r], at);
     std::uint32_t h = get_u32(all[r], at);
     if (t != threads_ || h != helpers_)
@@ -162,7 +178,8 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   if (pin_mode != "auto" && pin_mode != "on" && pin_mode != "off")
     throw Error(Errc::invalid_argument, "RDMX_PIN='" + pin_mode + "' must be auto, on or off");
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const long wanted = static_cast<long>(infos_[rank_].local_processes) * workers();  // helpers poll too
+  core_sharers = per_kernel[kernel];
+  const long wanted = static_cast<long>(core_sharers) * workers();  // helpers poll too
   pin_ = pin_mode == "on" || (pin_mode == "auto" && wanted <= cores);
   oversubscribed_ = wanted > cores;
   // Progress: threads that share cores yield soon, so that the thread with
@@ -176,7 +193,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
                                                    : "not pinned (" + std::to_string(wanted) + " threads on " +
                                                          std::to_string(cores) + " cores)");
 
-  // Placement: the k-th process of a host takes cores [k*t, (k+1)*t) in
+  // Placement: the k-th process of a kernel takes cores [k*t, (k+1)*t) in
   // hwloc's order, which keeps a process's threads in one NUMA zone when they
   // fit. Each thread's core and zone are worked out once, here.
   thread_numa_.assign(workers(), -1);
@@ -187,7 +204,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
         const int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
         const bool zones = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) > 1;
         for (std::uint32_t s = 0; s < workers() && cores > 0; ++s) {
-          hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (infos_[rank_].local_rank * workers() + s) % cores);
+          hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (core_rank * workers() + s) % cores);
           std::vector<int> cpus;
           for (int cpu = hwloc_bitmap_first(core->cpuset); cpu >= 0; cpu = hwloc_bitmap_next(core->cpuset, cpu)) cpus.push_back(cpu);
           thread_cpus_.push_back(std::move(cpus));
