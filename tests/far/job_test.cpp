@@ -10,6 +10,7 @@
 #include "../error_from.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/far/array.hpp"
+#include "rdmx/far/hash_table.hpp"
 #include "rdmx/far/pointer.hpp"
 #include "shadow.hpp"
 
@@ -72,12 +73,37 @@ void array_scan(Path path) {
   EXPECT_GT(manager.stats().write_backs, 100u);
 }
 
+// A far hash table 8 times the budget, filled, updated and looked up in
+// batches (their misses in flight together) against the keys' formula.
+void hash_table(Path path) {
+  Manager manager(Job::current(), small(path));
+  if (serves(manager)) return;
+  struct Value {
+    std::uint64_t a, b;
+  };
+  HashTable<std::uint64_t, Value> table;
+  constexpr std::uint64_t n = 4000;  // 4000 x 64 B blocks = 256 KiB against a 64 KiB cache
+  for (std::uint64_t k = 0; k < n; ++k) table.insert_or_assign(k * 7, Value{k, 0});
+  for (std::uint64_t k = 0; k < n; k += 3) table.update(k * 7, [](Value& v) { v.b = 1; });
+  std::vector<std::uint64_t> keys;
+  for (std::uint64_t k = 0; k < n + 100; ++k) keys.push_back(k * 7);
+  std::vector<std::optional<Value>> out(keys.size());
+  table.find_all(keys, out);
+  std::size_t wrong = 0;
+  for (std::uint64_t k = 0; k < keys.size(); ++k)
+    wrong += k < n ? (!out[k] || out[k]->a != k || out[k]->b != (k % 3 == 0 ? 1u : 0u)) : out[k].has_value();
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_GT(manager.stats().misses, 1000u);
+}
+
 }  // namespace
 
 TEST(FarJob, ArrayOneSided) { array_scan(Path::one_sided); }
 TEST(FarJob, ArrayTwoSided) { array_scan(Path::two_sided); }
 TEST(FarJob, RandomOperationsOneSided) { random_operations(Path::one_sided); }
 TEST(FarJob, RandomOperationsTwoSided) { random_operations(Path::two_sided); }
+TEST(FarJob, HashTableOneSided) { hash_table(Path::one_sided); }
+TEST(FarJob, HashTableTwoSided) { hash_table(Path::two_sided); }
 TEST(FarJob, ThreadsOneSided) { threaded_operations(Path::one_sided); }
 TEST(FarJob, ThreadsTwoSided) { threaded_operations(Path::two_sided); }
 

@@ -64,6 +64,10 @@ class Prefetch {
   Prefetch(DerefScope& scope, std::span<const Pointer> pointers, Access access = Access::read)
       : words_(words_of(pointers)), objects_(pointers.size()),
         in_flight_(scope.manager().deref_start(words_, sizeof(T), scope, access, objects_)) {}
+  // The same for pointers that are not side by side (a hash table's entries).
+  Prefetch(DerefScope& scope, std::span<const Pointer* const> pointers, Access access = Access::read)
+      : words_(words_of(pointers)), objects_(pointers.size()),
+        in_flight_(scope.manager().deref_start(words_, sizeof(T), scope, access, objects_)) {}
 
   std::vector<T*> get() {
     in_flight_.finish();
@@ -78,6 +82,12 @@ class Prefetch {
     std::vector<std::atomic<std::uint64_t>*> words;
     words.reserve(pointers.size());
     for (const Pointer& p : pointers) words.push_back(&p.word());
+    return words;
+  }
+  static std::vector<std::atomic<std::uint64_t>*> words_of(std::span<const Pointer* const> pointers) {
+    std::vector<std::atomic<std::uint64_t>*> words;
+    words.reserve(pointers.size());
+    for (const Pointer* p : pointers) words.push_back(&p->word());
     return words;
   }
 
