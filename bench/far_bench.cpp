@@ -11,11 +11,16 @@
 // p50 and p90 in ns. cold_read also runs with 16 misses in flight
 // ("outstanding":16: far::deref_all, and 16 gets before any is waited for),
 // where a sample is a batch's time per object.
+// Case inflight (latency hiding): lookups of random keys in a far::HashTable
+// 16 times the cache (nearly every lookup misses), 1, 8 and 64 at a time
+// (HashTable::find_all): ops_per_s is lookups per second.
 //   --quick  --seconds=S (per variant, default 1)  --ops=N (most per variant, default 20000)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +30,7 @@
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
+#include "rdmx/far/hash_table.hpp"
 #include "rdmx/far/pointer.hpp"
 #include "rdmx/memory/arena.hpp"
 
@@ -160,15 +166,20 @@ Result raw(const rdmx::RemoteLocator& region, std::size_t size, bool write, cons
   return r;
 }
 
-template <std::size_t Size>
-void measure(const JsonLine& common, far::Path path, const Options& o) {
-  rdmx::Job& job = rdmx::Job::current();
+// Process 0 computes, the last process serves.
+far::Config bench_config(const rdmx::Job& job, far::Path path) {
   far::Config config;
   config.servers = {job.size() - 1};
   config.cache_bytes = cache_bytes;
   config.region_bytes = region_bytes;
   config.path = path;
-  far::Manager manager(job, config);
+  return config;
+}
+
+template <std::size_t Size>
+void measure(const JsonLine& common, far::Path path, const Options& o) {
+  rdmx::Job& job = rdmx::Job::current();
+  far::Manager manager(job, bench_config(job, path));
   if (job.rank() != 0) return;  // servers serve until the Manager's barrier
   std::vector<far::UniquePtr<Object<Size>>> set;
   for (std::size_t i = 0; i < object_count(Size); ++i) set.push_back(far::make_unique<Object<Size>>());
@@ -191,6 +202,49 @@ void measure(const JsonLine& common, far::Path path, const Options& o) {
     report(common, "cold_read", "raw_get", Size, raw(manager.server_region(0), Size, false, o, batch), batch);
 }
 
+// Lookups in a hash table whose entries (64-byte blocks) are 16 times the
+// cache, `outstanding` keys per find_all; a sample is a batch's time per key.
+void inflight(const JsonLine& common, far::Path path, const Options& o) {
+  rdmx::Job& job = rdmx::Job::current();
+  far::Manager manager(job, bench_config(job, path));
+  if (job.rank() != 0) return;
+  struct Value {
+    std::uint64_t words[5];
+  };
+  far::HashTable<std::uint64_t, Value> table(1 << 14);
+  const std::uint64_t keys = 16 * cache_bytes / 64;
+  for (std::uint64_t k = 0; k < keys; ++k) table.insert_or_assign(k, Value{{k, k + 1, k + 2, k + 3, k + 4}});
+  {  // one untimed pass over every key: the entries inserted last are written back, the cache holds clean ones
+    std::vector<std::uint64_t> all(keys);
+    for (std::uint64_t k = 0; k < keys; ++k) all[k] = k;
+    std::vector<std::optional<Value>> out(keys);
+    table.find_all(all, out);
+  }
+  std::mt19937_64 rng(42);
+  for (std::size_t outstanding : {std::size_t{1}, std::size_t{8}, std::size_t{64}}) {
+    std::vector<std::uint64_t> batch(outstanding);
+    std::vector<std::optional<Value>> out(outstanding);
+    Result r;
+    std::size_t lookups = 0, wrong = 0;
+    const std::uint64_t misses_before = manager.stats().misses;
+    const auto start = Clock::now();
+    const auto end = start + std::chrono::duration<double>(o.seconds);
+    while (lookups < o.ops && (r.ns.size() % 16 != 0 || Clock::now() < end)) {
+      for (auto& k : batch) k = rng() % keys;
+      const auto t0 = Clock::now();
+      if (outstanding == 1) out[0] = table.find(batch[0]);
+      else table.find_all(batch, out, outstanding);
+      r.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(outstanding));
+      for (std::size_t i = 0; i < outstanding; ++i) wrong += !out[i] || out[i]->words[4] != batch[i] + 4;
+      lookups += outstanding;
+    }
+    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    r.local_fraction = 1.0 - static_cast<double>(manager.stats().misses - misses_before) / static_cast<double>(lookups);
+    if (wrong != 0) throw rdmx::Error(rdmx::Errc::protocol, "inflight: " + std::to_string(wrong) + " lookups returned a wrong value");
+    report(common, "inflight", far::to_string(path), sizeof(Value), r, outstanding);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,6 +259,7 @@ int main(int argc, char** argv) {
     for (far::Path path : {far::Path::one_sided, far::Path::two_sided}) {
       measure<64>(common, path, o);
       measure<4096>(common, path, o);
+      inflight(common, path, o);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rdmx-bench-far: %s\n", e.what());
