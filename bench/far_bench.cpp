@@ -93,7 +93,8 @@ void report(const JsonLine& common, const char* bench_case, const char* variant,
                       .field("threads", 1);
   line.with("metric", "ns_p50").field("value", at(0.5)).print();
   line.with("metric", "ns_p90").field("value", at(0.9)).print();
-  line.with("metric", "ops_per_s").field("value", static_cast<double>(r.ns.size()) / r.seconds).print();
+  // A sample is a batch: `outstanding` operations.
+  line.with("metric", "ops_per_s").field("value", static_cast<double>(r.ns.size() * outstanding) / r.seconds).print();
   line.with("metric", "seconds").field("value", r.seconds).print();
   std::fprintf(stderr, "far %-10s %-11s %5zu B x%-2zu p50 %9.0f ns  p90 %9.0f ns  local %.3f  (%zu ops)\n", bench_case, variant,
                size, outstanding, at(0.5), at(0.9), r.local_fraction, r.ns.size());
