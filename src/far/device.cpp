@@ -4,6 +4,8 @@
 #include <string>
 
 #include "rdmx/core/error.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "served_region.hpp"
 
 namespace rdmx::far {
 
@@ -48,6 +50,34 @@ class LocalDevice final : public Device {
   void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
     check_range(server, offset, bytes);
     std::memcpy(regions_[server].get() + offset, local, bytes);
+  }
+  // The function runs here, on this thread, over the server's region.
+  void compute(std::size_t server, const Offload& work) override {
+    check_range(server, 0, 0);
+    const fabric::Invoker invoker = fabric::FunctionRegistry::instance().find(work.function);
+    if (invoker == nullptr)
+      throw Error(Errc::unknown_function, "far: offloaded function " + fabric::FunctionRegistry::instance().name_of(work.function) +
+                                              " is not registered");
+    fabric::Incoming in;
+    in.function = work.function;
+    in.closure = work.args.data();
+    in.closure_size = work.args.size();
+    in.runtime = const_cast<Offload*>(&work);
+    in.reply = [](fabric::Incoming& call, const void* result, std::size_t size) {
+      const auto* w = static_cast<const Offload*>(call.runtime);
+      if (size != w->result_bytes)
+        throw Error(Errc::protocol, "far: an offloaded function replied " + std::to_string(size) + " bytes where " +
+                                        std::to_string(w->result_bytes) + " were expected");
+      std::memcpy(w->result, result, size);
+    };
+    detail::ServingHere here(regions_[server].get(), bytes_);
+    try {
+      invoker(in);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {  // as a server's would arrive
+      throw Error(Errc::remote_exception, std::string("far: the offloaded function threw: ") + e.what());
+    }
   }
 
  private:

@@ -13,6 +13,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/far/device.hpp"
+#include "rdmx/far/offload.hpp"
 #include "served_region.hpp"
 
 namespace rdmx::far {
@@ -20,7 +21,11 @@ namespace detail {
 namespace {
 std::atomic<std::byte*> served_base{nullptr};
 std::atomic<std::size_t> served_bytes{0};
+thread_local std::span<std::byte> served_here;  // ServingHere
 }  // namespace
+
+ServingHere::ServingHere(std::byte* base, std::size_t bytes) noexcept : saved_(std::exchange(served_here, {base, bytes})) {}
+ServingHere::~ServingHere() { served_here = saved_; }
 
 void serve(std::byte* base, std::size_t bytes) noexcept {
   served_bytes.store(bytes, std::memory_order_relaxed);
@@ -29,8 +34,8 @@ void serve(std::byte* base, std::size_t bytes) noexcept {
 void stop_serving() noexcept { served_base.store(nullptr, std::memory_order_release); }
 
 std::span<std::byte> served(std::uint64_t offset, std::uint64_t bytes) {
-  std::byte* base = served_base.load(std::memory_order_acquire);
-  const std::size_t size = served_bytes.load(std::memory_order_relaxed);
+  std::byte* base = served_here.empty() ? served_base.load(std::memory_order_acquire) : served_here.data();
+  const std::size_t size = served_here.empty() ? served_bytes.load(std::memory_order_relaxed) : served_here.size();
   if (base == nullptr) throw Error(Errc::invalid_argument, "far: this process serves no far-memory region");
   if (offset > size || bytes > size - offset)
     throw Error(Errc::invalid_argument, "far: request for bytes [" + std::to_string(offset) + ", " +
@@ -39,6 +44,8 @@ std::span<std::byte> served(std::uint64_t offset, std::uint64_t bytes) {
   return {base + offset, bytes};
 }
 }  // namespace detail
+
+std::span<std::byte> served_bytes(std::uint64_t offset, std::uint64_t bytes) { return detail::served(offset, bytes); }
 
 namespace {
 
@@ -55,6 +62,25 @@ class JobDevice : public Device {
   void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) final {
     check_range(server, offset, bytes);
     naming_loss(describe(server), [&] { store(server, offset, local, bytes); });
+  }
+  // Both paths: an offloaded function needs the server's CPU.
+  void compute(std::size_t server, const Offload& work) final {
+    check_range(server, 0, 0);  // a server that exists
+    naming_loss(describe(server), [&] {
+      Synchronizer sync;
+      fabric::Outgoing call;
+      call.destination = ThreadId{regions_[server].process, service_thread};
+      call.kind = fabric::CallKind::returning;
+      call.function = work.function;
+      call.closure = work.args.data();
+      call.closure_size = work.args.size();
+      call.sync = &sync;
+      call.notify = Notify::consumed;
+      call.result = work.result;
+      call.result_size = work.result_bytes;
+      fabric::send_call(call);
+      sync.wait();
+    });
   }
   std::unique_ptr<Reads> start_reads(std::vector<Transfer> transfers) final {
     for (const Transfer& t : transfers) check_range(t.server, t.offset, t.bytes);

@@ -28,19 +28,7 @@ class ReplicatedDevice final : public Device {
 
   void read(std::size_t group, std::uint64_t offset, void* local, std::size_t bytes) override {
     check_range(group, offset, bytes);
-    std::string why;
-    for (std::size_t c = 0; c < copies_; ++c) {
-      const std::size_t server = group * copies_ + c;
-      if (lost_[server].load(std::memory_order_acquire)) continue;
-      try {
-        inner_->read(server, offset, local, bytes);
-        return;
-      } catch (const Error& e) {
-        if (e.code() != Errc::peer_failed) throw;
-        lost(server, e, why);
-      }
-    }
-    throw Error(Errc::peer_failed, "far: every copy of server group " + std::to_string(group) + " is lost (" + members(group) + ")" + why);
+    on_live_copies(group, false, [&](std::size_t server) { inner_->read(server, offset, local, bytes); });
   }
 
   // All from each group's first live copy at once; if a copy is lost
@@ -66,21 +54,14 @@ class ReplicatedDevice final : public Device {
 
   void write(std::size_t group, std::uint64_t offset, const void* local, std::size_t bytes) override {
     check_range(group, offset, bytes);
-    std::string why;
-    bool written = false;
-    for (std::size_t c = 0; c < copies_; ++c) {
-      const std::size_t server = group * copies_ + c;
-      if (lost_[server].load(std::memory_order_acquire)) continue;
-      try {
-        inner_->write(server, offset, local, bytes);
-        written = true;
-      } catch (const Error& e) {
-        if (e.code() != Errc::peer_failed) throw;
-        lost(server, e, why);
-      }
-    }
-    if (!written)
-      throw Error(Errc::peer_failed, "far: every copy of server group " + std::to_string(group) + " is lost (" + members(group) + ")" + why);
+    on_live_copies(group, true, [&](std::size_t server) { inner_->write(server, offset, local, bytes); });
+  }
+
+  // A reading function runs on the group's first live copy; one that
+  // writes runs on every live copy, which keeps the copies identical.
+  void compute(std::size_t group, const Offload& work) override {
+    check_range(group, 0, 0);
+    on_live_copies(group, work.writes, [&](std::size_t server) { inner_->compute(server, work); });
   }
 
  private:
@@ -103,6 +84,28 @@ class ReplicatedDevice final : public Device {
     std::unique_ptr<Reads> inner;
     bool done = false;
   };
+
+  // op(server) on the group's live copies: every one (`all`), or the first
+  // that answers. A copy whose process is lost is skipped from then on;
+  // when none is left, Errc::peer_failed naming them all.
+  template <class Op>
+  void on_live_copies(std::size_t group, bool all, Op&& op) {
+    std::string why;
+    bool done = false;
+    for (std::size_t c = 0; c < copies_ && !(done && !all); ++c) {
+      const std::size_t server = group * copies_ + c;
+      if (lost_[server].load(std::memory_order_acquire)) continue;
+      try {
+        op(server);
+        done = true;
+      } catch (const Error& e) {
+        if (e.code() != Errc::peer_failed) throw;
+        lost(server, e, why);
+      }
+    }
+    if (!done)
+      throw Error(Errc::peer_failed, "far: every copy of server group " + std::to_string(group) + " is lost (" + members(group) + ")" + why);
+  }
 
   void lost(std::size_t server, const Error& e, std::string& why) {
     lost_[server].store(true, std::memory_order_release);

@@ -96,6 +96,28 @@ void hash_table(Path path) {
   EXPECT_GT(manager.stats().misses, 1000u);
 }
 
+// Compute offload: a sum and an in-place update run on the servers, over an
+// array 12 times the budget, and agree with the same loops run here.
+struct AddOp {
+  std::uint64_t add;
+  void apply(std::uint64_t* items, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i) items[i] += add;
+  }
+};
+void offload(Path path) {
+  Manager manager(Job::current(), small(path));
+  if (serves(manager)) return;
+  constexpr std::uint64_t n = 100000;
+  Array<std::uint64_t> a(n);
+  a.for_each_mut([](std::size_t i, std::uint64_t& x) { x = i; });
+  EXPECT_EQ(a.reduce_remote(Sum<std::uint64_t>{}), n * (n - 1) / 2);
+  EXPECT_EQ(a.update_remote(AddOp{5}), n);
+  std::size_t wrong = 0;
+  a.for_each([&](std::size_t i, const std::uint64_t& x) { wrong += x != i + 5; });
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(a.reduce_remote(Sum<std::uint64_t>{}), n * (n - 1) / 2 + 5 * n);
+}
+
 }  // namespace
 
 TEST(FarJob, ArrayOneSided) { array_scan(Path::one_sided); }
@@ -104,6 +126,8 @@ TEST(FarJob, RandomOperationsOneSided) { random_operations(Path::one_sided); }
 TEST(FarJob, RandomOperationsTwoSided) { random_operations(Path::two_sided); }
 TEST(FarJob, HashTableOneSided) { hash_table(Path::one_sided); }
 TEST(FarJob, HashTableTwoSided) { hash_table(Path::two_sided); }
+TEST(FarJob, OffloadOneSided) { offload(Path::one_sided); }
+TEST(FarJob, OffloadTwoSided) { offload(Path::two_sided); }
 TEST(FarJob, ThreadsOneSided) { threaded_operations(Path::one_sided); }
 TEST(FarJob, ThreadsTwoSided) { threaded_operations(Path::two_sided); }
 

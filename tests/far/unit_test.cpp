@@ -7,6 +7,7 @@
 
 #include "../error_from.hpp"
 #include "rdmx/far/array.hpp"
+#include "rdmx/far/offload.hpp"
 #include "rdmx/far/pointer.hpp"
 #include "rdmx/far/shared_pointer.hpp"
 #include "shadow.hpp"
@@ -198,6 +199,10 @@ class LosableDevice final : public Device {
   void write(std::size_t s, std::uint64_t offset, const void* local, std::size_t bytes) override {
     check(s);
     inner_->write(s, offset, local, bytes);
+  }
+  void compute(std::size_t s, const Offload& work) override {
+    check(s);
+    inner_->compute(s, work);
   }
   void kill(std::size_t s) { lost_.at(s) = true; }
 
@@ -461,4 +466,120 @@ TEST(FarUnit, PrefetchOverlapsWork) {
   }
   EXPECT_GT(checked, 0u);
   EXPECT_GE(manager.stats().misses, 200u);
+}
+
+namespace {
+// Offloaded operations: trivially copyable, they travel by value.
+struct CountAbove {
+  double threshold;
+  struct Result {
+    std::uint64_t count;
+    double largest;
+  };
+  Result identity() const { return {0, -1e300}; }
+  void fold(Result& r, const double* items, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i) {
+      r.count += items[i] > threshold;
+      r.largest = std::max(r.largest, items[i]);
+    }
+  }
+  void combine(Result& r, const Result& p) const {
+    r.count += p.count;
+    r.largest = std::max(r.largest, p.largest);
+  }
+};
+struct Scale {
+  double by;
+  void apply(double* items, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i) items[i] *= by;
+  }
+};
+struct Throws {
+  using Result = int;
+  int identity() const { return 0; }
+  void fold(int&, const double*, std::size_t) const { throw std::runtime_error("no folding today"); }
+  void combine(int&, const int&) const {}
+};
+}  // namespace
+
+TEST(FarUnit, OffloadedReduceAndUpdateMatchLocalLoops) {
+  Manager manager(make_local_device(3, 4 << 20), small_cache());
+  constexpr std::size_t n = 100003;  // the last chunk is partly used: only its elements count
+  Array<double> a(n);
+  a.for_each_mut([](std::size_t i, double& x) { x = static_cast<double>(i % 1000); });
+  {
+    DerefScope scope;
+    a.at_mut(scope, 5) = 1e6;  // dirty in the cache: the servers must see it
+  }
+  double local = 0;
+  a.for_each([&](std::size_t, const double& x) { local += x; });
+  EXPECT_EQ(a.reduce_remote(Sum<double>{}), local);
+  const auto above = a.reduce_remote(CountAbove{990});
+  EXPECT_EQ(above.largest, 1e6);
+  std::uint64_t expected = 0;
+  a.for_each([&](std::size_t, const double& x) { expected += x > 990; });
+  EXPECT_EQ(above.count, expected);
+
+  EXPECT_EQ(a.update_remote(Scale{2}), n);
+  // Local copies were dropped: what is read now is what the servers changed.
+  std::size_t wrong = 0;
+  a.for_each([&](std::size_t i, const double& x) { wrong += x != (i == 5 ? 2e6 : 2.0 * (i % 1000)); });
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(a.reduce_remote(Sum<double>{}), 2 * local);
+}
+
+TEST(FarUnit, OffloadErrorsAreClear) {
+  Manager manager(make_local_device(1, 4 << 20), small_cache());
+  Array<double> a(10000);
+  {
+    DerefScope scope;
+    a.at(scope, 600);  // chunk 1 pinned
+    const Error e = rdmx::testing::error_from([&] { a.reduce_remote(Sum<double>{}); });
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("chunk 1 is in use"), std::string::npos) << e.what();
+  }
+  const Error thrown = rdmx::testing::error_from([&] { a.reduce_remote(Throws{}); });
+  EXPECT_EQ(thrown.code(), Errc::remote_exception);
+  EXPECT_NE(std::string(thrown.what()).find("no folding today"), std::string::npos) << thrown.what();
+  // Malformed requests (hostile input at a server) are refused, not run.
+  struct SumKind {
+    static double start(const Sum<double>&) { return 0; }
+    static void run(const Sum<double>& op, double& r, double* items, std::size_t k) { op.fold(r, items, k); }
+  };
+  using Header = far::detail::OffloadHeader<Sum<double>>;
+  const auto request = [&](std::vector<std::byte> args) {
+    double result = 0;
+    manager.device().compute(0, Device::Offload{fabric::FunctionId<far::detail::OffloadHandler<Sum<double>, double, SumKind>>::value, args,
+                                                &result, sizeof result, false});
+    return result;
+  };
+  const auto with = [](Header h, std::vector<far::detail::OffloadObject> objects) {
+    std::vector<std::byte> args(sizeof h + objects.size() * sizeof(far::detail::OffloadObject));
+    std::memcpy(args.data(), &h, sizeof h);
+    std::memcpy(args.data() + sizeof h, objects.data(), objects.size() * sizeof(far::detail::OffloadObject));
+    return args;
+  };
+  EXPECT_EQ(error_of([&] { request(std::vector<std::byte>(5)); }), Errc::protocol);
+  EXPECT_EQ(error_of([&] { request(with(Header{Sum<double>{}, 3, 64}, {{0, 8, 0}})); }), Errc::protocol);     // count lies
+  EXPECT_EQ(error_of([&] { request(with(Header{Sum<double>{}, 1, 64}, {{0, 9, 0}})); }), Errc::protocol);     // items overrun
+  EXPECT_EQ(error_of([&] { request(with(Header{Sum<double>{}, 1, 64}, {{4 << 20, 8, 0}})); }), Errc::invalid_argument);  // outside
+  EXPECT_EQ(request(with(Header{Sum<double>{}, 0, 64}, {})), 0.0);  // nothing to fold
+}
+
+TEST(FarUnit, OffloadedUpdatesReachEveryCopy) {
+  auto owned = std::make_unique<LosableDevice>(2, 4 << 20);
+  LosableDevice& device = *owned;
+  Config c = small_cache();
+  c.replication = 2;
+  Manager manager(std::move(owned), c);
+  Array<double> a(20000);
+  a.for_each_mut([](std::size_t i, double& x) { x = static_cast<double>(i); });
+  EXPECT_EQ(a.update_remote(Scale{3}), 20000u);
+  device.kill(0);  // the survivor has the update too
+  double sum = 0;
+  a.for_each([&](std::size_t, const double& x) { sum += x; });
+  EXPECT_EQ(sum, 3.0 * 20000 * 19999 / 2);
+  EXPECT_EQ(a.reduce_remote(Sum<double>{}), sum);
+  device.kill(1);
+  EXPECT_EQ(error_of([&] { a.reduce_remote(Sum<double>{}); }), Errc::peer_failed);
 }

@@ -50,6 +50,21 @@ class Device {
   virtual std::unique_ptr<Reads> start_reads(std::vector<Transfer> transfers);
   void read_many(std::span<const Transfer> transfers) { start_reads({transfers.begin(), transfers.end()})->finish(); }
 
+  // Compute offload (AIFM's remote agent): `function`, a fabric function id,
+  // runs with `args` in the process serving `server`, on its CPU, and reads
+  // or changes the region through far::served_bytes (far/offload.hpp). Its
+  // reply, `result_bytes` long, lands in `result`. `writes`: it changes the
+  // region, so every copy of a replicated server runs it. Blocking; a
+  // failure on the server arrives here as an exception.
+  struct Offload {
+    std::uint64_t function = 0;
+    std::span<const std::byte> args;
+    void* result = nullptr;
+    std::size_t result_bytes = 0;
+    bool writes = false;
+  };
+  virtual void compute(std::size_t server, const Offload& work) = 0;
+
  protected:
   // Throws Errc::invalid_argument unless [offset, offset + bytes) lies in the region.
   void check_range(std::size_t server, std::uint64_t offset, std::size_t bytes) const;
