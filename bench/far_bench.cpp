@@ -14,6 +14,10 @@
 // Case inflight (latency hiding): lookups of random keys in a far::HashTable
 // 16 times the cache (nearly every lookup misses), 1, 8 and 64 at a time
 // (HashTable::find_all): ops_per_s is lookups per second.
+// Case aggregate (compute offload): the sum of a far::Array of 1 Mi
+// uint64 (8 MiB, 64 times the cache) by a scan here (`far`), by
+// Array::reduce_remote on the server (`far_offload`), and over a
+// std::vector (`local`); seconds per sum, p50 over repetitions.
 //   --quick  --seconds=S (per variant, default 1)  --ops=N (most per variant, default 20000)
 #include <algorithm>
 #include <chrono>
@@ -30,6 +34,7 @@
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
+#include "rdmx/far/array.hpp"
 #include "rdmx/far/hash_table.hpp"
 #include "rdmx/far/pointer.hpp"
 #include "rdmx/memory/arena.hpp"
@@ -246,6 +251,44 @@ void inflight(const JsonLine& common, far::Path path, const Options& o) {
   }
 }
 
+
+void aggregate(const JsonLine& common, far::Path path, const Options& o) {
+  rdmx::Job& job = rdmx::Job::current();
+  far::Manager manager(job, bench_config(job, path));
+  if (job.rank() != 0) return;
+  constexpr std::size_t n = std::size_t{1} << 20;
+  far::Array<std::uint64_t> a(n);
+  a.for_each_mut([](std::size_t i, std::uint64_t& x) { x = i * 3; });
+  std::vector<std::uint64_t> local(n);
+  for (std::size_t i = 0; i < n; ++i) local[i] = i * 3;
+  const std::uint64_t expected = 3 * (std::uint64_t{n} * (n - 1) / 2);
+  const auto run = [&](const char* variant, auto&& sum) {
+    Result r;
+    const auto start = Clock::now();
+    const std::size_t reps = std::max<std::size_t>(3, std::min<std::size_t>(o.ops / 1000, 20));
+    for (std::size_t k = 0; k < reps; ++k) {
+      const auto t0 = Clock::now();
+      const std::uint64_t got = sum();
+      r.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+      if (got != expected) throw rdmx::Error(rdmx::Errc::protocol, std::string("aggregate: ") + variant + " summed to a wrong value");
+    }
+    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    r.local_fraction = static_cast<double>(cache_bytes) / static_cast<double>(n * sizeof(std::uint64_t));
+    report(common.with("path", far::to_string(path)), "aggregate", variant, n * sizeof(std::uint64_t), r);
+  };
+  run("far", [&] {
+    std::uint64_t s = 0;
+    a.for_each([&](std::size_t, const std::uint64_t& x) { s += x; });
+    return s;
+  });
+  run("far_offload", [&] { return a.reduce_remote(far::Sum<std::uint64_t>{}); });
+  run("local", [&] {
+    std::uint64_t s = 0;
+    for (std::uint64_t x : local) s += x;
+    return s;
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -261,6 +304,7 @@ int main(int argc, char** argv) {
       measure<64>(common, path, o);
       measure<4096>(common, path, o);
       inflight(common, path, o);
+      aggregate(common, path, o);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rdmx-bench-far: %s\n", e.what());
