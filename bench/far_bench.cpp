@@ -14,12 +14,19 @@
 // Case inflight (latency hiding): lookups of random keys in a far::HashTable
 // 16 times the cache (nearly every lookup misses), 1, 8 and 64 at a time
 // (HashTable::find_all): ops_per_s is lookups per second.
+// Case granularity (objects against pages): random 64 B reads over a data
+// set 4 times the cache (25 % local), kept as 64-byte far objects
+// (`object`) or as 4 KiB far objects of 64 records each, a miss moving the
+// whole page (`page`); ops_per_s and ns per read. Reads are uniform, or
+// zipf-0.99 over records scattered at random (`distribution`): with skew,
+// objects keep the hot records local where pages keep their neighbours.
 // Case aggregate (compute offload): the sum of a far::Array of 1 Mi
 // uint64 (8 MiB, 64 times the cache) by a scan here (`far`), by
 // Array::reduce_remote on the server (`far_offload`), and over a
 // std::vector (`local`); seconds per sum, p50 over repetitions.
 //   --quick  --seconds=S (per variant, default 1)  --ops=N (most per variant, default 20000)
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -252,6 +259,73 @@ void inflight(const JsonLine& common, far::Path path, const Options& o) {
 }
 
 
+void granularity(const JsonLine& common, far::Path path, const Options& o) {
+  rdmx::Job& job = rdmx::Job::current();
+  far::Manager manager(job, bench_config(job, path));
+  if (job.rank() != 0) return;
+  using Record = Object<64>;
+  using Page = Object<4096>;
+  constexpr std::size_t per_page = sizeof(Page) / sizeof(Record);
+  const std::size_t records = 4 * cache_bytes / sizeof(Record);
+  std::vector<far::UniquePtr<Record>> objects;
+  std::vector<far::UniquePtr<Page>> pages;
+  for (std::size_t i = 0; i < records; ++i) {
+    Record r{};
+    r.bytes[0] = static_cast<unsigned char>(i);
+    objects.push_back(far::make_unique<Record>(r));
+  }
+  for (std::size_t p = 0; p < records / per_page; ++p) {
+    Page page{};
+    for (std::size_t k = 0; k < per_page; ++k) page.bytes[k * sizeof(Record)] = static_cast<unsigned char>(p * per_page + k);
+    pages.push_back(far::make_unique<Page>(page));
+  }
+  // Zipf 0.99 by inverse CDF; rank k is record scatter[k].
+  std::vector<double> cdf(records);
+  double total = 0;
+  for (std::size_t k = 0; k < records; ++k) cdf[k] = total += 1.0 / std::pow(static_cast<double>(k + 1), 0.99);
+  std::vector<std::size_t> scatter(records);
+  for (std::size_t k = 0; k < records; ++k) scatter[k] = k;
+  std::shuffle(scatter.begin(), scatter.end(), std::mt19937_64(3));
+  const auto run = [&](const char* variant, bool zipf, auto&& read) {
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<double> unit(0, total);
+    const auto next = [&] {
+      if (!zipf) return static_cast<std::size_t>(rng() % records);
+      const auto k = static_cast<std::size_t>(std::lower_bound(cdf.begin(), cdf.end(), unit(rng)) - cdf.begin());
+      return scatter[std::min(k, records - 1)];
+    };
+    for (std::size_t i = 0; i < 2 * records; ++i) read(next());  // untimed: the cache holds this variant's data
+    Result r;
+    std::size_t wrong = 0, reads = 0;
+    const std::uint64_t misses_before = manager.stats().misses;
+    const auto start = Clock::now();
+    const auto end = start + std::chrono::duration<double>(o.seconds);
+    while (reads < o.ops && (reads % 64 != 0 || Clock::now() < end)) {
+      const std::size_t i = next();
+      const auto t0 = Clock::now();
+      const unsigned char got = read(i);
+      r.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+      wrong += got != static_cast<unsigned char>(i);
+      ++reads;
+    }
+    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    r.local_fraction = 1.0 - static_cast<double>(manager.stats().misses - misses_before) / static_cast<double>(reads);
+    if (wrong != 0) throw rdmx::Error(rdmx::Errc::protocol, std::string("granularity: ") + variant + " read wrong records");
+    report(common.with("path", far::to_string(path)).with("distribution", zipf ? "zipf" : "uniform"), "granularity", variant,
+           sizeof(Record), r);
+  };
+  for (bool zipf : {false, true}) {
+    run("object", zipf, [&](std::size_t i) {
+      far::DerefScope scope;
+      return objects[i].deref(scope)->bytes[0];
+    });
+    run("page", zipf, [&](std::size_t i) {
+      far::DerefScope scope;
+      return pages[i / per_page].deref(scope)->bytes[(i % per_page) * sizeof(Record)];
+    });
+  }
+}
+
 void aggregate(const JsonLine& common, far::Path path, const Options& o) {
   rdmx::Job& job = rdmx::Job::current();
   far::Manager manager(job, bench_config(job, path));
@@ -304,6 +378,7 @@ int main(int argc, char** argv) {
       measure<64>(common, path, o);
       measure<4096>(common, path, o);
       inflight(common, path, o);
+      granularity(common, path, o);
       aggregate(common, path, o);
     }
   } catch (const std::exception& e) {
