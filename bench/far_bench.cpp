@@ -20,6 +20,11 @@
 // whole page (`page`); ops_per_s and ns per read. Reads are uniform, or
 // zipf-0.99 over records scattered at random (`distribution`): with skew,
 // objects keep the hot records local where pages keep their neighbours.
+// Case snappy (the seed's end-to-end program): generated text 4 times the
+// cache, in a far array of 32 KiB blocks (two 16 KiB far objects each),
+// compressed block by block with Debian's libsnappy, four blocks in flight
+// while one compresses (`far`), against the same text in local memory
+// (`local`); seconds per pass, p50.
 // Case aggregate (compute offload): the sum of a far::Array of 1 Mi
 // uint64 (8 MiB, 64 times the cache) by a scan here (`far`), by
 // Array::reduce_remote on the server (`far_offload`), and over a
@@ -27,6 +32,7 @@
 //   --quick  --seconds=S (per variant, default 1)  --ops=N (most per variant, default 20000)
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +43,10 @@
 #include <vector>
 
 #include "json.hpp"
+#ifdef RDMX_HAVE_SNAPPY
+#include <snappy-sinksource.h>
+#include <snappy.h>
+#endif
 #include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
@@ -259,6 +269,24 @@ void inflight(const JsonLine& common, far::Path path, const Options& o) {
 }
 
 
+// A program's passes, timed: `reps` runs of pass(), each checked against
+// `expected` (what the all-local program computes). local_fraction is the
+// share of the data the cache can hold.
+template <class Pass>
+Result timed_passes(const std::string& what, std::size_t reps, std::uint64_t expected, double local_fraction, Pass&& pass) {
+  Result r;
+  const auto start = Clock::now();
+  for (std::size_t k = 0; k < reps; ++k) {
+    const auto t0 = Clock::now();
+    const std::uint64_t got = pass();
+    r.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+    if (got != expected) throw rdmx::Error(rdmx::Errc::protocol, what + " computed " + std::to_string(got) + ", not " + std::to_string(expected));
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.local_fraction = local_fraction;
+  return r;
+}
+
 void granularity(const JsonLine& common, far::Path path, const Options& o) {
   rdmx::Job& job = rdmx::Job::current();
   far::Manager manager(job, bench_config(job, path));
@@ -326,6 +354,114 @@ void granularity(const JsonLine& common, far::Path path, const Options& o) {
   }
 }
 
+#ifdef RDMX_HAVE_SNAPPY
+// Words drawn with a skew, so that the text compresses about as well as prose.
+std::vector<char> generated_text(std::size_t bytes) {
+  static const char* const words[] = {"the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with",
+                                      "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which",
+                                      "memory", "remote", "object", "server", "cache", "network", "pointer", "thread"};
+  constexpr std::size_t count = sizeof words / sizeof *words;
+  std::mt19937_64 rng(11);
+  std::vector<char> text;
+  text.reserve(bytes);
+  while (text.size() < bytes) {
+    const std::size_t w = std::min<std::size_t>(count - 1, static_cast<std::size_t>(std::pow(static_cast<double>(rng() % 1000) / 1000.0, 3) * count));
+    for (const char* c = words[w]; *c != 0 && text.size() < bytes; ++c) text.push_back(*c);
+    if (text.size() < bytes) text.push_back(rng() % 13 == 0 ? '\n' : ' ');
+    if (rng() % 7 == 0)  // a number now and then: not every byte is a word's
+      for (int d = 0; d < 4 && text.size() < bytes; ++d) text.push_back(static_cast<char>('0' + rng() % 10));
+  }
+  return text;
+}
+
+// snappy reads a block through this: its two halves, where they lie in the cache.
+class TwoPieces final : public snappy::Source {
+ public:
+  TwoPieces(const char* a, const char* b, std::size_t half) : piece_{a, b}, half_(half) {}
+  std::size_t Available() const override { return 2 * half_ - read_; }
+  const char* Peek(std::size_t* len) override {
+    const std::size_t in = read_ % half_;
+    *len = read_ >= 2 * half_ ? 0 : half_ - in;
+    return read_ >= 2 * half_ ? nullptr : piece_[read_ / half_] + in;
+  }
+  void Skip(std::size_t n) override { read_ += n; }
+
+ private:
+  const char* piece_[2];
+  std::size_t half_;
+  std::size_t read_ = 0;
+};
+
+void snappy_case(const JsonLine& common, far::Path path, const Options& o) {
+  constexpr std::size_t half = 16 << 10, block = 2 * half;
+  constexpr std::size_t cache = 2 << 20, blocks = 4 * cache / block;  // 8 MiB of text, a quarter local
+  rdmx::Job& job = rdmx::Job::current();
+  far::Config config = bench_config(job, path);
+  config.cache_bytes = cache;
+  config.region_bytes = 32 << 20;
+  far::Manager manager(job, config);
+  if (job.rank() != 0) return;
+  const std::vector<char> text = generated_text(blocks * block);
+  struct Half {
+    char bytes[half];
+  };
+  std::vector<far::UniquePtr<Half>> far_text;
+  for (std::size_t h = 0; h < 2 * blocks; ++h) {
+    far_text.push_back(far::make_unique<Half>());
+    far::DerefScope scope;
+    std::memcpy(far_text.back().deref_mut(scope)->bytes, text.data() + h * half, half);
+  }
+  std::string out;
+  std::vector<char> sunk(snappy::MaxCompressedLength(block));
+  // `ahead` blocks travel while one compresses (AIFM's prefetcher, as a window).
+  constexpr std::size_t ahead = 4;
+  const auto pass_far = [&] {
+    using Pointer = far::UniquePtr<Half>;
+    struct InFlight {
+      far::DerefScope scope;
+      std::optional<far::Prefetch<Pointer>> halves;
+    };
+    std::deque<InFlight> window;
+    std::size_t compressed = 0, issued = 0;
+    const auto issue = [&] {
+      window.emplace_back();
+      window.back().halves.emplace(window.back().scope, std::span<const Pointer>(far_text.data() + 2 * issued++, 2));
+    };
+    while (issued < std::min(ahead, blocks)) issue();
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::vector<Half*> halves = window.front().halves->get();
+      if (issued < blocks) issue();
+      TwoPieces source(halves[0]->bytes, halves[1]->bytes, half);
+      snappy::UncheckedByteArraySink sink(sunk.data());
+      compressed += snappy::Compress(&source, &sink);
+      window.pop_front();
+    }
+    return compressed;
+  };
+  const auto pass_local = [&] {
+    std::size_t compressed = 0;
+    for (std::size_t b = 0; b < blocks; ++b) {
+      snappy::Compress(text.data() + b * block, block, &out);
+      compressed += out.size();
+    }
+    return compressed;
+  };
+  const std::size_t expected = pass_local();
+  const auto run = [&](const char* variant, auto&& pass) {
+    const std::uint64_t misses_before = manager.stats().misses;
+    const bool local = std::string(variant) == "local";
+    const Result r = timed_passes(std::string("snappy: ") + variant, std::max<std::size_t>(3, std::min<std::size_t>(o.ops / 2000, 10)),
+                                  expected, local ? 1.0 : static_cast<double>(cache) / static_cast<double>(blocks * block), pass);
+    if (!local && manager.stats().misses == misses_before)
+      throw rdmx::Error(rdmx::Errc::protocol, "snappy: the far pass never missed: it did not measure far memory");
+    report(common.with("path", far::to_string(path)), "snappy", variant, block, r);
+  };
+  run("far", pass_far);
+  run("local", pass_local);
+  std::fprintf(stderr, "far snappy: %zu bytes of text compress to %zu\n", blocks * block, expected);
+}
+#endif
+
 void aggregate(const JsonLine& common, far::Path path, const Options& o) {
   rdmx::Job& job = rdmx::Job::current();
   far::Manager manager(job, bench_config(job, path));
@@ -337,17 +473,9 @@ void aggregate(const JsonLine& common, far::Path path, const Options& o) {
   for (std::size_t i = 0; i < n; ++i) local[i] = i * 3;
   const std::uint64_t expected = 3 * (std::uint64_t{n} * (n - 1) / 2);
   const auto run = [&](const char* variant, auto&& sum) {
-    Result r;
-    const auto start = Clock::now();
-    const std::size_t reps = std::max<std::size_t>(3, std::min<std::size_t>(o.ops / 1000, 20));
-    for (std::size_t k = 0; k < reps; ++k) {
-      const auto t0 = Clock::now();
-      const std::uint64_t got = sum();
-      r.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
-      if (got != expected) throw rdmx::Error(rdmx::Errc::protocol, std::string("aggregate: ") + variant + " summed to a wrong value");
-    }
-    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    r.local_fraction = static_cast<double>(cache_bytes) / static_cast<double>(n * sizeof(std::uint64_t));
+    const double fraction = static_cast<double>(cache_bytes) / static_cast<double>(n * sizeof(std::uint64_t));
+    const Result r = timed_passes(std::string("aggregate: ") + variant, std::max<std::size_t>(3, std::min<std::size_t>(o.ops / 1000, 20)),
+                                  expected, fraction, sum);
     report(common.with("path", far::to_string(path)), "aggregate", variant, n * sizeof(std::uint64_t), r);
   };
   run("far", [&] {
@@ -380,6 +508,9 @@ int main(int argc, char** argv) {
       inflight(common, path, o);
       granularity(common, path, o);
       aggregate(common, path, o);
+#ifdef RDMX_HAVE_SNAPPY
+      snappy_case(common, path, o);
+#endif
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rdmx-bench-far: %s\n", e.what());

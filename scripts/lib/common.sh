@@ -16,6 +16,7 @@ RDMX_PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   clang libclang-rt-14-dev
   libcereal-dev libboost-serialization-dev libmsgpack-cxx-dev
+  libsnappy-dev
   python3
 )
 
