@@ -11,6 +11,9 @@
 // p50 and p90 in ns. cold_read also runs with 16 misses in flight
 // ("outstanding":16: far::deref_all, and 16 gets before any is waited for),
 // where a sample is a batch's time per object.
+// Every cold-path line also carries the server's CPU time per million
+// operations (metric server_cpu_s_per_mop): the CPU time of the server's
+// service thread, which answers every request, over the variant's run.
 // Case inflight (latency hiding): lookups of random keys in a far::HashTable
 // 16 times the cache (nearly every lookup misses), 1, 8 and 64 at a time
 // (HashTable::find_all): ops_per_s is lookups per second.
@@ -36,6 +39,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <optional>
 #include <random>
 #include <span>
@@ -49,6 +53,7 @@
 #endif
 #include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
+#include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/far/array.hpp"
@@ -101,7 +106,22 @@ struct Result {
   std::vector<double> ns;
   double seconds = 0;
   double local_fraction = 0;
+  double server_cpu_seconds = -1;  // measured for the cold path only
 };
+
+// CPU seconds the service thread of `server` has used: the thread that
+// answers two-sided requests (and that one-sided ones leave alone).
+double server_cpu_seconds(std::uint32_t server) {
+  double seconds = 0;
+  rdmx::Synchronizer sync;
+  rdmx::call_return(rdmx::ThreadId{server, rdmx::service_thread}, [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  }, &seconds, sync);
+  sync.wait();
+  return seconds;
+}
 
 void report(const JsonLine& common, const char* bench_case, const char* variant, std::size_t size, Result r,
             std::size_t outstanding = 1) {
@@ -118,8 +138,13 @@ void report(const JsonLine& common, const char* bench_case, const char* variant,
   // A sample is a batch: `outstanding` operations.
   line.with("metric", "ops_per_s").field("value", static_cast<double>(r.ns.size() * outstanding) / r.seconds).print();
   line.with("metric", "seconds").field("value", r.seconds).print();
-  std::fprintf(stderr, "far %-10s %-11s %5zu B x%-2zu p50 %9.0f ns  p90 %9.0f ns  local %.3f  (%zu ops)\n", bench_case, variant,
+  if (r.server_cpu_seconds >= 0)
+    line.with("metric", "server_cpu_s_per_mop").field("value", r.server_cpu_seconds / static_cast<double>(r.ns.size() * outstanding) * 1e6).print();
+  std::fprintf(stderr, "far %-10s %-11s %5zu B x%-2zu p50 %9.0f ns  p90 %9.0f ns  local %.3f  (%zu ops)", bench_case, variant,
                size, outstanding, at(0.5), at(0.9), r.local_fraction, r.ns.size());
+  if (r.server_cpu_seconds >= 0)
+    std::fprintf(stderr, "  server %.3f s/Mop", r.server_cpu_seconds / static_cast<double>(r.ns.size() * outstanding) * 1e6);
+  std::fprintf(stderr, "\n");
 }
 
 template <std::size_t Size>
@@ -207,22 +232,29 @@ void measure(const JsonLine& common, far::Path path, const Options& o) {
   std::vector<far::UniquePtr<Object<Size>>> set;
   for (std::size_t i = 0; i < object_count(Size); ++i) set.push_back(far::make_unique<Object<Size>>());
   std::size_t cursor = 0;
+  const auto counted = [server = job.size() - 1](auto&& run) {  // with the server's CPU time
+    const double before = server_cpu_seconds(server);
+    Result r = run();
+    r.server_cpu_seconds = server_cpu_seconds(server) - before;
+    return r;
+  };
   // One untimed pass: every object written back once, so reads find clean victims.
   sweep(set, cursor, false, set.size(), 3600);
-  report(common, "cold_read", far::to_string(path), Size, sweep(set, cursor, false, o.ops, o.seconds));
+  report(common, "cold_read", far::to_string(path), Size, counted([&] { return sweep(set, cursor, false, o.ops, o.seconds); }));
   // And one untimed write pass: from here on every victim is dirty.
   sweep(set, cursor, true, set.size(), 3600);
-  report(common, "cold_write", far::to_string(path), Size, sweep(set, cursor, true, o.ops, o.seconds));
+  report(common, "cold_write", far::to_string(path), Size, counted([&] { return sweep(set, cursor, true, o.ops, o.seconds); }));
   if (path == far::Path::one_sided) {
-    report(common, "cold_read", "raw_get", Size, raw(manager.server_region(0), Size, false, o));
-    report(common, "cold_write", "raw_get_put", Size, raw(manager.server_region(0), Size, true, o));
+    report(common, "cold_read", "raw_get", Size, counted([&] { return raw(manager.server_region(0), Size, false, o); }));
+    report(common, "cold_write", "raw_get_put", Size, counted([&] { return raw(manager.server_region(0), Size, true, o); }));
   }
   // Latency hiding: batches of misses in flight together, after an untimed
   // read pass that leaves the victims clean again.
   sweep(set, cursor, false, set.size(), 3600);
-  report(common, "cold_read", far::to_string(path), Size, sweep(set, cursor, false, o.ops, o.seconds, batch), batch);
+  report(common, "cold_read", far::to_string(path), Size, counted([&] { return sweep(set, cursor, false, o.ops, o.seconds, batch); }),
+         batch);
   if (path == far::Path::one_sided)
-    report(common, "cold_read", "raw_get", Size, raw(manager.server_region(0), Size, false, o, batch), batch);
+    report(common, "cold_read", "raw_get", Size, counted([&] { return raw(manager.server_region(0), Size, false, o, batch); }), batch);
 }
 
 // Lookups in a hash table whose entries (64-byte blocks) are 16 times the
