@@ -47,6 +47,8 @@ class Array {
 
   // Element i, pinned until `scope` ends; throws Errc::invalid_argument out of range.
   const T& at(DerefScope& scope, std::size_t i) const { return chunk_of(i).deref(scope)->items[i % per_chunk]; }
+  // The same without marking the chunk hot: read once, it is evicted first.
+  const T& at_nt(DerefScope& scope, std::size_t i) const { return chunk_of(i).deref_nt(scope)->items[i % per_chunk]; }
   T& at_mut(DerefScope& scope, std::size_t i) { return chunk_of(i).deref_mut(scope)->items[i % per_chunk]; }
 
   // fn(index, element) over [first, last), `window` chunks in flight at a time.
