@@ -283,7 +283,7 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::RemoteB
   if (buffer == nullptr || buffer->how != detail::RemoteBuffer::written || call.data.empty()) return;
   const transfer::EpochTag tag =
       tx_->post_put(call.data.data(), call.data.size(), rdmx::resolve(buffer->where.slice(0, call.data.size())));
-  puts_since_publish_ = true;
+  unlanded_ = tag;
   if (call.sync != nullptr && call.notify == Notify::sent) {
     call.sync->add();
     owner_.notify_when_free(*tx_, dest_.process, tag, call.sync);
@@ -396,24 +396,30 @@ void Messenger::put_pending() {
     put_from_ = write_;
     return;
   }
-  puts_since_publish_ = true;
   c.tag = tx_->post_put(c.mirror.data + put_from_, write_ - put_from_,
                         transfer::RemoteAddress{c.remote.address + put_from_, c.remote.rkey});
+  unlanded_ = c.tag;
   put_from_ = write_;
 }
 
 void Messenger::write_word(bool closed, std::uint8_t grow) {
   put_pending();
+  if (ring_[cur_].mapped != nullptr) {
+    // Records were stored straight into d's memory: a release store orders
+    // them before the word. RDMA writes of this channel (queued calls of
+    // an earlier chunk, call_buffer's destination buffer) must have landed
+    // first, and a fence does not order them against stores: wait for
+    // their flush. That wait progresses the UCX worker only, never calls:
+    // a call run here could append to this messenger and publish a later
+    // end, which the word stored below would then take back (d reads that
+    // as a corrupted channel).
+    wait_until_free(*tx_, dest_.process, unlanded_);
+    unlanded_ = {};
+  }
   const Chunk& c = ring_[cur_];
   const std::uint64_t encoded = wire::encode({write_, static_cast<std::uint16_t>(c.seq), closed, grow}, salt_);
   message_sent();
   if (c.mapped != nullptr) {
-    // Records were stored straight into d's memory: a release store orders
-    // them before the word. RDMA writes of this channel (queued calls of
-    // an earlier chunk, call_buffer's destination buffer) must have landed
-    // first, and a fence does not order them against stores: flush them.
-    if (puts_since_publish_) tx_->flush();
-    puts_since_publish_ = false;
     if (dest_.process == owner_.self.process) tsan_release(c.mapped);
     std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(c.mapped)).store(encoded, std::memory_order_release);
     published_ = write_;
@@ -532,7 +538,7 @@ void Messenger::drain_overflow_now() {
         std::memcpy(c.mapped + write_, s.block.data + s.sent, run);
       } else {
         s.tag = tx_->post_put(s.block.data + s.sent, run, transfer::RemoteAddress{c.remote.address + write_, c.remote.rkey});
-        puts_since_publish_ = true;
+        unlanded_ = s.tag;
       }
       write_ += run;
       put_from_ = write_;

@@ -138,7 +138,10 @@ class Messenger {
   memory::Block feedback_;  // d writes its count of fully consumed chunks here
   WordSlots words_;
   bool busy_ = false;  // rotating or growing: calls made meanwhile (from nested progress) queue
-  bool puts_since_publish_ = false;  // RDMA writes a store into a mapped chunk must not overtake
+  // The last RDMA write of this channel since its last publish (the
+  // transmitter's epochs complete in order, so it covers the earlier ones):
+  // a store into a mapped chunk must not overtake it.
+  transfer::EpochTag unlanded_;
   std::deque<Segment> overflow_;
   std::vector<Segment> spare_;
   std::size_t overflow_bytes_ = 0;
