@@ -16,6 +16,8 @@
 // and after each round, and reported as the mean over processes and per
 // remote peer: per process, per pair of threads, so the figures extrapolate
 // (docs/scaling.md, "Memory per peer").
+#include <dirent.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -47,15 +49,29 @@ double vm_rss_bytes() {
   return 0;
 }
 
+// Open file descriptors of this process: over TCP each endpoint holds
+// sockets, and the descriptor limit (ulimit -n) bounds a job's fan-out.
+double open_fds() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  double n = 0;
+  while (const dirent* e = readdir(dir))
+    if (e->d_name[0] != '.') ++n;
+  closedir(dir);
+  return n - 1;  // the descriptor reading the directory
+}
+
 // One process's memory at one point of the run.
 struct Memory {
   double rss = 0;           // bytes resident
   double arena_mapped = 0;  // registered bytes the arena holds
   double arena_used = 0;    // of them, handed out
+  double fds = 0;           // open file descriptors
 };
 
 Memory sample(Job& job) {
-  return {vm_rss_bytes(), static_cast<double>(job.arena().mapped_bytes()), static_cast<double>(job.arena().used_bytes())};
+  return {vm_rss_bytes(), static_cast<double>(job.arena().mapped_bytes()), static_cast<double>(job.arena().used_bytes()),
+          open_fds()};
 }
 
 // Every process's Memory summed, through a worker collective (each thread
@@ -63,7 +79,9 @@ Memory sample(Job& job) {
 Memory summed(const Memory& mine, ThreadId me) {
   const Memory zero;
   return allreduce(me.thread == 0 ? mine : zero,
-                   [](Memory a, Memory b) { return Memory{a.rss + b.rss, a.arena_mapped + b.arena_mapped, a.arena_used + b.arena_used}; });
+                   [](Memory a, Memory b) {
+    return Memory{a.rss + b.rss, a.arena_mapped + b.arena_mapped, a.arena_used + b.arena_used, a.fds + b.fds};
+  });
 }
 
 struct Config {
@@ -111,7 +129,7 @@ void message_everyone(Job& job, ThreadId me) {
 int main(int argc, char** argv) {
   const auto t_main = Clock::now();
   try {
-    const Memory before_job{vm_rss_bytes(), 0, 0};
+    const Memory before_job{vm_rss_bytes(), 0, 0, open_fds()};
     std::optional<Job> job;
     job.emplace(argc, argv);
     const double start_s = seconds_since(t_main);
@@ -187,10 +205,14 @@ int main(int argc, char** argv) {
     metric("arena_used_after_job_bytes", job_total.arena_used / n, "bytes/process");
     metric("rss_after_calls_bytes", calls_total.rss / n, "bytes/process");
     metric("arena_used_after_calls_bytes", calls_total.arena_used / n, "bytes/process");
+    metric("fds_before_job", before_job.fds, "descriptors/process");
+    metric("fds_after_job", job_total.fds / n, "descriptors/process");
+    metric("fds_after_calls", calls_total.fds / n, "descriptors/process");
     metric("calls_rss_per_peer_bytes", (calls_total.rss - job_total.rss) / n / peers, "bytes/peer process");
     metric("calls_rss_per_thread_pair_bytes", (calls_total.rss - job_total.rss) / n / pairs, "bytes/thread pair");
     if (cfg.messenger) {
       metric("rss_after_messenger_bytes", messenger_total.rss / n, "bytes/process");
+      metric("fds_after_messenger", messenger_total.fds / n, "descriptors/process");
       metric("arena_mapped_after_messenger_bytes", messenger_total.arena_mapped / n, "bytes/process");
       metric("arena_used_after_messenger_bytes", messenger_total.arena_used / n, "bytes/process");
       metric("messenger_rss_per_thread_pair_bytes", (messenger_total.rss - calls_total.rss) / n / pairs, "bytes/thread pair");
