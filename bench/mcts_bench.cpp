@@ -5,12 +5,18 @@
 // sequential search measured in the same run. --match G then plays G games
 // between tree parallelism on this layout and the sequential search, both at
 // the same rollouts per move: the distributed search must be as strong.
+// Each line also gives the costs per rollout: calls that crossed processes
+// (the network's messages), the bytes they carried, and the CPU time of the
+// whole job (every process, every thread, idle polling included).
 // scripts/bench mcts runs it for every layout of the issue.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "json.hpp"
 #include "mcts/hex.hpp"
@@ -71,6 +77,29 @@ Player play_game(Engine<Hex>& engine, Hex h, Player tree_colour, std::uint64_t r
   return h.winner();
 }
 
+// CPU seconds this process has used, all its threads.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return double(t.tv_sec) + t.tv_usec * 1e-6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// CPU seconds used so far by every process of the job, asked of each
+// process's thread 0 (which serves calls while the driver searches).
+double job_cpu_seconds() {
+  Job& job = Job::current();
+  std::vector<double> each(job.size());
+  Synchronizer sync;
+  for (std::uint32_t p = 1; p < job.size(); ++p)
+    call_return(ThreadId{p, 0}, [] { return process_cpu_seconds(); }, &each[p], sync);
+  each[0] = process_cpu_seconds();
+  sync.wait();
+  double total = 0;
+  for (double c : each) total += c;
+  return total;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,8 +139,11 @@ int main(int argc, char** argv) {
         for (const Variant& v : variants) {
           engine.options().parallelism = v.parallelism;
           engine.options().aggregation = v.aggregation;
+          const double cpu0 = job_cpu_seconds();
           const auto r = engine.search(empty, Budget{0, cfg.seconds});
+          const double cpu = job_cpu_seconds() - cpu0;
           if (v.parallelism == Parallelism::sequential) sequential = r.rollouts_per_second();
+          const double per = r.rollouts > 0 ? 1.0 / double(r.rollouts) : 0;
           common.with("variant", v.name)
               .field("size", cfg.size)
               .field("metric", "rollouts_per_s")
@@ -123,6 +155,12 @@ int main(int argc, char** argv) {
               .field("seconds", r.seconds)
               .field("deferred", r.deferred)
               .field("remote_calls", r.remote_calls)
+              .field("process_calls", r.process_calls)
+              .field("call_bytes", r.call_bytes)
+              .field("messages_per_rollout", double(r.process_calls) * per)
+              .field("bytes_per_rollout", double(r.call_bytes) * per)
+              .field("cpu_s", cpu)
+              .field("cpu_s_per_rollout", cpu * per)
               .print();
         }
         if (cfg.match_games <= 0) return;

@@ -86,6 +86,8 @@ struct SearchResult {
   std::uint64_t terminals = 0;    // rollouts that ended on a finished game already in the tree
   std::uint64_t deferred = 0;     // selections that waited for a child being created
   std::uint64_t remote_calls = 0; // calls that crossed threads
+  std::uint64_t process_calls = 0;  // of them, calls that crossed processes (the network's messages)
+  std::uint64_t call_bytes = 0;     // what those carried: captures, buffers, results (docs/mcts.md, "Costs per rollout")
   std::vector<Move> moves;        // root moves, most visited first
   double rollouts_per_second() const { return seconds > 0 ? rollouts / seconds : 0; }
   double steps_per_second() const { return seconds > 0 ? (rollouts + visits) / seconds : 0; }
@@ -132,13 +134,15 @@ class Engine {
   // Per-thread counters, summed into the Result (trivially copyable: they
   // come back to the driver with call_return).
   struct Stats {
-    std::uint64_t visits = 0, nodes = 0, terminals = 0, deferred = 0, remote_calls = 0;
+    std::uint64_t visits = 0, nodes = 0, terminals = 0, deferred = 0, remote_calls = 0, process_calls = 0, call_bytes = 0;
     void add_to(Result& r) const {
       r.visits += visits;
       r.nodes += nodes;
       r.terminals += terminals;
       r.deferred += deferred;
       r.remote_calls += remote_calls;
+      r.process_calls += process_calls;
+      r.call_bytes += call_bytes;
     }
   };
   struct Worker {
@@ -175,6 +179,15 @@ class Engine {
   }
 
   bool step();  // serve one round: calls, a new rollout, a simulation
+  // Count a call from this thread to `to` carrying `bytes` (captures, buffer, result).
+  void count_call(ThreadId to, std::size_t bytes) {
+    Stats& s = worker().stats;
+    ++s.remote_calls;
+    if (to.process != worker().me.process) {
+      ++s.process_calls;
+      s.call_bytes += bytes;
+    }
+  }
   // With more threads than cores on this host, an idle thread yields at
   // once: the thread it waits for may be the one it keeps off the core, and
   // MCTS threads never wait for a peer to serve them memory (docs/mcts.md).
@@ -323,8 +336,9 @@ void Engine<G>::select_from(NodeRef<G> at) {
 template <Game G>
 void Engine<G>::continue_at(NodeRef<G> child) {
   if (here(child.owner)) return select_from(child);
-  ++worker().stats.remote_calls;
-  worker().aggregator->call(child.owner, [child] { Engine::current().select_from(child); });
+  auto select = [child] { Engine::current().select_from(child); };
+  count_call(child.owner, sizeof select);
+  worker().aggregator->call(child.owner, select);
 }
 
 template <Game G>
@@ -334,16 +348,14 @@ void Engine<G>::expand(Node<G>& parent, std::uint16_t slot, const G& child) {
   const ThreadId owner = thread_at(options_.hash_owner ? static_cast<std::uint32_t>(child.hash() % n) : w.rng.below(n));
   const NodeRef<G> up = parent.ref();
   if (here(owner)) return create(up, slot, child, owner);
-  ++w.stats.remote_calls;
-  w.aggregator->call_buffer(
-      owner,
-      [up, slot](std::span<std::byte> bytes) {
-        if (bytes.size() != sizeof(G)) throw Error(Errc::protocol, "rdmx mcts: a child state of the wrong size arrived");
-        G state;
-        std::memcpy(static_cast<void*>(&state), bytes.data(), sizeof(G));
-        Engine::current().create(up, slot, state, this_thread());
-      },
-      std::as_bytes(std::span(&child, 1)));
+  auto create_there = [up, slot](std::span<std::byte> bytes) {
+    if (bytes.size() != sizeof(G)) throw Error(Errc::protocol, "rdmx mcts: a child state of the wrong size arrived");
+    G state;
+    std::memcpy(static_cast<void*>(&state), bytes.data(), sizeof(G));
+    Engine::current().create(up, slot, state, this_thread());
+  };
+  count_call(owner, sizeof create_there + sizeof(G));
+  w.aggregator->call_buffer(owner, create_there, std::as_bytes(std::span(&child, 1)));
 }
 
 template <Game G>
@@ -369,8 +381,9 @@ void Engine<G>::backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0,
   const std::uint32_t p = options_.playouts;
   while (at) {
     if (!here(at.owner)) {
-      ++w.stats.remote_calls;
-      w.aggregator->call(at.owner, [at, slot, wins0, new_child] { Engine::current().backprop(at, slot, wins0, new_child); });
+      auto up = [at, slot, wins0, new_child] { Engine::current().backprop(at, slot, wins0, new_child); };
+      count_call(at.owner, sizeof up);
+      w.aggregator->call(at.owner, up);
       return;
     }
     Node<G>& node = *at.node;
@@ -529,10 +542,12 @@ typename Engine<G>::Result Engine<G>::search_local(const G& position, Budget bud
       const std::uint32_t share = p / n + (i < p % n);
       if (share == 0) continue;
       const std::uint64_t seed = w.rng();
-      rdmx::call_return(thread_at(i), [leaf, share, seed] {
+      auto playouts = [leaf, share, seed] {
         Rng rng(seed);
         return simulate(leaf, share, rng);
-      }, &shares[i], sync);
+      };
+      count_call(thread_at(i), sizeof playouts + sizeof shares[i]);
+      rdmx::call_return(thread_at(i), playouts, &shares[i], sync);
     }
     std::uint32_t won = simulate(leaf, p / n + (0 < p % n), w.rng);
     sync.wait();

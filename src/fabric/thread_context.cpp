@@ -143,9 +143,14 @@ void ThreadContext::flush(const std::function<void()>& also) {
       if (ucp_request_check_status(r) == UCS_INPROGRESS) return true;
     return false;
   };
+  // Idle polls yield as every wait does: with more threads than cores (a
+  // job of 64 processes on 2 cores leaves together), a flush that spins
+  // keeps off its core the peer whose progress it waits for, and gave up
+  // after 5 s on endpoints that would have completed.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  Backoff backoff;
   while (busy() && std::chrono::steady_clock::now() < deadline) {
-    poll(nullptr);
+    backoff(poll(nullptr));
     if (also) also();
   }
   std::size_t unfinished = 0;

@@ -98,6 +98,17 @@ TEST(Search, EveryRolloutComesHomeOnce) {
         const bool calls = Job::current().size() > 1 || (v.options.local_calls && n > 1);
         if (v.options.parallelism == Parallelism::tree && calls) EXPECT_GT(r.remote_calls, 0u);
         if (v.options.parallelism != Parallelism::tree) EXPECT_EQ(r.deferred, 0u);
+        // The per-rollout costs (docs/mcts.md): calls that leave the
+        // process are counted with what they carry, at least a node's
+        // address each; a one-process job and the sequential search send none.
+        EXPECT_LE(r.process_calls, r.remote_calls);
+        EXPECT_GE(r.call_bytes, r.process_calls * sizeof(NodeRef<Hex>));
+        const bool spread = v.options.parallelism == Parallelism::tree || v.options.parallelism == Parallelism::leaf;
+        if (Job::current().size() > 1 && spread) EXPECT_GT(r.process_calls, 0u);
+        if (Job::current().size() == 1 || v.options.parallelism == Parallelism::sequential) {
+          EXPECT_EQ(r.process_calls, 0u);
+          EXPECT_EQ(r.call_bytes, 0u);
+        }
       }
     });
   }
