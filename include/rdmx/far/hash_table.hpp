@@ -164,7 +164,7 @@ class HashTable {
       // Readers' stripe locks are taken in one order, so two batches never
       // wait for each other; writers hold one stripe at a time.
       std::array<bool, stripes> locked{};
-      for (std::uint64_t h : hashes) locked[h & (stripes - 1)] = true;
+      for (std::uint64_t h : hashes) locked[stripe_index(h)] = true;
       for (std::size_t s = 0; s < stripes; ++s)
         if (locked[s]) stripes_[s].lock_shared();
       struct Unlock {
@@ -219,9 +219,12 @@ class HashTable {
     return h ^ (h >> 33);
   }
   bool equal_(const K& a, const K& b) const { return key_equal_(a, b); }
-  std::shared_mutex& stripe_of(std::uint64_t h) const { return stripes_[h & (stripes - 1)]; }
-  // Bucket index uses the hash's high bits; stripes its low bits, so every
-  // bucket stays under one stripe whatever the index's size.
+  // A bucket's stripe is its index's low bits. The index has a multiple of
+  // `stripes` buckets and doubles, so a key's bucket moves only by multiples
+  // of that size: its stripe never changes, and one stripe guards every key
+  // of a bucket.
+  static std::size_t stripe_index(std::uint64_t h) noexcept { return (h >> 6) & (stripes - 1); }
+  std::shared_mutex& stripe_of(std::uint64_t h) const { return stripes_[stripe_index(h)]; }
   Bucket& bucket_of(std::uint64_t h) { return buckets_[(h >> 6) & (buckets_.size() - 1)]; }
   const Bucket& bucket_of(std::uint64_t h) const { return buckets_[(h >> 6) & (buckets_.size() - 1)]; }
 
