@@ -90,6 +90,12 @@ std::uint32_t Job::threads_per_process() const noexcept { return impl_->runtime.
 std::uint32_t Job::helpers_per_process() const noexcept { return impl_->runtime.helpers(); }
 const ProcessInfo& Job::process_info(std::uint32_t rank) const { return impl_->runtime.info(rank); }
 Layout Job::layout() const { return impl_->runtime.layout(); }
+void Job::check_destination(ThreadId id) const { impl_->runtime.validate(id); }
+bool Job::process_failed(std::uint32_t process) const noexcept {
+  return process < size() && impl_->runtime.process_failed(process);
+}
+std::size_t Job::max_message() const noexcept { return impl_->runtime.max_message(); }
+
 int Job::numa_zone(std::uint32_t thread) const {
   impl_->runtime.validate(ThreadId{rank(), thread});
   return impl_->runtime.numa_node_of(thread);
@@ -173,15 +179,23 @@ void Job::throw_mismatched_allgather(std::size_t process, std::size_t got, std::
 }
 
 memory::Arena& Job::arena() {
+  return arena_near(current_context != nullptr ? current_context->id().thread : service_thread);
+}
+
+memory::Arena& Job::arena_near(std::uint32_t thread) {
   auto& rt = impl_->runtime;
-  ThreadId me = current_context != nullptr ? current_context->id() : ThreadId{rank(), service_thread};
-  return rt.arena_for(rt.numa_node_of(me.thread));
+  return rt.arena_for(rt.numa_node_of(thread));
 }
 
 ThreadId this_thread() {
   if (current_context == nullptr)
     throw Error(Errc::invalid_argument, "this thread is not an rdmx worker thread (start it with Job::run)");
   return current_context->id();
+}
+
+std::vector<ThreadId> send_destinations() {
+  if (current_context == nullptr) return {};
+  return current_context->contacted_workers();
 }
 
 std::size_t progress() {

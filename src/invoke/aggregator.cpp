@@ -16,8 +16,8 @@ Aggregator::Aggregator(Aggregation mode, AggregatorOptions options) : mode_(mode
   } else {
     how_ = {0, Policy::retry, true, options.overflow_limit};
   }
-  threads_ = slot.runtime.workers();
-  called_.assign(std::size_t{slot.runtime.size()} * threads_, false);
+  threads_ = slot.job.workers_per_process();
+  called_.assign(std::size_t{slot.job.size()} * threads_, false);
   phase_ = options.phase != 0 ? options.phase : slot.aggregator_phase + 1;
   slot.aggregator_phase = phase_;
 }
@@ -67,8 +67,8 @@ void Aggregator::wait_for_shutdowns(std::uint64_t count) const {
   invoke::WorkerState& slot = invoke::Messengers::current();
   while (slot.shutdowns(phase_) < count) {
     // A dead peer will never signal: the phase cannot end.
-    for (std::uint32_t p = 0; p < slot.runtime.size(); ++p)
-      if (slot.runtime.process_failed(p))
+    for (std::uint32_t p = 0; p < slot.job.size(); ++p)
+      if (slot.job.process_failed(p))
         throw Error(Errc::peer_failed, "Aggregator: process " + std::to_string(p) + " has failed before phase " +
                                            std::to_string(phase_) + " ended (" + std::to_string(slot.shutdowns(phase_)) +
                                            " of " + std::to_string(count) + " shutdowns received)");

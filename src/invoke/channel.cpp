@@ -48,7 +48,7 @@ std::size_t Channel::poll(WorkerState& runner, std::size_t budget) {
   if (broken_) return 0;
   // A dead sender's calls are not run: what they would answer cannot reach
   // it, and what it owed this thread has failed (WorkerState::check_failures).
-  if (owner_.runtime.process_failed(source_.process)) {
+  if (owner_.job.process_failed(source_.process)) {
     broken_ = true;
     return 0;
   }
@@ -57,7 +57,7 @@ std::size_t Channel::poll(WorkerState& runner, std::size_t budget) {
   } catch (const Error&) {
     // Answering (or reporting consumed chunks to) a sender that died
     // meanwhile: its channel closes, and the wait this poll runs in goes on.
-    if (!owner_.runtime.process_failed(source_.process)) throw;
+    if (!owner_.job.process_failed(source_.process)) throw;
     broken_ = true;
     return 0;
   }
@@ -142,7 +142,7 @@ bool Channel::read_ready(const std::byte* record, const wire::RecordHeader& h) {
   if (h.size < at + sizeof(wire::RemoteBuffer)) return true;  // execute reports it
   wire::RemoteBuffer rb;
   std::memcpy(&rb, record + at, sizeof rb);
-  if (rb.how == wire::buffer_written || rb.length > fabric::Runtime::current().max_message()) return true;
+  if (rb.how == wire::buffer_written || rb.length > Job::current().max_message()) return true;
   read_.active = true;
   read_.length = rb.length;
   read_.data.resize(rb.length);
@@ -242,7 +242,7 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::u
     return {fetched.data(), fetched.size()};
   }
   // Read from the caller's memory (synchronously: this thread progresses meanwhile).
-  if (rb.length > fabric::Runtime::current().max_message())
+  if (rb.length > Job::current().max_message())
     throw Error(Errc::message_too_large, "a buffer of " + std::to_string(rb.length) + " bytes exceeds RDMX_MAX_MESSAGE");
   fetched.resize(rb.length);
   if (rb.length != 0) {
@@ -269,8 +269,8 @@ void Channel::forward_broadcast(WorkerState& runner, const wire::RecordHeader& h
   detail::RemoteBuffer reference{read ? detail::RemoteBuffer::read : detail::RemoteBuffer::written, {}};
   if (read) reference.where = RemoteLocator{forward.root.process, rb->region, rb->offset, rb->length};
   Synchronizer written;  // this thread's writes into its children's buffers
-  const std::uint32_t threads = runner.runtime.threads();
-  const std::uint64_t n = std::uint64_t{runner.runtime.size()} * threads;
+  const std::uint32_t threads = runner.job.threads_per_process();
+  const std::uint64_t n = std::uint64_t{runner.job.size()} * threads;
   const std::uint64_t root = std::uint64_t{forward.root.process} * threads + forward.root.thread;
   const std::uint64_t me = std::uint64_t{self_.process} * threads + self_.thread;
   const std::uint64_t r = (me + n - root) % n;
@@ -375,7 +375,7 @@ void Channel::execute(WorkerState& runner, const std::byte* record, const wire::
   }
   std::vector<wire::Target> targets;  // broadcast_buffer into destination buffers
   if (h.flags & wire::has_targets) {
-    const std::size_t n = std::size_t{runner.runtime.size()} * runner.runtime.threads();
+    const std::size_t n = std::size_t{runner.job.size()} * runner.job.threads_per_process();
     if (kind != wire::kind_broadcast || !(h.flags & wire::has_remote_buffer) || rb.how != wire::buffer_written ||
         static_cast<std::size_t>(last - p) < n * sizeof(wire::Target))
       corrupted("a broadcast record is too short for its destination buffers");

@@ -34,7 +34,7 @@ struct Scoped {
   ~Scoped() { flag = saved; }
 };
 
-memory::Arena& arena_of(WorkerState& slot) { return slot.runtime.arena_for(slot.runtime.numa_node_of(slot.self.thread)); }
+memory::Arena& arena_of(WorkerState& slot) { return slot.job.arena_near(slot.self.thread); }
 
 }  // namespace
 
@@ -75,7 +75,7 @@ void Messenger::publish_lane() {
   if (written() != published_) publish();
 }
 
-bool Messenger::dead() const { return owner_.runtime.process_failed(dest_.process); }
+bool Messenger::dead() const { return owner_.job.process_failed(dest_.process); }
 
 void Messenger::throw_if_dead() const {
   if (dead())
@@ -115,8 +115,8 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
     call_return(ThreadId{dest_.process, service_thread}, [=] {
       SetupReply r;
       try {
-        fabric::Runtime& rt = fabric::Runtime::current();
-        memory::Arena& arena = rt.arena_for(rt.numa_node_of(dest_thread));
+        Job& job = Job::current();
+        memory::Arena& arena = job.arena_near(dest_thread);
         Announcement a{source, announce_channel, feedback, {}};
         for (std::uint32_t i = 0; i < n; ++i) {
           memory::Block b = arena.allocate_chunk(chunk_size, 64);
@@ -126,7 +126,7 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
           // this one, ordered before d learns of the chunk.
           std::memset(b.data, 0, chunk_size);
           a.chunks.push_back({b.data, chunk_size});
-          r.chunks[i] = b.locator(rt.rank());
+          r.chunks[i] = b.locator(job.rank());
           r.chunks[i].length = chunk_size;
         }
         fabric::layer<Messengers>().worker(dest_thread).announce(std::move(a));
@@ -465,7 +465,7 @@ void Messenger::wait_for_room() {
   // Room comes only from d consuming; a dead d never will. Its death is
   // noticed by the pid watch (same host) or UCX (elsewhere) within a
   // fraction of a second, so this wait ends in bounded time either way.
-  if (dead() || owner_.runtime.process_failed(dest_.process))
+  if (dead() || owner_.job.process_failed(dest_.process))
     throw Error(Errc::peer_failed, "one-sided call to thread " + std::to_string(dest_.process) + "/" +
                                        std::to_string(dest_.thread) + ": " + owner_.failure_of(dest_.process) +
                                        (overflow_bytes_ != 0 ? "; " + std::to_string(overflow_bytes_) +

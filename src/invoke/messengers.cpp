@@ -32,10 +32,10 @@ void wait_until_free(transfer::Transmitter& tx, std::uint32_t process, const tra
   if (tag.value >= tag.epoch->current()) tx.start_flush();  // its epoch is still open: close it
   // Only the worker, never calls: the caller is in the middle of an update.
   // A peer watched by pid (shared memory) fails without its endpoint knowing.
-  fabric::Runtime& rt = fabric::Runtime::current();
+  const Job& job = Job::current();
   while (!tag.is_free()) {
     tx.endpoint().check_alive();
-    if (rt.process_failed(process)) throw Error(Errc::peer_failed, "process " + std::to_string(process) + " has failed");
+    if (job.process_failed(process)) throw Error(Errc::peer_failed, "process " + std::to_string(process) + " has failed");
     tx.endpoint().worker().progress();
   }
 }
@@ -48,10 +48,10 @@ std::uint64_t* WordSlots::next(transfer::Transmitter& tx, std::uint32_t process)
 
 // ---- WorkerState ----
 
-WorkerState::WorkerState(Messengers& module, fabric::Runtime& rt, std::uint32_t slot, const MessengerOptions& opts)
-    : runtime(rt), self{rt.rank(), slot}, options(opts), module_(module),
-      failures_handled_(rt.size(), false) {
-  messengers_.resize(std::size_t{rt.size()} * rt.workers());
+WorkerState::WorkerState(Messengers& module, Job& j, std::uint32_t slot, const MessengerOptions& opts)
+    : job(j), self{j.rank(), slot}, options(opts), module_(module),
+      failures_handled_(j.size(), false), workers_(j.workers_per_process()) {
+  messengers_.resize(std::size_t{j.size()} * j.workers_per_process());
 }
 
 void WorkerState::owe(std::uint32_t process, Synchronizer* sync, std::int64_t n) {
@@ -75,8 +75,8 @@ void WorkerState::check_failures() {
   if (failures == failures_seen_) [[likely]]
     return;
   failures_seen_ = failures;
-  for (std::uint32_t p = 0; p < runtime.size(); ++p) {
-    if (failures_handled_[p] || !runtime.process_failed(p)) continue;
+  for (std::uint32_t p = 0; p < job.size(); ++p) {
+    if (failures_handled_[p] || !job.process_failed(p)) continue;
     failures_handled_[p] = true;
     // What p owes, and what every broadcast (whose tree p was part of) still
     // waits for, fails now. Their late notifications, should any come from
@@ -108,10 +108,10 @@ WorkerState::~WorkerState() = default;
 
 Messenger& WorkerState::messenger(ThreadId dest) {
   // Known destinations are checked once, when their messenger is made.
-  const std::size_t index = std::size_t{dest.process} * runtime.workers() + dest.thread;
-  if (dest.thread < runtime.workers() && index < messengers_.size() && messengers_[index]) [[likely]]
+  const std::size_t index = std::size_t{dest.process} * workers_ + dest.thread;
+  if (dest.thread < workers_ && index < messengers_.size() && messengers_[index]) [[likely]]
     return *messengers_[index];
-  runtime.validate(dest);
+  job.check_destination(dest);
   if (dest.is_service())
     throw Error(Errc::invalid_argument, "one-sided calls go to worker threads; call the service thread with rdmx::call");
   auto& m = messengers_[index];
@@ -159,7 +159,7 @@ std::size_t WorkerState::poll() {
   // Buffers RDMA-written by call_buffer: tell their callers once they are reusable.
   while (!written_.empty()) {
     Written& w = written_.front();
-    if (!w.tag.is_free() && runtime.process_failed(w.process)) {  // its completion may never come
+    if (!w.tag.is_free() && job.process_failed(w.process)) {  // its completion may never come
       w.sync->fail(Errc::peer_failed, failure_of(w.process) + "; a call_buffer's write into it did not complete");
       written_.pop_front();
       continue;
@@ -211,13 +211,12 @@ void WorkerState::publish_all() {
 
 // ---- Messengers ----
 
-Messengers::Messengers(Job& job) : runtime_(fabric::runtime_of(job)), options_(MessengerOptions::from_env()) {
-  fabric::Runtime& rt = runtime_;
-  for (std::uint32_t s = 0; s < rt.workers(); ++s) slots_.push_back(std::make_unique<WorkerState>(*this, rt, s, options_));
+Messengers::Messengers(Job& job) : options_(MessengerOptions::from_env()) {
+  for (std::uint32_t s = 0; s < job.workers_per_process(); ++s) slots_.push_back(std::make_unique<WorkerState>(*this, job, s, options_));
   // Worker w's calls go to helper w mod H, always the same one: a channel is
   // only ever consumed by one thread, so no consumer-side state is shared.
-  for (std::uint32_t w = 0; rt.helpers() != 0 && w < rt.threads(); ++w)
-    slots_[rt.threads() + w % rt.helpers()]->serve(*slots_[w]);
+  for (std::uint32_t w = 0; job.helpers_per_process() != 0 && w < job.threads_per_process(); ++w)
+    slots_[job.threads_per_process() + w % job.helpers_per_process()]->serve(*slots_[w]);
 }
 
 std::size_t Messengers::poll(std::uint32_t slot) { return slots_[slot]->poll(); }
@@ -242,11 +241,10 @@ WorkerState& Messengers::current() {
   void** word = fabric::acting_word<WorkerState>();
   if (word != nullptr && *word != nullptr) [[likely]]
     return *static_cast<WorkerState*>(*word);
-  fabric::ThreadContext* c = fabric::current_context;
-  if (c == nullptr || c->id().is_service())
+  if (word == nullptr || this_thread().is_service())
     throw Error(Errc::invalid_argument,
                 "one-sided calls are made by worker threads (Job::run); other threads use the send-based rdmx::call");
-  WorkerState& slot = fabric::layer<Messengers>().worker(c->id().thread);
+  WorkerState& slot = fabric::layer<Messengers>().worker(this_thread().thread);
   *word = &slot;
   *fabric::acting_word<detail::Lane>() = &slot.lane;
   return slot;
@@ -271,8 +269,8 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffe
   std::vector<wire::Target> targets;
   RemoteBuffer own{RemoteBuffer::written, {}};
   if (!dest_buffers.empty()) {
-    const std::uint32_t threads = slot.runtime.threads();
-    const std::size_t n = std::size_t{slot.runtime.size()} * threads;
+    const std::uint32_t threads = slot.job.threads_per_process();
+    const std::size_t n = std::size_t{slot.job.size()} * threads;
     if (dest_buffers.size() != n)
       throw Error(Errc::invalid_argument, "broadcast_buffer: " + std::to_string(dest_buffers.size()) +
                                               " destination buffers given, the job has " + std::to_string(n) + " threads");
@@ -299,7 +297,7 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffe
   if (dest_buffers.empty() || consumed) o.sync = nullptr;
   if (!slot.messenger(slot.self).append(o, mode, buffer, &forward)) return false;
   if (consumed) {
-    const auto threads = static_cast<std::int64_t>(slot.runtime.size()) * slot.runtime.threads();
+    const auto threads = static_cast<std::int64_t>(slot.job.size()) * slot.job.threads_per_process();
     call.sync->add(threads);
     slot.owe(WorkerState::any_process, call.sync, threads);
   }

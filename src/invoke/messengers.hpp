@@ -14,12 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "../fabric/runtime.hpp"
 #include "rdmx/fabric/function_registry.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/layer.hpp"
 #include "rdmx/invoke/messenger.hpp"
 #include "rdmx/memory/block.hpp"
 #include "rdmx/transfer/flush_epoch.hpp"
 #include "rdmx/transfer/transmitter.hpp"
+#include "rdmx/transfer/worker.hpp"
 #include "rdmx/core/future.hpp"
 #include "wire.hpp"
 
@@ -241,7 +243,7 @@ struct Announcement {
 
 class WorkerState {
  public:
-  WorkerState(Messengers& module, fabric::Runtime& runtime, std::uint32_t slot, const MessengerOptions& options);
+  WorkerState(Messengers& module, Job& job, std::uint32_t slot, const MessengerOptions& options);
   ~WorkerState();
 
   Messenger& messenger(ThreadId dest);
@@ -279,7 +281,7 @@ class WorkerState {
   // Why `process` failed, for errors about waits on it.
   std::string failure_of(std::uint32_t process) const;
 
-  fabric::Runtime& runtime;
+  Job& job;
   ThreadId self;
   detail::Lane lane;  // this worker's inlined call path (acting_word<Lane>)
   const MessengerOptions& options;
@@ -313,7 +315,8 @@ class WorkerState {
   std::uint64_t failures_seen_ = 0;
   std::vector<bool> failures_handled_;  // by process
 
-  std::vector<std::unique_ptr<Messenger>> messengers_;  // by destination process * threads + thread
+  std::uint32_t workers_;  // threads calls can address, per process
+  std::vector<std::unique_ptr<Messenger>> messengers_;  // by destination process * workers_ + thread
   std::vector<Messenger*> pending_publish_;
   struct Written {
     transfer::Transmitter* tx;
@@ -354,7 +357,6 @@ class Messengers final : public fabric::Layer {
   static WorkerState& destination();
 
  private:
-  fabric::Runtime& runtime_;
   MessengerOptions options_;
   std::vector<std::unique_ptr<WorkerState>> slots_;
   mutable std::mutex failures_mutex_;

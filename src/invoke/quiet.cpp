@@ -1,6 +1,5 @@
 #include "rdmx/invoke/quiet.hpp"
 
-#include "../fabric/runtime.hpp"
 #include "messengers.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
@@ -9,14 +8,13 @@
 namespace rdmx {
 
 void quiet() {
-  fabric::ThreadContext* self = fabric::current_context;
-  if (self == nullptr || self->id().is_service())
+  if (fabric::acting_word<invoke::WorkerState>() == nullptr || this_thread().is_service())
     throw Error(Errc::invalid_argument, "rdmx::quiet() is for worker threads (inside Job::run)");
   invoke::WorkerState& slot = invoke::Messengers::current();
   Synchronizer sync;
   // The markers go after everything this thread made: the send path's
   // calls to each worker it holds an endpoint to, and each messenger's ring.
-  for (const ThreadId dest : self->contacted_workers()) call<Notify::consumed>(dest, [] {}, sync);
+  for (const ThreadId dest : send_destinations()) call<Notify::consumed>(dest, [] {}, sync);
   const MessengerGlobal messenger;
   for (const ThreadId dest : slot.messenger_destinations())
     messenger.call<Policy::retry, Notify::consumed>(dest, [] {}, &sync);

@@ -89,6 +89,16 @@ class Job {
   // the worker threads' (threads_per_process() + k).
   std::uint32_t helpers_per_process() const noexcept;
   std::uint32_t total_threads() const noexcept { return size() * threads_per_process(); }
+  // Worker and helper threads of a process: the threads calls can address.
+  std::uint32_t workers_per_process() const noexcept { return threads_per_process() + helpers_per_process(); }
+  // Throws Errc::no_such_destination unless `id` names a thread of the job
+  // (a worker, a helper or a process's service thread).
+  void check_destination(ThreadId id) const;
+  // Whether `process` has failed (it died, or its endpoints broke): every
+  // call to it and every reply awaited from it fails with Errc::peer_failed.
+  bool process_failed(std::uint32_t process) const noexcept;
+  // The most bytes one call may carry (JobOptions::max_message, RDMX_MAX_MESSAGE).
+  std::size_t max_message() const noexcept;
   // More worker threads on this machine (all its processes) than cores: idle
   // waits then yield their core early (rdmx::Backoff::idle_spins()).
   bool oversubscribed() const noexcept;
@@ -128,6 +138,9 @@ class Job {
 
   transfer::Context& context();
   memory::Arena& arena();
+  // The arena of the NUMA zone of this process's thread `thread` (arena() is
+  // the calling thread's).
+  memory::Arena& arena_near(std::uint32_t thread);
 
   struct Impl;
 
@@ -139,6 +152,9 @@ class Job {
 
 // The calling thread's id; throws unless it is a worker or service thread.
 ThreadId this_thread();
+// The worker threads the calling thread has made send-based calls to (it
+// holds endpoints to them), for markers that must follow every such call.
+std::vector<ThreadId> send_destinations();
 // Handle calls that arrived for the calling thread (Seriema's process_calls);
 // returns how many ran. Waiting in rdmx (Synchronizer, Future) does this too.
 std::size_t progress();
