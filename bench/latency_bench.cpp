@@ -19,7 +19,8 @@
 // MPI median of this same run. scripts/bench latency runs once per Open MPI
 // pml (ob1, ucx) and adds `ratio`: value over the faster pml's median.
 //
-// Flags: --reps=N --iterations=N --quick
+// Flags: --reps=N --iterations=N --sizes=1,8,64,256,1024 --variants=async,call,mpi
+//        --quick
 // Environment: RDMX_BENCH_HOSTS, the number of hosts the job spans (the
 // `hosts` field; scripts/bench sets it).
 // Output: JSON lines on stdout (rank 0), a table on stderr.
@@ -29,6 +30,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -37,6 +39,7 @@
 #include "common.hpp"
 #include "json.hpp"
 #include "rdmx/action/action.hpp"
+#include "rdmx/core/backoff.hpp"
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
@@ -46,18 +49,21 @@ namespace {
 using namespace rdmx::bench;
 namespace serial = rdmx::serial;
 
-constexpr std::array<std::size_t, 5> sizes{1, 8, 64, 256, 1024};
-const char* const variants[] = {"async", "call", "mpi"};
+constexpr std::array<std::size_t, 5> all_sizes{1, 8, 64, 256, 1024};
+const std::vector<std::string> all_variants{"async", "call", "mpi"};
 
 struct Options {
   unsigned reps = 5;
   unsigned iterations = 2000;
   bool quick = false;
+  std::vector<std::size_t> sizes{all_sizes.begin(), all_sizes.end()};
+  std::vector<std::string> variants = all_variants;
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
   throw rdmx::Error(rdmx::Errc::invalid_argument,
-                    what + "\nusage: rdmx-bench-latency [--reps=N] [--iterations=N] [--quick]");
+                    what + "\nusage: rdmx-bench-latency [--reps=N] [--iterations=N] [--sizes=1,8,...] "
+                           "[--variants=async,call,mpi] [--quick]");
 }
 
 Options parse(int argc, char** argv) {
@@ -70,6 +76,20 @@ Options parse(int argc, char** argv) {
       o.reps = static_cast<unsigned>(rdmx::env::parse_count(a.substr(7), "--reps"));
     else if (a.rfind("--iterations=", 0) == 0)
       o.iterations = static_cast<unsigned>(rdmx::env::parse_count(a.substr(13), "--iterations"));
+    else if (a.rfind("--sizes=", 0) == 0) {
+      o.sizes.clear();
+      for (const std::string& t : split(a.substr(8))) {
+        const std::size_t size = rdmx::env::parse_count(t, "--sizes");
+        if (std::find(all_sizes.begin(), all_sizes.end(), size) == all_sizes.end())
+          usage_error("--sizes: " + t + " is not one of 1, 8, 64, 256, 1024");
+        o.sizes.push_back(size);
+      }
+    } else if (a.rfind("--variants=", 0) == 0) {
+      o.variants = split(a.substr(11));
+      for (const std::string& v : o.variants)
+        if (std::find(all_variants.begin(), all_variants.end(), v) == all_variants.end())
+          usage_error("--variants: '" + v + "' is not async, call or mpi");
+    }
     else
       usage_error("unknown argument '" + a + "'");
   }
@@ -79,6 +99,7 @@ Options parse(int argc, char** argv) {
   }
   if (o.reps == 0) usage_error("--reps must be at least 1");
   if (o.iterations == 0) usage_error("--iterations must be at least 1");
+  if (o.sizes.empty() || o.variants.empty()) usage_error("--sizes and --variants need at least one entry");
   return o;
 }
 
@@ -106,7 +127,7 @@ void mpi_pingpong(int rank, std::vector<char>& buffer, std::size_t size, std::si
 }
 
 void answer() {
-  std::vector<char> buffer(sizes.back());
+  std::vector<char> buffer(all_sizes.back());
   while (g_phase.load() != phase_stop) {
     if (g_phase.load() == phase_mpi) {
       mpi_pingpong(1, buffer, g_mpi_size, g_mpi_rounds, nullptr);
@@ -187,15 +208,14 @@ int caller(const Options& o, const std::string& pml) {
   const std::size_t hosts = hosts_env != nullptr && *hosts_env != '\0' ? rdmx::env::parse_count(hosts_env, "RDMX_BENCH_HOSTS") : 1;
   std::fprintf(stderr, "rdmx-bench-latency: UCX_TLS=%s, Open MPI pml %s, %zu host(s), %u x %u round trips (median)\n",
                tls.c_str(), pml.c_str(), hosts, o.reps, o.iterations);
-  std::vector<char> bytes(sizes.back(), 'x');
+  std::vector<char> bytes(all_sizes.back(), 'x');
   const std::size_t warm = std::max<std::size_t>(10, o.iterations / 10);
   std::map<std::pair<std::string, std::size_t>, Series> results;
   for (unsigned rep = 0; rep < o.reps; ++rep) {
-    for (std::size_t size : sizes) {
-      for (const char* v : variants) {
+    for (std::size_t size : o.sizes) {
+      for (const std::string& variant : o.variants) {
         std::vector<double> t;
         t.reserve(o.iterations);
-        const std::string variant = v;
         if (variant == "async") {
           time_async(bytes, size, warm, nullptr);
           time_async(bytes, size, o.iterations, &t);
@@ -223,24 +243,28 @@ int caller(const Options& o, const std::string& pml) {
       .field("hosts", hosts)
       .field("processes", 2)
       .field("placement", "rank 0's main thread calls, rank 1's main thread answers; " + cores_text())
-      .field("payload", "size bytes each way");
-  std::fprintf(stderr, "%6s %10s %10s %10s %9s %9s\n", "size", "async us", "call us", "mpi us", "async/mpi", "call/mpi");
-  for (std::size_t size : sizes) {
-    const double mpi = median(results[{"mpi", size}].all);
-    double us[2];
-    for (int i = 0; i < 3; ++i) {
-      const Series& s = results[{variants[i], size}];
+      .field("payload", "size bytes each way")
+      .field("idle_spins", static_cast<std::size_t>(rdmx::Backoff::idle_spins()))
+      .field("progress", rdmx::to_string(rdmx::Backoff::mode()));
+  for (std::size_t size : o.sizes) {
+    const auto mpi_series = results.find({"mpi", size});
+    const double mpi = mpi_series != results.end() ? median(mpi_series->second.all) : std::nan("");
+    std::string row;
+    for (const std::string& variant : o.variants) {
+      const Series& s = results[{variant, size}];
       const double value = median(s.all);
-      if (i < 2) us[i] = value;
-      JsonLine line = common.with("variant", variants[i]);
+      JsonLine line = common.with("variant", variant);
       line.field("size", size).field("metric", "us").field("value", value).field("p99", percentile(s.all, 0.99));
       line.field("rep_min", *std::min_element(s.rep_medians.begin(), s.rep_medians.end()));
       line.field("rep_max", *std::max_element(s.rep_medians.begin(), s.rep_medians.end()));
-      line.field("vs_mpi", value / mpi);
+      if (mpi_series != results.end()) line.field("vs_mpi", value / mpi);
       line.field("repetitions", o.reps).field("round_trips", s.all.size());
       line.print();
+      char cell[64];
+      std::snprintf(cell, sizeof cell, "  %s %.2f us (%.2f x mpi)", variant.c_str(), value, value / mpi);
+      row += cell;
     }
-    std::fprintf(stderr, "%6zu %10.2f %10.2f %10.2f %9.2f %9.2f\n", size, us[0], us[1], mpi, us[0] / mpi, us[1] / mpi);
+    std::fprintf(stderr, "%6zu B:%s\n", size, row.c_str());
   }
   return 0;
 }
