@@ -556,6 +556,11 @@ bool ThreadContext::poll(std::size_t* executed) {
   // fall into lockstep one FIFO slot apart, every message a cross-core cache
   // miss. Four rounds free a whole FIFO (64 elements) per batch. See
   // docs/fabric.md, "Measured".
+  // The layers first, UCX last: a send-based reply (or call) that UCX
+  // delivers is then acted on at once, and a waiter sees its completion
+  // without a pass over the layers in between (most of an idle poll once
+  // one-sided calls are in use; docs/results/latency.md).
+  std::size_t n = id_.is_service() ? 0 : runtime_.poll_layers(id_.thread);
   bool active = false;
   for (int round = 0; round < 4 && worker_.progress(); ++round) active = true;
   if (inbox_nonempty_.load(std::memory_order_acquire)) {
@@ -564,7 +569,6 @@ bool ThreadContext::poll(std::size_t* executed) {
     inbox_.clear();
     inbox_nonempty_.store(false, std::memory_order_relaxed);
   }
-  std::size_t n = 0;
   while (!ready_.empty()) {
     Received& front = ready_.front();
     if (front.arrived && !front.arrived->load(std::memory_order_acquire)) break;  // FIFO: wait for its payload
@@ -572,7 +576,6 @@ bool ThreadContext::poll(std::size_t* executed) {
     execute(r);
     ++n;
   }
-  if (!id_.is_service()) n += runtime_.poll_layers(id_.thread);
   if (executed != nullptr) *executed = n;
   if (runtime_.host_failures() != probe_.checked) [[unlikely]]
     check_receive_path(!active && n == 0);
