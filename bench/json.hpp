@@ -7,12 +7,17 @@
 //   rdmx::bench::JsonLine common;
 //   common.field("bench", "transfer").field("tls", tls);
 //   common.with("variant", "raw").field("size", 8).field("value", 1.5e7).print();
+//
+// A job that spans several hosts (scripts/bench hosts sets RDMX_BENCH_HOSTS)
+// prints "hosts" in every line, after the benchmark's own fields, unless the
+// benchmark set it itself.
 #pragma once
 #include <charconv>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -62,7 +67,19 @@ class JsonLine {
     return copy;
   }
 
-  std::string str() const { return "{" + body_ + "}"; }
+  std::string str() const {
+    if (hosts_set_) return "{" + body_ + "}";
+    const char* hosts = std::getenv("RDMX_BENCH_HOSTS");
+    if (hosts == nullptr || *hosts == '\0') return "{" + body_ + "}";
+    JsonLine copy = *this;
+    std::uint64_t n = 0;
+    auto [end, ec] = std::from_chars(hosts, hosts + std::char_traits<char>::length(hosts), n);
+    if (ec == std::errc{} && *end == '\0')
+      copy.field("hosts", n);
+    else
+      copy.field("hosts", hosts);  // not a number: shown as given
+    return "{" + copy.body_ + "}";
+  }
   // One line, flushed at once so results survive a later crash or a killed job.
   void print(std::FILE* out = stdout) const {
     std::string line = str();
@@ -73,6 +90,7 @@ class JsonLine {
 
  private:
   void key_(std::string_view key) {
+    if (key == "hosts") hosts_set_ = true;
     if (!body_.empty()) body_ += ',';
     quoted_(key);
     body_ += ':';
@@ -100,6 +118,7 @@ class JsonLine {
   }
 
   std::string body_;
+  bool hosts_set_ = false;
 };
 
 }  // namespace rdmx::bench

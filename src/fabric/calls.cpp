@@ -78,8 +78,18 @@ Error make_error(std::uint32_t code, std::span<const std::byte> text) {
 
 // ---- PendingReplies ----
 
-std::uint64_t PendingReplies::add(std::uint32_t dest_process, std::int64_t replies, Completion done) {
-  std::lock_guard lock(mutex_);
+void PendingReplies::Waiter::finish(const Error* failure, std::span<const std::byte> bytes) const {
+  if (failure != nullptr) return sync->fail(failure->code(), failure->what());
+  if (result != nullptr) {
+    if (bytes.size() != result_size)
+      return sync->fail(Errc::protocol, "call_return: the reply has " + std::to_string(bytes.size()) + " bytes, expected " +
+                                            std::to_string(result_size));
+    std::memcpy(result, bytes.data(), result_size);
+  }
+  sync->notify();
+}
+
+PendingReplies::Entry& PendingReplies::take_entry(std::uint32_t dest_process, std::int64_t replies) {
   if (!failed_.empty()) {
     auto dead = dest_process == ~0u ? failed_.begin() : failed_.find(dest_process);
     if (dead != failed_.end()) throw Error(Errc::peer_failed, dead->second);
@@ -96,12 +106,27 @@ std::uint64_t PendingReplies::add(std::uint32_t dest_process, std::int64_t repli
   e.used = true;
   e.dest_process = dest_process;
   e.replies = replies;
+  ++e.generation;
+  return e;
+}
+
+std::uint64_t PendingReplies::add(std::uint32_t dest_process, std::int64_t replies, Waiter waiter) {
+  std::lock_guard lock(mutex_);
+  Entry& e = take_entry(dest_process, replies);
+  e.waiter = waiter;
+  return token_of(e);
+}
+
+std::uint64_t PendingReplies::add(std::uint32_t dest_process, std::int64_t replies, Completion done) {
+  std::lock_guard lock(mutex_);
+  Entry& e = take_entry(dest_process, replies);
+  e.waiter = {};
   e.done = std::move(done);
-  return (std::uint64_t{++e.generation} << 32) | index;
+  return token_of(e);
 }
 
 void PendingReplies::complete(std::uint64_t token, const Error* failure, std::span<const std::byte> result) {
-  Completion done;
+  Entry done;
   {
     std::lock_guard lock(mutex_);
     std::uint32_t index = static_cast<std::uint32_t>(token);
@@ -112,11 +137,13 @@ void PendingReplies::complete(std::uint64_t token, const Error* failure, std::sp
     }
     Entry& e = entries_[index];
     if (failure == nullptr && --e.replies > 0) return;
-    done = std::move(e.done);
+    done.waiter = e.waiter;
+    done.done = std::move(e.done);
+    e.done = nullptr;
     e.used = false;
     free_.push_back(index);
   }
-  done(failure, result);
+  done.finish(failure, result);
 }
 
 void PendingReplies::cancel(std::uint64_t token) {
@@ -130,21 +157,24 @@ void PendingReplies::cancel(std::uint64_t token) {
 }
 
 void PendingReplies::fail_process(std::uint32_t process, const std::string& why) {
-  std::vector<Completion> failed;
+  std::vector<Entry> failed;
   {
     std::lock_guard lock(mutex_);
     failed_.emplace(process, why);
     for (std::uint32_t i = 0; i < entries_.size(); ++i) {
       Entry& e = entries_[i];
       if (e.used && (e.dest_process == process || e.dest_process == ~0u)) {
-        failed.push_back(std::move(e.done));
+        failed.emplace_back();
+        failed.back().waiter = e.waiter;
+        failed.back().done = std::move(e.done);
+        e.done = nullptr;
         e.used = false;
         free_.push_back(i);
       }
     }
   }
   Error error(Errc::peer_failed, why);
-  for (auto& done : failed) done(&error, {});
+  for (const Entry& e : failed) e.finish(&error, {});
 }
 
 // ---- sending ----
@@ -282,21 +312,8 @@ void issue(const Outgoing& c, ThreadId destination, CallKind kind, std::uint32_t
   std::uint64_t token = 0;
   if (c.sync != nullptr) c.sync->add();
   try {
-    if (c.sync != nullptr && c.notify == Notify::consumed) {
-      Synchronizer* sync = c.sync;
-      void* result = c.result;
-      std::size_t result_size = c.result_size;
-      token = rt.pending().add(reply_process, replies, [sync, result, result_size](const Error* failure, std::span<const std::byte> bytes) {
-        if (failure != nullptr) return sync->fail(failure->code(), failure->what());
-        if (result != nullptr) {
-          if (bytes.size() != result_size)
-            return sync->fail(Errc::protocol, "call_return: the reply has " + std::to_string(bytes.size()) +
-                                                  " bytes, expected " + std::to_string(result_size));
-          std::memcpy(result, bytes.data(), result_size);
-        }
-        sync->notify();
-      });
-    }
+    if (c.sync != nullptr && c.notify == Notify::consumed)
+      token = rt.pending().add(reply_process, replies, PendingReplies::Waiter{c.sync, c.result, c.result_size});
     ctx.send(c, token, destination, kind);
   } catch (...) {
     if (c.sync != nullptr) c.sync->add(-1);
@@ -442,7 +459,7 @@ void ThreadContext::deliver(Received call) {
 namespace {
 struct ReplyState {
   bool replied = false;
-  std::vector<std::byte> result;
+  Captures result;  // inline up to 64 bytes: a small call_return result allocates nothing
 };
 }  // namespace
 
@@ -508,8 +525,7 @@ void ThreadContext::execute(Received& r) {
     in.reply = [](Incoming& call, const void* result, std::size_t size) {
       auto* st = static_cast<ReplyState*>(call.runtime);
       st->replied = true;
-      st->result.assign(static_cast<const std::byte*>(result),
-                                          static_cast<const std::byte*>(result) + size);
+      st->result.assign(static_cast<const std::byte*>(result), static_cast<const std::byte*>(result) + size);
     };
     try {
       invoker(in);
@@ -525,7 +541,8 @@ void ThreadContext::execute(Received& r) {
     if (failure)
       send_reply(source, h.token, &*failure, {});
     else
-      send_reply(source, h.token, nullptr, state.replied ? std::span<const std::byte>(state.result) : std::span<const std::byte>());
+      send_reply(source, h.token, nullptr,
+                 state.replied ? std::span<const std::byte>(state.result.data(), state.result.size()) : std::span<const std::byte>());
   } else if (failure) {
     runtime_.report_dropped(h, failure->what());
   }
@@ -539,6 +556,11 @@ bool ThreadContext::poll(std::size_t* executed) {
   // fall into lockstep one FIFO slot apart, every message a cross-core cache
   // miss. Four rounds free a whole FIFO (64 elements) per batch. See
   // docs/fabric.md, "Measured".
+  // The layers first, UCX last: a send-based reply (or call) that UCX
+  // delivers is then acted on at once, and a waiter sees its completion
+  // without a pass over the layers in between (most of an idle poll once
+  // one-sided calls are in use; docs/results/latency.md).
+  std::size_t n = id_.is_service() ? 0 : runtime_.poll_layers(id_.thread);
   bool active = false;
   for (int round = 0; round < 4 && worker_.progress(); ++round) active = true;
   if (inbox_nonempty_.load(std::memory_order_acquire)) {
@@ -547,16 +569,13 @@ bool ThreadContext::poll(std::size_t* executed) {
     inbox_.clear();
     inbox_nonempty_.store(false, std::memory_order_relaxed);
   }
-  std::size_t n = 0;
   while (!ready_.empty()) {
     Received& front = ready_.front();
     if (front.arrived && !front.arrived->load(std::memory_order_acquire)) break;  // FIFO: wait for its payload
-    Received r = std::move(front);
-    ready_.pop_front();
+    Received r = ready_.take_front();
     execute(r);
     ++n;
   }
-  if (!id_.is_service()) n += runtime_.poll_layers(id_.thread);
   if (executed != nullptr) *executed = n;
   if (runtime_.host_failures() != probe_.checked) [[unlikely]]
     check_receive_path(!active && n == 0);

@@ -1,6 +1,7 @@
 // Private to the fabric: per-thread communication contexts, the wire format of
 // send-based calls, and the table of calls awaiting a reply.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <pthread.h>
 #include <sched.h>
@@ -90,15 +91,60 @@ struct Received {
   }
 };
 
+// The calls a thread has received and not yet run, in arrival order: a ring
+// of slots that are reused. (A std::deque of these ~200-byte records
+// allocated and freed a block every other call.)
+class ReceivedQueue {
+ public:
+  bool empty() const noexcept { return size_ == 0; }
+  Received& front() noexcept { return slots_[head_]; }
+  void push_back(Received&& r) {
+    if (size_ == slots_.size()) grow();
+    slots_[(head_ + size_) & (slots_.size() - 1)] = std::move(r);
+    ++size_;
+  }
+  // The first call, moved out of its slot.
+  Received take_front() noexcept {
+    Received r = std::move(slots_[head_]);
+    head_ = (head_ + 1) & (slots_.size() - 1);
+    --size_;
+    return r;
+  }
+  template <class F>
+  void for_each(F&& f) {
+    for (std::size_t i = 0; i < size_; ++i) f(slots_[(head_ + i) & (slots_.size() - 1)]);
+  }
+
+ private:
+  void grow() {
+    std::vector<Received> bigger(std::max<std::size_t>(16, 2 * slots_.size()));  // a power of two
+    for (std::size_t i = 0; i < size_; ++i) bigger[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
+    slots_.swap(bigger);
+    head_ = 0;
+  }
+  std::vector<Received> slots_;
+  std::size_t head_ = 0, size_ = 0;
+};
+
 // Calls awaiting a reply (consumed notifications, returned values, broadcast
 // acknowledgements). Tokens carry a generation, so a stale or forged token
 // is reported instead of touching freed state.
 class PendingReplies {
  public:
   using Completion = std::function<void(const Error* failure, std::span<const std::byte> result)>;
+  // What nearly every call waits with: the caller's Synchronizer, counted
+  // down (or failed) once the result, if any, is copied to `result`. Held
+  // by value: a Completion capturing these three would allocate per call.
+  struct Waiter {
+    Synchronizer* sync = nullptr;
+    void* result = nullptr;
+    std::size_t result_size = 0;
+    void finish(const Error* failure, std::span<const std::byte> bytes) const;
+  };
   // dest_process = ~0u: waits on every process (broadcast). Throws
   // peer_failed when that process (for a broadcast: any) has failed: a
   // reply registered after fail_process swept would wait for ever.
+  std::uint64_t add(std::uint32_t dest_process, std::int64_t replies, Waiter waiter);
   std::uint64_t add(std::uint32_t dest_process, std::int64_t replies, Completion done);
   // One reply arrived; runs the completion when the last one has.
   void complete(std::uint64_t token, const Error* failure, std::span<const std::byte> result);
@@ -112,8 +158,20 @@ class PendingReplies {
     bool used = false;
     std::uint32_t dest_process = 0;
     std::int64_t replies = 0;
+    Waiter waiter;    // used when done is empty
     Completion done;
+    void finish(const Error* failure, std::span<const std::byte> bytes) const {
+      if (done)
+        done(failure, bytes);
+      else
+        waiter.finish(failure, bytes);
+    }
   };
+  // Under mutex_: a free entry for a call to dest_process (throws as add).
+  Entry& take_entry(std::uint32_t dest_process, std::int64_t replies);
+  std::uint64_t token_of(const Entry& e) const noexcept {
+    return (std::uint64_t{e.generation} << 32) | static_cast<std::uint32_t>(&e - entries_.data());
+  }
   std::mutex mutex_;
   std::vector<Entry> entries_;
   std::vector<std::uint32_t> free_;
@@ -222,7 +280,7 @@ class ThreadContext {
   std::vector<std::unique_ptr<transfer::Endpoint>> endpoints_;
   std::vector<std::unique_ptr<transfer::Transmitter>> transmitters_;
   std::unordered_map<std::uint64_t, RemoteRegion> regions_;
-  std::deque<Received> ready_;
+  ReceivedQueue ready_;
   std::mutex inbox_mutex_;
   std::deque<Received> inbox_;
   std::atomic<bool> inbox_nonempty_{false};

@@ -45,9 +45,10 @@ ThreadContext::ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Wor
 }
 
 ThreadContext::~ThreadContext() {
-  for (auto& r : ready_)
+  ready_.for_each([this](Received& r) {
     if (r.ucx_data != nullptr) ucp_am_data_release(worker_.get(), r.ucx_data);
-  ready_.clear();
+    r.ucx_data = nullptr;
+  });
   transmitters_.clear();
   endpoints_.clear();
 }

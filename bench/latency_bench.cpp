@@ -1,0 +1,299 @@
+// rdmx-bench-latency: the small-message round trip of rdmx's two ways of
+// calling another process, next to Open MPI's ping-pong measured in the same
+// processes. Two processes; rank 0's main thread calls, rank 1's main thread
+// answers. Start it with `scripts/bench latency` (shared memory or TCP on one
+// host) or `scripts/bench hosts` (TCP between two namespace hosts).
+//
+// Variants, each a round trip that carries `size` bytes both ways:
+//   async  rdmx::async(echo, {1, 0}, serialize_buffer<char>) returning its
+//          argument, waited for with get(): an eager parcel each way (the
+//          sizes here are below the zero-copy threshold)
+//   call   the send-based call: rdmx::call_return of a lambda whose captures
+//          hold the bytes and that returns them (std::array<std::byte, size>)
+//   mpi    MPI_Send + MPI_Recv of `size` bytes each way (blocking ping-pong)
+// Sizes: 1, 8, 64, 256, 1024 bytes. Each repetition times `--iterations`
+// round trips one by one, after a warm-up, for every size and variant in
+// turn (so that a noisy moment of the machine spreads over all of them).
+// Value: the median round trip in microseconds over every repetition; also
+// p99, the spread of the repetitions' medians, and `vs_mpi`: value over the
+// MPI median of this same run. scripts/bench latency runs once per Open MPI
+// pml (ob1, ucx) and adds `ratio`: value over the faster pml's median.
+//
+// Flags: --reps=N --iterations=N --sizes=1,8,64,256,1024 --variants=async,call,mpi
+//        --quick
+// Environment: RDMX_BENCH_HOSTS, the number of hosts the job spans (the
+// `hosts` field; scripts/bench sets it).
+// Output: JSON lines on stdout (rank 0), a table on stderr.
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "json.hpp"
+#include "rdmx/action/action.hpp"
+#include "rdmx/core/backoff.hpp"
+#include "rdmx/core/env.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/job.hpp"
+
+namespace {
+
+using namespace rdmx::bench;
+namespace serial = rdmx::serial;
+
+constexpr std::array<std::size_t, 5> all_sizes{1, 8, 64, 256, 1024};
+const std::vector<std::string> all_variants{"async", "call", "mpi"};
+
+struct Options {
+  unsigned reps = 5;
+  unsigned iterations = 2000;
+  bool quick = false;
+  std::vector<std::size_t> sizes{all_sizes.begin(), all_sizes.end()};
+  std::vector<std::string> variants = all_variants;
+};
+
+[[noreturn]] void usage_error(const std::string& what) {
+  throw rdmx::Error(rdmx::Errc::invalid_argument,
+                    what + "\nusage: rdmx-bench-latency [--reps=N] [--iterations=N] [--sizes=1,8,...] "
+                           "[--variants=async,call,mpi] [--quick]");
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick")
+      o.quick = true;
+    else if (a.rfind("--reps=", 0) == 0)
+      o.reps = static_cast<unsigned>(rdmx::env::parse_count(a.substr(7), "--reps"));
+    else if (a.rfind("--iterations=", 0) == 0)
+      o.iterations = static_cast<unsigned>(rdmx::env::parse_count(a.substr(13), "--iterations"));
+    else if (a.rfind("--sizes=", 0) == 0) {
+      o.sizes.clear();
+      for (const std::string& t : split(a.substr(8))) {
+        const std::size_t size = rdmx::env::parse_count(t, "--sizes");
+        if (std::find(all_sizes.begin(), all_sizes.end(), size) == all_sizes.end())
+          usage_error("--sizes: " + t + " is not one of 1, 8, 64, 256, 1024");
+        o.sizes.push_back(size);
+      }
+    } else if (a.rfind("--variants=", 0) == 0) {
+      o.variants = split(a.substr(11));
+      for (const std::string& v : o.variants)
+        if (std::find(all_variants.begin(), all_variants.end(), v) == all_variants.end())
+          usage_error("--variants: '" + v + "' is not async, call or mpi");
+    }
+    else
+      usage_error("unknown argument '" + a + "'");
+  }
+  if (o.quick) {
+    o.reps = std::min(o.reps, 2u);
+    o.iterations = std::min(o.iterations, 50u);
+  }
+  if (o.reps == 0) usage_error("--reps must be at least 1");
+  if (o.iterations == 0) usage_error("--iterations must be at least 1");
+  if (o.sizes.empty() || o.variants.empty()) usage_error("--sizes and --variants need at least one entry");
+  return o;
+}
+
+// ---- rank 1: answers rdmx calls, or runs its half of an MPI ping-pong ----
+
+serial::serialize_buffer<char> echo(serial::serialize_buffer<char> b) { return b; }
+
+enum Phase : int { phase_rdmx, phase_mpi, phase_stop };
+std::atomic<int> g_phase{phase_rdmx};
+std::size_t g_mpi_size = 0, g_mpi_rounds = 0;
+
+void mpi_pingpong(int rank, std::vector<char>& buffer, std::size_t size, std::size_t rounds, std::vector<double>* times) {
+  const int n = static_cast<int>(size);
+  for (std::size_t i = 0; i < rounds; ++i) {
+    const auto t0 = Clock::now();
+    if (rank == 0) {
+      MPI_Send(buffer.data(), n, MPI_CHAR, 1, 7, MPI_COMM_WORLD);
+      MPI_Recv(buffer.data(), n, MPI_CHAR, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(buffer.data(), n, MPI_CHAR, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(buffer.data(), n, MPI_CHAR, 0, 7, MPI_COMM_WORLD);
+    }
+    if (times != nullptr) times->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+}
+
+void answer() {
+  std::vector<char> buffer(all_sizes.back());
+  while (g_phase.load() != phase_stop) {
+    if (g_phase.load() == phase_mpi) {
+      mpi_pingpong(1, buffer, g_mpi_size, g_mpi_rounds, nullptr);
+      g_phase = phase_rdmx;
+    } else {
+      rdmx::progress();
+    }
+  }
+}
+
+// Rank 0: rank 1 runs `phase` once it has answered this call.
+void set_phase(int phase, std::size_t size = 0, std::size_t rounds = 0) {
+  rdmx::Synchronizer sync;
+  rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [=] {
+    g_mpi_size = size;
+    g_mpi_rounds = rounds;
+    g_phase = phase;
+  }, sync);
+  sync.wait();
+}
+
+// ---- rank 0: the round trips ----
+
+std::uint64_t g_sink = 0;
+
+void time_async(std::vector<char>& bytes, std::size_t size, std::size_t rounds, std::vector<double>* times) {
+  for (std::size_t i = 0; i < rounds; ++i) {
+    const auto t0 = Clock::now();
+    auto back = rdmx::async(rdmx::action<&echo>, {1, 0}, serial::serialize_buffer<char>::reference(bytes.data(), size)).get();
+    if (times != nullptr) times->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (back.size() != size) throw rdmx::Error(rdmx::Errc::protocol, "async echo returned " + std::to_string(back.size()) + " bytes");
+    g_sink += static_cast<unsigned char>(back[size - 1]);
+  }
+}
+
+template <std::size_t N>
+void time_call(std::size_t rounds, std::vector<double>* times) {
+  std::array<std::byte, N> bytes;
+  bytes.fill(std::byte{1});
+  std::array<std::byte, N> back;
+  for (std::size_t i = 0; i < rounds; ++i) {
+    bytes[0] = static_cast<std::byte>(i);
+    const auto t0 = Clock::now();
+    rdmx::Synchronizer sync;
+    rdmx::call_return(rdmx::ThreadId{1, 0}, [bytes] { return bytes; }, &back, sync);
+    sync.wait();
+    if (times != nullptr) times->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (back[0] != bytes[0]) throw rdmx::Error(rdmx::Errc::protocol, "call_return brought back other bytes");
+  }
+}
+
+void time_call(std::size_t size, std::size_t rounds, std::vector<double>* times) {
+  switch (size) {
+    case 1: return time_call<1>(rounds, times);
+    case 8: return time_call<8>(rounds, times);
+    case 64: return time_call<64>(rounds, times);
+    case 256: return time_call<256>(rounds, times);
+    default: return time_call<1024>(rounds, times);
+  }
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const auto at = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(at, v.size() - 1)];
+}
+
+struct Series {
+  std::vector<double> all;          // every round trip
+  std::vector<double> rep_medians;  // one per repetition
+};
+
+int caller(const Options& o, const std::string& pml) {
+  const char* tls_env = std::getenv("UCX_TLS");
+  const std::string tls = tls_env != nullptr ? tls_env : "default";
+  // A setting of scripts/bench, not of rdmx's (so not read through rdmx::env).
+  const char* hosts_env = std::getenv("RDMX_BENCH_HOSTS");
+  const std::size_t hosts = hosts_env != nullptr && *hosts_env != '\0' ? rdmx::env::parse_count(hosts_env, "RDMX_BENCH_HOSTS") : 1;
+  std::fprintf(stderr, "rdmx-bench-latency: UCX_TLS=%s, Open MPI pml %s, %zu host(s), %u x %u round trips (median)\n",
+               tls.c_str(), pml.c_str(), hosts, o.reps, o.iterations);
+  std::vector<char> bytes(all_sizes.back(), 'x');
+  const std::size_t warm = std::max<std::size_t>(10, o.iterations / 10);
+  std::map<std::pair<std::string, std::size_t>, Series> results;
+  for (unsigned rep = 0; rep < o.reps; ++rep) {
+    for (std::size_t size : o.sizes) {
+      for (const std::string& variant : o.variants) {
+        std::vector<double> t;
+        t.reserve(o.iterations);
+        if (variant == "async") {
+          time_async(bytes, size, warm, nullptr);
+          time_async(bytes, size, o.iterations, &t);
+        } else if (variant == "call") {
+          time_call(size, warm, nullptr);
+          time_call(size, o.iterations, &t);
+        } else {
+          set_phase(phase_mpi, size, warm + o.iterations);
+          mpi_pingpong(0, bytes, size, warm, nullptr);
+          mpi_pingpong(0, bytes, size, o.iterations, &t);
+          set_phase(phase_rdmx);  // rank 1 answers rdmx again once its MPI half is done
+        }
+        Series& s = results[{variant, size}];
+        s.rep_medians.push_back(median(t));
+        s.all.insert(s.all.end(), t.begin(), t.end());
+      }
+    }
+  }
+  set_phase(phase_stop);
+
+  JsonLine common;
+  common.field("bench", "latency")
+      .field("tls", tls)
+      .field("mpi_pml", pml)
+      .field("hosts", hosts)
+      .field("processes", 2)
+      .field("placement", "rank 0's main thread calls, rank 1's main thread answers; " + cores_text())
+      .field("payload", "size bytes each way")
+      .field("idle_spins", static_cast<std::size_t>(rdmx::Backoff::idle_spins()))
+      .field("progress", rdmx::to_string(rdmx::Backoff::mode()));
+  for (std::size_t size : o.sizes) {
+    const auto mpi_series = results.find({"mpi", size});
+    const double mpi = mpi_series != results.end() ? median(mpi_series->second.all) : std::nan("");
+    std::string row;
+    for (const std::string& variant : o.variants) {
+      const Series& s = results[{variant, size}];
+      const double value = median(s.all);
+      JsonLine line = common.with("variant", variant);
+      line.field("size", size).field("metric", "us").field("value", value).field("p99", percentile(s.all, 0.99));
+      line.field("rep_min", *std::min_element(s.rep_medians.begin(), s.rep_medians.end()));
+      line.field("rep_max", *std::max_element(s.rep_medians.begin(), s.rep_medians.end()));
+      if (mpi_series != results.end()) line.field("vs_mpi", value / mpi);
+      line.field("repetitions", o.reps).field("round_trips", s.all.size());
+      line.print();
+      char cell[64];
+      std::snprintf(cell, sizeof cell, "  %s %.2f us (%.2f x mpi)", variant.c_str(), value, value / mpi);
+      row += cell;
+    }
+    std::fprintf(stderr, "%6zu B:%s\n", size, row.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rdmx::Job job(argc, argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rc = 0;
+  try {
+    const Options o = parse(argc, argv);
+    if (job.size() != 2)
+      throw rdmx::Error(rdmx::Errc::invalid_argument,
+                        "rdmx-bench-latency needs exactly 2 processes: run it with `scripts/bench latency`");
+    const char* pml_env = std::getenv("OMPI_MCA_pml");
+    const std::string pml = pml_env != nullptr && std::string(pml_env) == "ucx" ? "ucx" : "ob1";
+    if (job.rank() == 1)
+      answer();
+    else
+      rc = caller(o, pml);
+    job.barrier();
+  } catch (const std::exception& e) {
+    // The other process would wait for this one forever: leave at once.
+    std::fprintf(stderr, "rdmx-bench-latency (rank %u): %s\n", job.rank(), e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  MPI_Finalize();
+  return rc;
+}
