@@ -25,6 +25,7 @@
 
 #include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
+#include "rdmx/dsm/counters.hpp"
 #include "rdmx/dsm/fence.hpp"
 #include "rdmx/dsm/space.hpp"
 #include "rdmx/fabric/job.hpp"
@@ -245,6 +246,12 @@ int run(int argc, char** argv) {
   });
   const int status = rt.region->status;
   set_runtime(nullptr);
+  if (env::get_bool("RDMX_OMP_STATS", false)) {
+    std::fflush(stdout);  // after the program's own output
+    std::fprintf(stderr, "rdmx_omp: process %u: region joins %llu, team barriers %llu (all threads); dsm: %s\n",
+                 job.rank(), static_cast<unsigned long long>(rt.joins.load()),
+                 static_cast<unsigned long long>(rt.barriers.load()), dsm::to_string(dsm::counters()).c_str());
+  }
   return status;
 }
 
