@@ -570,22 +570,30 @@ void Engine::release() { release_all(); }
 
 // ---- acquire -------------------------------------------------------------------
 
-void Engine::invalidate(std::uint32_t block, const WriteNotice& notice) {
+// With the block's lock held: whether the cached copy is older than the
+// notice (the caller then drops it). A dirty copy is merged first: our
+// unreleased writes must not be lost (an early release is always allowed),
+// and the merged copy may already be new enough. A copy that goes, or is
+// already gone, keeps the newest notice as its hint.
+bool Engine::outdated(std::uint32_t block, const WriteNotice& notice) {
   BlockState s = state_[block].load(std::memory_order_relaxed);
   if (s == BlockState::dirty) {
-    // Our unreleased writes must not be lost: merge them first (an early
-    // release is always allowed); the merged copy may already be new enough.
     release_block(block);
     s = BlockState::clean;
   }
-  if (s == BlockState::clean) {
-    if (version_[block] >= notice.version) return;
-    protect(block, PROT_NONE);
-    state_[block].store(BlockState::invalid, std::memory_order_release);
-    counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (s == BlockState::clean && version_[block] >= notice.version) return false;
   WriteNotice& hint = hint_[block];
   if (hint.source == no_source || notice.version > hint.version) hint = notice;
+  return s == BlockState::clean;
+}
+
+// Drops the cached copies of blocks first .. first+count-1 (locked, clean)
+// with one mprotect.
+void Engine::drop(std::uint32_t first, std::uint32_t count) {
+  protect(first, count, PROT_NONE);
+  for (std::uint32_t b = first; b < first + count; ++b)
+    state_[b].store(BlockState::invalid, std::memory_order_release);
+  counters_.invalidations.fetch_add(count, std::memory_order_relaxed);
 }
 
 // ---- directory invalidation (the baseline) ----------------------------------
@@ -662,17 +670,37 @@ void Engine::acquire(std::span<const DecodedSignature> signatures) {
     advance(sig.header.time);
     overflowed = overflowed || sig.header.overflowed != 0;
   }
-  for (const DecodedSignature& sig : signatures)
-    for (const WriteNotice& n : sig.notices) {
-      lock_block(n.block);
-      try {
-        invalidate(n.block, n);
-      } catch (...) {
-        unlock_block(n.block);
-        throw;
+  // The newest notice per block, in block order: each run of adjacent
+  // blocks is locked (ascending) and its outdated copies dropped with one
+  // mprotect per run of them, not one per block.
+  std::vector<WriteNotice> notices;
+  for (const DecodedSignature& sig : signatures) notices.insert(notices.end(), sig.notices.begin(), sig.notices.end());
+  std::sort(notices.begin(), notices.end(), [](const WriteNotice& a, const WriteNotice& b) {
+    return a.block != b.block ? a.block < b.block : a.version > b.version;
+  });
+  notices.erase(std::unique(notices.begin(), notices.end(),
+                            [](const WriteNotice& a, const WriteNotice& b) { return a.block == b.block; }),
+                notices.end());
+  std::size_t i = 0;
+  while (i < notices.size()) {
+    std::size_t end = i + 1;
+    while (end < notices.size() && notices[end].block == notices[end - 1].block + 1) ++end;
+    for (std::size_t k = i; k < end; ++k) lock_block(notices[k].block);
+    try {
+      std::size_t run = i;  // notices[run, k) are outdated copies not dropped yet
+      for (std::size_t k = i; k < end; ++k) {
+        if (outdated(notices[k].block, notices[k])) continue;
+        if (k > run) drop(notices[run].block, static_cast<std::uint32_t>(k - run));
+        run = k + 1;
       }
-      unlock_block(n.block);
+      if (end > run) drop(notices[run].block, static_cast<std::uint32_t>(end - run));
+    } catch (...) {
+      for (std::size_t k = i; k < end; ++k) unlock_block(notices[k].block);
+      throw;
     }
+    for (std::size_t k = i; k < end; ++k) unlock_block(notices[k].block);
+    i = end;
+  }
   // After the notices: it also forgets their hints, since a dropped notice
   // may name a newer version than a listed one.
   if (overflowed) invalidate_expired();
@@ -688,23 +716,39 @@ void Engine::invalidate_expired() {
   counters_.overflows.fetch_add(1, std::memory_order_relaxed);
   release_all();
   const std::uint64_t time = now();
-  for (std::uint32_t b = 0; b < blocks_; ++b) {
-    lock_block(b);
-    hint_[b].source = no_source;
-    try {
-      const BlockState s = state_[b].load(std::memory_order_relaxed);
-      if (s == BlockState::dirty) release_block(b);  // written by another thread since release_all
-      if (s != BlockState::invalid && (lease_[b] == 0 || lease_[b] < time)) {
-        protect(b, PROT_NONE);
-        state_[b].store(BlockState::invalid, std::memory_order_release);
-        counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
+  // Runs of adjacent expiring copies stay locked until one mprotect drops them all.
+  std::uint32_t run = 0, count = 0;
+  try {
+    for (std::uint32_t b = 0; b < blocks_; ++b) {
+      lock_block(b);
+      hint_[b].source = no_source;
+      BlockState s = state_[b].load(std::memory_order_relaxed);
+      if (s == BlockState::dirty) {  // written by another thread since release_all
+        try {
+          release_block(b);
+        } catch (...) {
+          unlock_block(b);  // not in the run yet; the run is unlocked below
+          throw;
+        }
+        s = BlockState::clean;
       }
-    } catch (...) {
+      if (s != BlockState::invalid && (lease_[b] == 0 || lease_[b] < time)) {
+        if (count++ == 0) run = b;
+        continue;
+      }
       unlock_block(b);
-      throw;
+      if (count != 0) {
+        drop(run, count);
+        for (std::uint32_t k = run; k < run + count; ++k) unlock_block(k);
+        count = 0;
+      }
     }
-    unlock_block(b);
+    if (count != 0) drop(run, count);
+  } catch (...) {
+    for (std::uint32_t k = run; k < run + count; ++k) unlock_block(k);
+    throw;
   }
+  for (std::uint32_t k = run; k < run + count; ++k) unlock_block(k);
 }
 
 // ---- barrier ---------------------------------------------------------------------

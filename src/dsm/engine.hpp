@@ -116,7 +116,8 @@ class Engine {
   void merge(std::uint32_t block);  // release_block once the block is read-only
   void release_floating(std::uint32_t block);
   void release_fixed(std::uint32_t block);
-  void invalidate(std::uint32_t block, const WriteNotice& notice);
+  bool outdated(std::uint32_t block, const WriteNotice& notice);
+  void drop(std::uint32_t first, std::uint32_t count);
   // Directory invalidation: this process's bit in the block's directory
   // word, the sharers a releaser invalidates, and what an acquire applies.
   RemoteLocator directory_word(std::uint32_t block) const;
