@@ -86,6 +86,8 @@ constexpr Variable table[] = {
      "rdmx_omp: stack of the master thread (the program's main), in the DSM heap"},
     {"RDMX_OMP_WORK_SHARES", nullptr, Kind::count, 1, 1ull << 20, nullptr, "256",
      "rdmx_omp: work-sharing constructs a thread may run ahead of another (nowait loops in a row)"},
+    {"RDMX_OMP_STATS", nullptr, Kind::flag, 0, 1, nullptr, "0",
+     "rdmx_omp: each process prints its region, barrier and DSM counts to stderr at the end"},
     {"RDMX_FAR_SERVERS", nullptr, Kind::text, 0, 0, "comma-separated ranks", "the last process",
      "processes that serve far memory (far::Manager)"},
     {"RDMX_FAR_REGION", nullptr, Kind::size, 64 * KiB, 64 * TiB, nullptr, "16M",

@@ -78,7 +78,8 @@ std::string to_string(const Counters& c) {
          ", fast_reads " + std::to_string(c.fast_reads) + ", migrations " + std::to_string(c.migrations) +
          ", merges " + std::to_string(c.merges) + ", invalidations " + std::to_string(c.invalidations) +
          ", overflows " + std::to_string(c.overflows) + ", bytes_fetched " + std::to_string(c.bytes_fetched) +
-         ", races " + std::to_string(c.races);
+         ", races " + std::to_string(c.races) + ", protects " + std::to_string(c.protects) + ", barriers " +
+         std::to_string(c.barriers) + ", locks " + std::to_string(c.locks);
 }
 
 }  // namespace rdmx::dsm

@@ -1,10 +1,9 @@
 #include "engine.hpp"
 
-#include <atomic>
-
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -65,7 +64,7 @@ bool same_word(const std::byte* a, const std::byte* b) {
 Counters AtomicCounters::snapshot() const {
   auto r = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
   return Counters{r(read_faults), r(write_faults), r(fast_reads), r(migrations), r(merges),
-                  r(invalidations), r(overflows), r(bytes_fetched), r(races)};
+                  r(invalidations), r(overflows), r(bytes_fetched), r(races), r(protects), r(barriers), r(locks)};
 }
 
 Engine& Engine::require(const char* what) {
@@ -187,7 +186,11 @@ void Engine::map_heap() {
       if (proposal == 0) proposal = (std::uintptr_t{0x200000000000} + std::uintptr_t(attempt) * 0x40000000000ull);
     }
     proposal = gather(job_, proposal)[0];
-    void* p = ::mmap(reinterpret_cast<void*>(proposal), bytes, PROT_NONE, MAP_SHARED | MAP_FIXED_NOREPLACE, memfd_, 0);
+    // A job of one process has no other copy to keep coherent: its threads
+    // share the app view like any memory, so it is never protected and
+    // never faults (no twins, no merges, no notices).
+    const int protection = local() ? PROT_READ | PROT_WRITE : PROT_NONE;
+    void* p = ::mmap(reinterpret_cast<void*>(proposal), bytes, protection, MAP_SHARED | MAP_FIXED_NOREPLACE, memfd_, 0);
     std::uint32_t ok = p != MAP_FAILED && reinterpret_cast<std::uintptr_t>(p) == proposal ? 1 : 0;
     const int error = errno;
     if (p != MAP_FAILED && ok == 0) ::munmap(p, bytes);  // a kernel that took the address as a hint
@@ -297,10 +300,13 @@ void Engine::lock_block(std::uint32_t block) noexcept {
 }
 void Engine::unlock_block(std::uint32_t block) noexcept { block_lock_[block].store(0, std::memory_order_release); }
 
-void Engine::protect(std::uint32_t block, int protection) {
-  if (::mprotect(app_ + offset(block), config_.block_bytes, protection) != 0)
-    throw Error(Errc::invalid_argument, "dsm: mprotect of block " + std::to_string(block) + " failed: " +
-                                            std::strerror(errno));
+void Engine::protect(std::uint32_t block, int protection) { protect(block, 1, protection); }
+
+void Engine::protect(std::uint32_t first, std::uint32_t count, int protection) {
+  counters_.protects.fetch_add(1, std::memory_order_relaxed);
+  if (::mprotect(app_ + offset(first), std::size_t{count} * config_.block_bytes, protection) != 0)
+    throw Error(Errc::invalid_argument, "dsm: mprotect of blocks " + std::to_string(first) + " to " +
+                                            std::to_string(first + count - 1) + " failed: " + std::strerror(errno));
 }
 
 // ---- the fault path --------------------------------------------------------
@@ -390,6 +396,10 @@ void Engine::release_block(std::uint32_t block) {
   // Read-only first: a thread writing now faults and waits for this block's
   // lock, then twins the merged block, so no write slips between diff and merge.
   protect(block, PROT_READ);
+  merge(block);
+}
+
+void Engine::merge(std::uint32_t block) {
   if (config_.home == HomePolicy::floating)
     release_floating(block);
   else
@@ -397,6 +407,41 @@ void Engine::release_block(std::uint32_t block) {
   if (config_.invalidation == Invalidation::directory) invalidate_sharers(block);
   state_[block].store(BlockState::clean, std::memory_order_release);
   counters_.merges.fetch_add(1, std::memory_order_relaxed);
+}
+
+// release_block for many blocks: each run of adjacent dirty blocks is made
+// read-only by one mprotect (a system call and a TLB flush of every core
+// running this process), not one per block. The run's blocks are locked in
+// ascending order, the only order in which any thread holds several.
+void Engine::release_blocks(std::vector<std::uint32_t>& blocks) {
+  std::sort(blocks.begin(), blocks.end());
+  std::size_t i = 0;
+  while (i < blocks.size()) {
+    std::size_t end = i + 1;
+    while (end < blocks.size() && blocks[end] == blocks[end - 1] + 1) ++end;
+    for (std::size_t k = i; k < end; ++k) lock_block(blocks[k]);
+    std::size_t k = i;
+    try {
+      while (k < end) {
+        // Another thread may have released some meanwhile (an acquire's early release).
+        if (state_[blocks[k]].load(std::memory_order_relaxed) != BlockState::dirty) {
+          unlock_block(blocks[k++]);
+          continue;
+        }
+        std::size_t run = k + 1;
+        while (run < end && state_[blocks[run]].load(std::memory_order_relaxed) == BlockState::dirty) ++run;
+        protect(blocks[k], static_cast<std::uint32_t>(run - k), PROT_READ);
+        for (; k < run; ++k) {
+          merge(blocks[k]);
+          unlock_block(blocks[k]);
+        }
+      }
+    } catch (...) {
+      for (; k < end; ++k) unlock_block(blocks[k]);
+      throw;
+    }
+    i = end;
+  }
 }
 
 void Engine::release_floating(std::uint32_t block) {
@@ -496,45 +541,59 @@ void Engine::note(const WriteNotice& notice) {
 
 void Engine::release_all() {
   // Threads may release at once: each takes the list there is, and leaves an
-  // empty one with full capacity for the fault path.
-  std::vector<std::uint32_t> batch;
-  batch.reserve(blocks_);
-  while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+  // empty one with full capacity for the fault path: the spare one a previous
+  // release handed back, so that a release allocates nothing, or a new one
+  // allocated outside the lock the fault path spins on.
+  std::vector<std::uint32_t> batch, fresh;
+  auto take = [this] {
+    while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+  };
+  take();
+  const bool nothing = dirty_.empty();
+  if (!nothing && spare_.capacity() >= blocks_) fresh.swap(spare_);
+  dirty_lock_.clear(std::memory_order_release);
+  if (nothing) return;
+  if (fresh.capacity() < blocks_) fresh.reserve(blocks_);
+  take();
   batch.swap(dirty_);
+  dirty_.swap(fresh);
   for (std::uint32_t block : batch) listed_[block] = 0;
   dirty_lock_.clear(std::memory_order_release);
-  for (std::uint32_t block : batch) {
-    lock_block(block);
-    try {
-      if (state_[block].load(std::memory_order_relaxed) == BlockState::dirty) release_block(block);
-    } catch (...) {
-      unlock_block(block);
-      throw;
-    }
-    unlock_block(block);
-  }
+  release_blocks(batch);
+  batch.clear();
+  take();
+  if (spare_.capacity() < blocks_) spare_.swap(batch);
+  dirty_lock_.clear(std::memory_order_release);
 }
 
 void Engine::release() { release_all(); }
 
 // ---- acquire -------------------------------------------------------------------
 
-void Engine::invalidate(std::uint32_t block, const WriteNotice& notice) {
+// With the block's lock held: whether the cached copy is older than the
+// notice (the caller then drops it). A dirty copy is merged first: our
+// unreleased writes must not be lost (an early release is always allowed),
+// and the merged copy may already be new enough. A copy that goes, or is
+// already gone, keeps the newest notice as its hint.
+bool Engine::outdated(std::uint32_t block, const WriteNotice& notice) {
   BlockState s = state_[block].load(std::memory_order_relaxed);
   if (s == BlockState::dirty) {
-    // Our unreleased writes must not be lost: merge them first (an early
-    // release is always allowed); the merged copy may already be new enough.
     release_block(block);
     s = BlockState::clean;
   }
-  if (s == BlockState::clean) {
-    if (version_[block] >= notice.version) return;
-    protect(block, PROT_NONE);
-    state_[block].store(BlockState::invalid, std::memory_order_release);
-    counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (s == BlockState::clean && version_[block] >= notice.version) return false;
   WriteNotice& hint = hint_[block];
   if (hint.source == no_source || notice.version > hint.version) hint = notice;
+  return s == BlockState::clean;
+}
+
+// Drops the cached copies of blocks first .. first+count-1 (locked, clean)
+// with one mprotect.
+void Engine::drop(std::uint32_t first, std::uint32_t count) {
+  protect(first, count, PROT_NONE);
+  for (std::uint32_t b = first; b < first + count; ++b)
+    state_[b].store(BlockState::invalid, std::memory_order_release);
+  counters_.invalidations.fetch_add(count, std::memory_order_relaxed);
 }
 
 // ---- directory invalidation (the baseline) ----------------------------------
@@ -611,17 +670,37 @@ void Engine::acquire(std::span<const DecodedSignature> signatures) {
     advance(sig.header.time);
     overflowed = overflowed || sig.header.overflowed != 0;
   }
-  for (const DecodedSignature& sig : signatures)
-    for (const WriteNotice& n : sig.notices) {
-      lock_block(n.block);
-      try {
-        invalidate(n.block, n);
-      } catch (...) {
-        unlock_block(n.block);
-        throw;
+  // The newest notice per block, in block order: each run of adjacent
+  // blocks is locked (ascending) and its outdated copies dropped with one
+  // mprotect per run of them, not one per block.
+  std::vector<WriteNotice> notices;
+  for (const DecodedSignature& sig : signatures) notices.insert(notices.end(), sig.notices.begin(), sig.notices.end());
+  std::sort(notices.begin(), notices.end(), [](const WriteNotice& a, const WriteNotice& b) {
+    return a.block != b.block ? a.block < b.block : a.version > b.version;
+  });
+  notices.erase(std::unique(notices.begin(), notices.end(),
+                            [](const WriteNotice& a, const WriteNotice& b) { return a.block == b.block; }),
+                notices.end());
+  std::size_t i = 0;
+  while (i < notices.size()) {
+    std::size_t end = i + 1;
+    while (end < notices.size() && notices[end].block == notices[end - 1].block + 1) ++end;
+    for (std::size_t k = i; k < end; ++k) lock_block(notices[k].block);
+    try {
+      std::size_t run = i;  // notices[run, k) are outdated copies not dropped yet
+      for (std::size_t k = i; k < end; ++k) {
+        if (outdated(notices[k].block, notices[k])) continue;
+        if (k > run) drop(notices[run].block, static_cast<std::uint32_t>(k - run));
+        run = k + 1;
       }
-      unlock_block(n.block);
+      if (end > run) drop(notices[run].block, static_cast<std::uint32_t>(end - run));
+    } catch (...) {
+      for (std::size_t k = i; k < end; ++k) unlock_block(notices[k].block);
+      throw;
     }
+    for (std::size_t k = i; k < end; ++k) unlock_block(notices[k].block);
+    i = end;
+  }
   // After the notices: it also forgets their hints, since a dropped notice
   // may name a newer version than a listed one.
   if (overflowed) invalidate_expired();
@@ -637,23 +716,39 @@ void Engine::invalidate_expired() {
   counters_.overflows.fetch_add(1, std::memory_order_relaxed);
   release_all();
   const std::uint64_t time = now();
-  for (std::uint32_t b = 0; b < blocks_; ++b) {
-    lock_block(b);
-    hint_[b].source = no_source;
-    try {
-      const BlockState s = state_[b].load(std::memory_order_relaxed);
-      if (s == BlockState::dirty) release_block(b);  // written by another thread since release_all
-      if (s != BlockState::invalid && (lease_[b] == 0 || lease_[b] < time)) {
-        protect(b, PROT_NONE);
-        state_[b].store(BlockState::invalid, std::memory_order_release);
-        counters_.invalidations.fetch_add(1, std::memory_order_relaxed);
+  // Runs of adjacent expiring copies stay locked until one mprotect drops them all.
+  std::uint32_t run = 0, count = 0;
+  try {
+    for (std::uint32_t b = 0; b < blocks_; ++b) {
+      lock_block(b);
+      hint_[b].source = no_source;
+      BlockState s = state_[b].load(std::memory_order_relaxed);
+      if (s == BlockState::dirty) {  // written by another thread since release_all
+        try {
+          release_block(b);
+        } catch (...) {
+          unlock_block(b);  // not in the run yet; the run is unlocked below
+          throw;
+        }
+        s = BlockState::clean;
       }
-    } catch (...) {
+      if (s != BlockState::invalid && (lease_[b] == 0 || lease_[b] < time)) {
+        if (count++ == 0) run = b;
+        continue;
+      }
       unlock_block(b);
-      throw;
+      if (count != 0) {
+        drop(run, count);
+        for (std::uint32_t k = run; k < run + count; ++k) unlock_block(k);
+        count = 0;
+      }
     }
-    unlock_block(b);
+    if (count != 0) drop(run, count);
+  } catch (...) {
+    for (std::uint32_t k = run; k < run + count; ++k) unlock_block(k);
+    throw;
   }
+  for (std::uint32_t k = run; k < run + count; ++k) unlock_block(k);
 }
 
 // ---- barrier ---------------------------------------------------------------------
@@ -664,6 +759,12 @@ void Engine::invalidate_expired() {
 // can start barrier e+2, and overwrite e's set, before every process has
 // raised its flag for e+1, which it does only after reading e's signatures.
 void Engine::process_barrier() {
+  counters_.barriers.fetch_add(1, std::memory_order_relaxed);
+  if (local()) {
+    // Nothing is ever dirty or stale (map_heap); the threads met in barrier().
+    ++epoch_;
+    return;
+  }
   release_all();
   std::vector<std::byte> mine;
   {
@@ -832,6 +933,11 @@ void Engine::lock(std::uint32_t mutex) {
 }
 
 void Engine::acquire_mutex(std::uint32_t mutex) {
+  counters_.locks.fetch_add(1, std::memory_order_relaxed);
+  // The lock word changed hands through UCX, not a C++ atomic: order this
+  // thread's later accesses after it (all a one-process job needs).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (local()) return;
   if (config_.invalidation == Invalidation::directory) acquire_directory();
   SignatureHeader header{};
   get(&header, mutex_slot(mutex, sizeof header)).get();
@@ -847,6 +953,12 @@ void Engine::acquire_mutex(std::uint32_t mutex) {
 
 void Engine::unlock(std::uint32_t mutex) {
   check_mutex(mutex, "unlock");
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the critical section's accesses before the word frees
+  if (local()) {
+    const std::uint64_t was = compare_swap(mutex_word(mutex), rank_ + 1, 0).get();
+    if (was != rank_ + 1) throw not_held(mutex, was);
+    return;
+  }
   release_all();
   std::vector<std::byte> sig;
   {
@@ -857,11 +969,14 @@ void Engine::unlock(std::uint32_t mutex) {
   put(sig.data(), mutex_slot(mutex, sig.size())).get();
   flush(where.process);  // the signature lands before the lock word frees
   const std::uint64_t was = compare_swap(where, rank_ + 1, 0).get();
-  if (was != rank_ + 1)
-    throw Error(Errc::invalid_argument, "dsm::Mutex::unlock: mutex " + std::to_string(mutex) +
-                                            " is not held by this process" +
-                                            (was == 0 ? std::string(" (it is free)")
-                                                      : " (process " + std::to_string(was - 1) + " holds it)"));
+  if (was != rank_ + 1) throw not_held(mutex, was);
+}
+
+Error Engine::not_held(std::uint32_t mutex, std::uint64_t word) {
+  return Error(Errc::invalid_argument, "dsm::Mutex::unlock: mutex " + std::to_string(mutex) +
+                                           " is not held by this process" +
+                                           (word == 0 ? std::string(" (it is free)")
+                                                      : " (process " + std::to_string(word - 1) + " holds it)"));
 }
 
 }  // namespace rdmx::dsm

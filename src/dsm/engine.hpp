@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "rdmx/dsm/config.hpp"
+#include "rdmx/core/error.hpp"
 #include "rdmx/dsm/counters.hpp"
 #include "rdmx/transfer/remote_locator.hpp"
 #include "signature.hpp"
@@ -49,7 +50,7 @@ enum class BlockState : std::uint8_t { invalid, clean, dirty };
 // Counters bumped from any thread.
 struct AtomicCounters {
   std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, migrations{0}, merges{0},
-      invalidations{0}, overflows{0}, bytes_fetched{0}, races{0};
+      invalidations{0}, overflows{0}, bytes_fetched{0}, races{0}, protects{0}, barriers{0}, locks{0};
   Counters snapshot() const;
 };
 
@@ -79,6 +80,9 @@ class Engine {
   bool try_lock(std::uint32_t mutex);
   void unlock(std::uint32_t mutex);
   Counters counters() const { return counters_.snapshot(); }
+  // One process: the heap is plain shared memory among its threads (no
+  // protection, faults, merges or notices); synchronizations only order.
+  bool local() const noexcept { return processes_ == 1; }
 
  private:
   struct Views;
@@ -103,12 +107,17 @@ class Engine {
   void lock_block(std::uint32_t block) noexcept;
   void unlock_block(std::uint32_t block) noexcept;
   void protect(std::uint32_t block, int protection);
+  void protect(std::uint32_t first, std::uint32_t count, int protection);
+  // Merges the dirty blocks of the list (sorted here), each under its lock.
+  void release_blocks(std::vector<std::uint32_t>& blocks);
   // With the block's lock held:
   void fetch(std::uint32_t block, bool for_write);
   void release_block(std::uint32_t block);
+  void merge(std::uint32_t block);  // release_block once the block is read-only
   void release_floating(std::uint32_t block);
   void release_fixed(std::uint32_t block);
-  void invalidate(std::uint32_t block, const WriteNotice& notice);
+  bool outdated(std::uint32_t block, const WriteNotice& notice);
+  void drop(std::uint32_t first, std::uint32_t count);
   // Directory invalidation: this process's bit in the block's directory
   // word, the sharers a releaser invalidates, and what an acquire applies.
   RemoteLocator directory_word(std::uint32_t block) const;
@@ -125,6 +134,7 @@ class Engine {
   void process_barrier();
   void acquire_mutex(std::uint32_t mutex);
   void check_mutex(std::uint32_t mutex, const char* what) const;
+  static Error not_held(std::uint32_t mutex, std::uint64_t word);
 
   static std::atomic<Engine*> current_;
 
@@ -164,6 +174,7 @@ class Engine {
   // path's push never grows the vector past its reserved capacity.
   std::vector<std::uint32_t> dirty_;
   std::unique_ptr<std::uint8_t[]> listed_;
+  std::vector<std::uint32_t> spare_;  // an empty list of full capacity, for the next release_all
   std::unique_ptr<std::uint8_t[]> shared_;  // directory: our bit is set in the block's directory word
 
   std::mutex history_mutex_;

@@ -25,6 +25,7 @@
 
 #include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
+#include "rdmx/dsm/counters.hpp"
 #include "rdmx/dsm/fence.hpp"
 #include "rdmx/dsm/space.hpp"
 #include "rdmx/fabric/job.hpp"
@@ -180,8 +181,18 @@ void release_section(std::byte* begin, std::size_t bytes) {
     throw Error(Errc::invalid_argument, std::string("unmapping section rdmx_shared: ") + std::strerror(errno));
 }
 
+// The DSM registers its home copies as one chunk of the heap's size, which
+// must fit in one arena segment: size the segments (and the arena) for the
+// heap, unless the user set them. Before the Job, which builds the arena.
+void size_arena(std::size_t heap_bytes) {
+  const std::size_t slack = std::size_t{64} << 20;  // metadata and the runtime's own chunks
+  if (!env::get("RDMX_ARENA_SEGMENT") && heap_bytes + slack > (std::size_t{64} << 20))
+    ::setenv("RDMX_ARENA_SEGMENT", std::to_string(heap_bytes + slack).c_str(), 0);
+  if (!env::get("RDMX_ARENA_MAX") && 2 * (heap_bytes + slack) > (std::size_t{1} << 30))
+    ::setenv("RDMX_ARENA_MAX", std::to_string(2 * (heap_bytes + slack)).c_str(), 0);
+}
+
 int run(int argc, char** argv) {
-  Job job(argc, argv);
   dsm::Config config = dsm::Config::from_env();
   const std::size_t block = config.block_bytes;
   if (block == 0) throw Error(Errc::invalid_argument, "RDMX_DSM_BLOCK is 0");
@@ -201,8 +212,10 @@ int run(int argc, char** argv) {
       throw Error(Errc::invalid_argument, "section rdmx_shared is not aligned to the DSM block (" +
                                               std::to_string(block) + " bytes): see RDMX_OMP_SHARED_ADDRESS");
     config.address = reinterpret_cast<std::uintptr_t>(section) + shared - config.heap_bytes;
-    release_section(section, section_bytes);
   }
+  size_arena(config.heap_bytes);
+  Job job(argc, argv);
+  if (shared != 0) release_section(section, section_bytes);
   dsm::Space space(job, config);
   auto* heap = static_cast<std::byte*>(dsm::allocate(config.heap_bytes - shared, block));
   if (shared != 0 && dsm::allocate(shared, block) != section)
@@ -245,6 +258,12 @@ int run(int argc, char** argv) {
   });
   const int status = rt.region->status;
   set_runtime(nullptr);
+  if (env::get_bool("RDMX_OMP_STATS", false)) {
+    std::fflush(stdout);  // after the program's own output
+    std::fprintf(stderr, "rdmx_omp: process %u: region joins %llu, team barriers %llu (all threads); dsm: %s\n",
+                 job.rank(), static_cast<unsigned long long>(rt.joins.load()),
+                 static_cast<unsigned long long>(rt.barriers.load()), dsm::to_string(dsm::counters()).c_str());
+  }
   return status;
 }
 

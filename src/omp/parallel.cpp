@@ -60,11 +60,14 @@ void unsupported(const char* construct) {
 }
 
 void team_barrier() {
-  if (team.shared) off_heap([] { dsm::thread_barrier(); });
+  if (!team.shared) return;
+  runtime()->barriers.fetch_add(1, std::memory_order_relaxed);
+  off_heap([] { dsm::thread_barrier(); });
 }
 
 void join(const Region& region, std::uint32_t global_thread) {
   Runtime& rt = *runtime();
+  rt.joins.fetch_add(1, std::memory_order_relaxed);
   team = Team{global_thread, rt.total, true, 1, team.constructs, {}};
   in_job_region = true;
   if (region.loop.schedule != Schedule::none) start_loop(region.loop);

@@ -44,6 +44,8 @@ struct Runtime {
   std::uint32_t mutexes = 0;
   std::atomic<std::uint32_t> max_threads{1};  // nthreads-var (omp_set_num_threads)
   LoopSpec runtime_schedule;                  // OMP_SCHEDULE, for schedule(runtime)
+  // For RDMX_OMP_STATS: regions joined and team barriers met, by all threads of this process.
+  std::atomic<std::uint64_t> joins{0}, barriers{0};
 };
 
 // The runtime, once main() has built it; nullptr before and after.

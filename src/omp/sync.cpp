@@ -39,16 +39,19 @@ void unlock(std::uint32_t mutex) {
   off_heap([mutex] { dsm::Mutex(mutex).unlock(); });
 }
 
-bool in_heap(const volatile void* p) {
+// Whether an atomic on p must go through mutex 0. In a job of one process
+// the heap is plain memory its threads share (docs/dsm.md), so a hardware
+// atomic is exact there too, as with libgomp.
+bool needs_mutex(const volatile void* p) {
   const Runtime* rt = runtime();
-  if (rt == nullptr) return false;
+  if (rt == nullptr || rt->processes == 1) return false;
   const auto* b = reinterpret_cast<const std::byte*>(const_cast<const void*>(p));
   return b >= rt->heap.data() && b < rt->heap.data() + rt->heap.size();
 }
 
 struct AtomicSection {
   bool locked;
-  explicit AtomicSection(const volatile void* p) : locked(atomic_depth == 0 && concurrent() && in_heap(p)) {
+  explicit AtomicSection(const volatile void* p) : locked(atomic_depth == 0 && concurrent() && needs_mutex(p)) {
     if (locked) {
       lock(atomic_mutex);
       ++atomic_depth;

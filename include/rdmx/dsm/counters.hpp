@@ -15,6 +15,9 @@ struct Counters {
   std::uint64_t overflows = 0;     // acquires of a signature that had overflowed (all invalidated)
   std::uint64_t bytes_fetched = 0; // block data read from other processes
   std::uint64_t races = 0;         // bytes two processes wrote between the same synchronizations (check mode)
+  std::uint64_t protects = 0;      // mprotect calls on the app view (each a system call and a TLB flush)
+  std::uint64_t barriers = 0;      // process barriers (release, signature exchange, acquire)
+  std::uint64_t locks = 0;         // mutex acquisitions
 };
 
 Counters counters();
