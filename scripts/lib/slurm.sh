@@ -65,21 +65,48 @@ rdmx_slurm_running() {
   [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ]
 }
 
-# Stop the daemon NAME: SIGTERM, then SIGKILL if it has not left in 10 s.
-# Watches the pid, not the pid file, which the daemon removes before it has
+# Stop the daemons NAME...: SIGTERM to all at once (each takes a second or
+# more to shut down), then SIGKILL to any that has not left in 10 s.
+# Watches the pids, not the pid files, which a daemon removes before it has
 # finished shutting down.
 rdmx_slurm_stop() {
-  local pid i
-  if rdmx_slurm_running "$1"; then
-    pid="$(rdmx_slurm_pid "$1")"
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; ++i)); do
-      [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ] || break
-      sleep 0.1
+  local name pid i pids=() names=()
+  for name in "$@"; do
+    if rdmx_slurm_running "$name"; then
+      pid="$(rdmx_slurm_pid "$name")"
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+      names+=("$name")
+    fi
+  done
+  for ((i = 0; i < 100; ++i)); do
+    local alive=0 k
+    for k in "${!pids[@]}"; do
+      [ "$(cat "/proc/${pids[k]}/comm" 2>/dev/null)" != "${names[k]}" ] || alive=1
     done
-    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != "$1" ] || kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$RDMX_SLURM_DIR/$1.pid"
+    [ "$alive" = 1 ] || break
+    sleep 0.1
+  done
+  for k in "${!pids[@]}"; do
+    [ "$(cat "/proc/${pids[k]}/comm" 2>/dev/null)" != "${names[k]}" ] || kill -KILL "${pids[k]}" 2>/dev/null || true
+  done
+  for name in "$@"; do rm -f "$RDMX_SLURM_DIR/$name.pid"; done
+}
+
+# Cancel every job of the cluster and wait (10 s at most) for them to end:
+# their slurmstepd processes outlive slurmd.
+rdmx_slurm_cancel_jobs() {
+  rdmx_slurm_running slurmctld || return 0
+  local conf="$RDMX_SLURM_DIR/slurm.conf" jobs i
+  jobs="$(SLURM_CONF="$conf" squeue -h -o '%i' 2>/dev/null || true)"
+  [ -n "$jobs" ] || return 0
+  # shellcheck disable=SC2086 # one job id per word
+  SLURM_CONF="$conf" scancel $jobs 2>/dev/null || true
+  for ((i = 0; i < 100; ++i)); do
+    [ -z "$(SLURM_CONF="$conf" squeue -h -o '%i' 2>/dev/null || true)" ] && return 0
+    sleep 0.1
+  done
+  rdmx_warn "slurm down: jobs still running after 10 s: $jobs"
 }
 
 # munged with a key of its own and its socket in RDMX_SLURM_DIR: the
