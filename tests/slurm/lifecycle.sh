@@ -52,6 +52,12 @@ case "$what" in
     "$slurm" status | grep -q ' idle ' || fail "status after up: $("$slurm" status)"
     out="$("$slurm" run -n 2 -- hostname 2>&1)" || fail "a 2-task step failed: $out"
     [ "$(grep -c . <<<"$out")" = 2 ] || fail "a 2-task step printed: $out"
+    # A task that fails fails the run; a count out of range is refused before srun.
+    "$slurm" run -n 2 -- false >/dev/null 2>&1 && fail "a step whose tasks fail exited with 0"
+    for n in 0 65 x; do
+      out="$("$slurm" run -n "$n" -- true 2>&1)" && fail "run -n $n exited with 0"
+      [[ "$out" == *"-n must be 1 to 64"* ]] || fail "run -n $n: no clear message: $out"
+    done
     run down
     run down
     expect_clean "by down"
