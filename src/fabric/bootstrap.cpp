@@ -123,7 +123,9 @@ std::optional<std::string> foreign_launcher() {
   };
   // PMI-1 and PMI-2 (srun --mpi=pmi2, MPICH's Hydra) give PMI_FD or PMI_PORT
   // and PMI_RANK/PMI_SIZE: a different protocol, which rdmx does not speak.
-  if (std::getenv("PMI_FD") != nullptr || std::getenv("PMI_PORT") != nullptr || number("PMI_SIZE") > 1)
+  // A job of one such process is a one-process job all the same.
+  const bool pmi = std::getenv("PMI_FD") != nullptr || std::getenv("PMI_PORT") != nullptr;
+  if (number("PMI_SIZE") > 1 || (pmi && std::getenv("PMI_SIZE") == nullptr))
     return "started by a PMI-1/PMI-2 launcher (srun --mpi=pmi2?), but rdmx bootstraps through PMIx only: "
            "use srun --mpi=pmix or mpirun";
   // srun with --mpi=none (Slurm's default MpiDefault) gives no PMI at all.

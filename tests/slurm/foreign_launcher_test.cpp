@@ -56,6 +56,22 @@ TEST_F(Env, Pmi1IsRefused) {
   EXPECT_EQ(testing::error_from([] { Bootstrap::create(); }).code(), Errc::bootstrap);
 }
 
+// A PMI descriptor without a size: the job's size is unknown, so it is not
+// taken for one.
+TEST_F(Env, PmiWithoutASizeIsRefused) {
+  set("PMI_FD", "5");
+  EXPECT_EQ(testing::error_from([] { Bootstrap::create(); }).code(), Errc::bootstrap);
+}
+
+// srun --mpi=pmi2 -n 1: nothing to exchange with anyone.
+TEST_F(Env, OnePmiTaskIsAOneProcessJob) {
+  set("PMI_FD", "11");
+  set("PMI_RANK", "0");
+  set("PMI_SIZE", "1");
+  set("SLURM_STEP_NUM_TASKS", "1");
+  EXPECT_EQ(Bootstrap::create()->size(), 1u);
+}
+
 // What srun --mpi=none gives: task numbers and nothing to exchange through.
 TEST_F(Env, SrunWithoutPmiIsRefused) {
   set("SLURM_STEP_NUM_TASKS", "3");
