@@ -11,6 +11,7 @@ RDMX_PACKAGES=(
   build-essential cmake pkg-config git
   libucx-dev ucx-utils
   openmpi-bin libopenmpi-dev libpmix-dev
+  munge slurmctld slurmd slurm-client
   iproute2 gdb
   libnuma-dev libhwloc-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev

@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "rdmx/core/tsan.hpp"
@@ -109,12 +112,37 @@ class Pmix final : public Bootstrap {
   std::uint64_t round_ = 0;
 };
 
+// A launcher started us as one of several processes, but without a PMIx
+// server to bootstrap through: rdmx would otherwise take each process for a
+// one-process job of its own, and a job of N would silently run N times.
+// Returns what to tell the user, or nothing.
+std::optional<std::string> foreign_launcher() {
+  auto number = [](const char* name) -> long {
+    const char* v = std::getenv(name);
+    return v ? std::strtol(v, nullptr, 10) : 0;
+  };
+  // PMI-1 and PMI-2 (srun --mpi=pmi2, MPICH's Hydra) give PMI_FD or PMI_PORT
+  // and PMI_RANK/PMI_SIZE: a different protocol, which rdmx does not speak.
+  // A job of one such process is a one-process job all the same.
+  const bool pmi = std::getenv("PMI_FD") != nullptr || std::getenv("PMI_PORT") != nullptr;
+  if (number("PMI_SIZE") > 1 || (pmi && std::getenv("PMI_SIZE") == nullptr))
+    return "started by a PMI-1/PMI-2 launcher (srun --mpi=pmi2?), but rdmx bootstraps through PMIx only: "
+           "use srun --mpi=pmix or mpirun";
+  // srun with --mpi=none (Slurm's default MpiDefault) gives no PMI at all.
+  if (number("SLURM_STEP_NUM_TASKS") > 1)
+    return "started by srun as one of " + std::to_string(number("SLURM_STEP_NUM_TASKS")) +
+           " tasks without PMIx (srun --mpi=none?): use srun --mpi=pmix";
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::unique_ptr<Bootstrap> Bootstrap::create() {
   // PMIx is only there when a launcher started us; PMIX_NAMESPACE tells.
-  if (std::getenv("PMIX_NAMESPACE") == nullptr)
+  if (std::getenv("PMIX_NAMESPACE") == nullptr) {
+    if (auto why = foreign_launcher()) throw Error(Errc::bootstrap, *why);
     return std::make_unique<SingleProcess>();
+  }
   pmix_proc_t me;
   pmix_status_t rc = PMIx_Init(&me, nullptr, 0);
   if (rc != PMIX_SUCCESS) fail("Init (started by a launcher without a PMIx server?)", rc);
