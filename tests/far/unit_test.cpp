@@ -556,7 +556,7 @@ TEST(FarUnit, OffloadErrorsAreClear) {
   const auto with = [](Header h, std::vector<far::detail::OffloadObject> objects) {
     std::vector<std::byte> args(sizeof h + objects.size() * sizeof(far::detail::OffloadObject));
     std::memcpy(args.data(), &h, sizeof h);
-    std::memcpy(args.data() + sizeof h, objects.data(), objects.size() * sizeof(far::detail::OffloadObject));
+    if (!objects.empty()) std::memcpy(args.data() + sizeof h, objects.data(), objects.size() * sizeof(far::detail::OffloadObject));
     return args;
   };
   EXPECT_EQ(error_of([&] { request(std::vector<std::byte>(5)); }), Errc::protocol);
