@@ -387,9 +387,8 @@ int main(int argc, char** argv) {
     }
     ~Mpi() { MPI_Finalize(); }
   } mpi(argc, argv);
-  const char* pml = std::getenv("OMPI_MCA_pml");
   try {
-    return run(job, parse(argc, argv), pml != nullptr && std::string(pml) == "ucx" ? "ucx" : "ob1");
+    return run(job, parse(argc, argv), rdmx::bench::mpi_pml());
   } catch (const std::exception& e) {
     // A failed collective would hang the other process: leave at once.
     std::fprintf(stderr, "rdmx-bench-bandwidth, process %u: %s\n", job.rank(), e.what());

@@ -38,6 +38,13 @@ inline std::string cores_text() {
   return std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores, " + (pinned ? "pinned" : "unpinned");
 }
 
+// The Open MPI pml this process runs with, as scripts/bench sets it
+// (OMPI_MCA_pml): "ucx", or "ob1", Open MPI's default.
+inline std::string mpi_pml() {
+  const char* pml = std::getenv("OMPI_MCA_pml");
+  return pml != nullptr && std::string(pml) == "ucx" ? "ucx" : "ob1";
+}
+
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();

@@ -103,8 +103,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool me0 = job.rank() == 0;
-  const char* pml_env = std::getenv("OMPI_MCA_pml");
-  const std::string pml = pml_env != nullptr && std::string(pml_env) == "ucx" ? "ucx" : "ob1";
+  const std::string pml = rdmx::bench::mpi_pml();
   const char* tls_env = std::getenv("UCX_TLS");
   const std::string tls = tls_env != nullptr && std::string(tls_env).find("tcp") != std::string::npos ? "tcp" : "shm";
   JsonLine common;

@@ -618,8 +618,7 @@ int main(int argc, char** argv) {
     const Options o = parse(argc, argv);
     if (job.size() != 2)
       throw rdmx::Error(rdmx::Errc::invalid_argument, "rdmx-bench-invoke needs exactly 2 processes: run it with `scripts/bench invoke`");
-    const char* pml_env = std::getenv("OMPI_MCA_pml");
-    const std::string pml = pml_env != nullptr && std::string(pml_env) == "ucx" ? "ucx" : "ob1";
+    const std::string pml = rdmx::bench::mpi_pml();
     transfer::Worker own(job.context());
     AmPeer peer;
     std::optional<transfer::MemoryRegion> target;

@@ -280,8 +280,7 @@ int main(int argc, char** argv) {
     if (job.threads_per_process() != 1)
       throw rdmx::Error(rdmx::Errc::invalid_argument, "rdmx-bench-kv runs one worker thread per process");
     const Roles roles{job.size() / 2, job.size() / 2};
-    const char* pml_env = std::getenv("OMPI_MCA_pml");
-    const std::string pml = pml_env != nullptr && std::string(pml_env) == "ucx" ? "ucx" : "ob1";
+    const std::string pml = rdmx::bench::mpi_pml();
     const char* tls_env = std::getenv("UCX_TLS");
     const std::string tls = tls_env != nullptr && std::string(tls_env).find("tcp") != std::string::npos ? "tcp" : "shm";
     Shard own;

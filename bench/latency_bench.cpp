@@ -281,8 +281,7 @@ int main(int argc, char** argv) {
     if (job.size() != 2)
       throw rdmx::Error(rdmx::Errc::invalid_argument,
                         "rdmx-bench-latency needs exactly 2 processes: run it with `scripts/bench latency`");
-    const char* pml_env = std::getenv("OMPI_MCA_pml");
-    const std::string pml = pml_env != nullptr && std::string(pml_env) == "ucx" ? "ucx" : "ob1";
+    const std::string pml = rdmx::bench::mpi_pml();
     if (job.rank() == 1)
       answer();
     else
