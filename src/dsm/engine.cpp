@@ -356,6 +356,11 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
   std::uint64_t version;
   std::uint64_t seen = 0;
   std::uint64_t lease = 0;  // none: dropped by any overflowed signature
+  // Directory: listed before the owner word is read. A release whose
+  // invalidation does not see us had already published its new owner and
+  // version, so the word read below names the home holding its writes; a
+  // release that does see us leaves a mark for our next acquire.
+  if (config_.invalidation == Invalidation::directory) join_sharers(block);
   if (hint.source != no_source) {
     // Fast read: no lease (the home is not asked), the notice is enough.
     source = hint.source;
@@ -374,9 +379,6 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
       extend_lease(block, lease);
     }
   }
-  // Listed before reading: a release that does not see us yet finished its
-  // merge before our get, which then reads its writes.
-  if (config_.invalidation == Invalidation::directory) join_sharers(block);
   std::byte* into = rw_ + offset(block);
   if (source == rank_) {
     std::memcpy(into, home_ + offset(block), config_.block_bytes);
