@@ -19,7 +19,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../fabric/runtime.hpp"
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/rma.hpp"
@@ -82,10 +81,10 @@ class Parcels;
 
 class WorkerParcels {
  public:
-  WorkerParcels(fabric::Runtime& rt, Parcels& module, std::uint32_t thread)
-      : runtime(rt), module(module), self{rt.rank(), thread}, landing(rt.arena_for(rt.numa_node_of(thread))) {}
+  WorkerParcels(Job& job, Parcels& module, std::uint32_t thread)
+      : job(job), module(module), self{job.rank(), thread}, landing(job.arena_near(thread)) {}
 
-  fabric::Runtime& runtime;
+  Job& job;
   Parcels& module;
   ThreadId self;
   serial::RmaMemory landing;  // where pulled chunks land (registered: rma_vector keeps it)
@@ -172,10 +171,11 @@ class Parcels final : public fabric::Layer {
   void flush(std::uint32_t) override {}  // parcels travel as one-sided calls: invoke's flush publishes them
   bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
   // Each slot fails its own entries when it next polls (WorkerParcels::check_failures).
-  void process_failed(std::uint32_t, const std::string&) override {}
+  void process_failed(std::uint32_t, const std::string&) override { failures.store(true, std::memory_order_release); }
   WorkerParcels& worker(std::uint32_t thread) { return *slots_.at(thread); }
 
   serial::RegistrationCache registrations;
+  std::atomic<bool> failures{false};  // some process has failed: slots look for what waits on it
   // Whether parcel messages to `process` go as one-sided calls (up to
   // eager_limit bytes; larger ones as send-based calls, which have no chunk
   // size limit) or all as send-based calls. RDMX_PARCEL_CALLS=auto (the
@@ -185,7 +185,6 @@ class Parcels final : public fabric::Layer {
   std::size_t eager_limit(std::uint32_t process) { return one_sided(process) ? one_sided_limit_ : 0; }
 
  private:
-  explicit Parcels(fabric::Runtime& rt);  // the job's, named once for the initializers
   std::vector<std::unique_ptr<WorkerParcels>> slots_;
   enum Choice : std::int8_t { unknown, yes, no };
   Choice forced_ = unknown;                          // RDMX_PARCEL_CALLS=one-sided|send
@@ -195,13 +194,10 @@ class Parcels final : public fabric::Layer {
 };
 
 Parcels::Parcels(Job& job)
-    : Parcels(fabric::runtime_of(job)) {}
-
-Parcels::Parcels(fabric::Runtime& rt)
-    : registrations(rt.context()),
-      chosen_(rt.size()),
+    : registrations(job.context()),
+      chosen_(job.size()),
       one_sided_limit_(MessengerOptions::from_env().chunk_size / 4),
-      rank_(rt.rank()) {
+      rank_(job.rank()) {
   if (auto calls = env::get("RDMX_PARCEL_CALLS")) {
     if (*calls == "send")
       forced_ = no;
@@ -214,8 +210,9 @@ Parcels::Parcels(fabric::Runtime& rt)
   // destination, but a parcel's state (its caller's entry, its pulls) lives
   // with its thread: with helpers, parcels go as send-based calls, which
   // their destination thread runs itself.
-  if (rt.helpers() != 0) forced_ = no;
-  for (std::uint32_t t = 0; t < rt.workers(); ++t) slots_.push_back(std::make_unique<WorkerParcels>(rt, *this, t));
+  if (job.helpers_per_process() != 0) forced_ = no;
+  for (std::uint32_t t = 0; t < job.workers_per_process(); ++t)
+    slots_.push_back(std::make_unique<WorkerParcels>(job, *this, t));
 }
 
 bool Parcels::one_sided(std::uint32_t process) {
@@ -224,21 +221,21 @@ bool Parcels::one_sided(std::uint32_t process) {
   std::int8_t c = chosen_[process].load(std::memory_order_relaxed);
   if (c == unknown) {
     // Any of the process's workers is reached over the same transports.
-    c = fabric::current_context->endpoint(process, 0).rma_emulated() ? no : yes;
+    c = rdmx::rma_emulated(process) ? no : yes;
     chosen_[process].store(c, std::memory_order_relaxed);
   }
   return c == yes;
 }
 
 WorkerParcels& current_slot() {
-  fabric::ThreadContext* c = fabric::current_context;
-  if (c == nullptr || c->id().is_service()) [[unlikely]]
+  void** word = fabric::acting_word<WorkerParcels>();
+  if (word != nullptr && *word != nullptr) [[likely]]
+    return *static_cast<WorkerParcels*>(*word);
+  if (word == nullptr || this_thread().is_service()) [[unlikely]]
     throw Error(Errc::invalid_argument,
                 "rdmx::async, post and async_cb are called from worker threads (inside Job::run or on the thread that "
                 "made the Job); other threads can use the send-based rdmx::call");
-  void** word = fabric::acting_word<WorkerParcels>();
-  if (*word == nullptr) [[unlikely]]
-    *word = &fabric::layer<Parcels>().worker(c->id().thread);
+  *word = &fabric::layer<Parcels>().worker(this_thread().thread);
   return *static_cast<WorkerParcels*>(*word);
 }
 
@@ -371,10 +368,10 @@ void WorkerParcels::failed(std::uint64_t token, Errc code, const std::string& te
 void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Completion* completion,
                   SentCallback* callback) {
   WorkerParcels& slot = current_slot();
-  slot.runtime.validate(dest);
+  slot.job.check_destination(dest);
   if (dest.is_service())
     throw Error(Errc::invalid_argument, "remote actions run on worker threads; " + name(dest) + " is a service thread");
-  if (slot.runtime.process_failed(dest.process))
+  if (slot.job.process_failed(dest.process))
     throw Error(Errc::peer_failed, "process " + std::to_string(dest.process) + " has failed");
   serial::OutputArchive& ar = *lease;
   const bool chunks = !ar.out_of_line_chunks().empty();
@@ -490,7 +487,7 @@ void WorkerParcels::send_release(ThreadId to, std::uint64_t token) {
 transfer::Transmitter& WorkerParcels::thread_transmitter(ThreadId peer) {
   const std::uint64_t key = (std::uint64_t{peer.process} << 32) | peer.thread;
   auto& tx = thread_transmitters_[key];
-  if (!tx) tx = std::make_unique<transfer::Transmitter>(fabric::current_context->endpoint(peer.process, runtime.slot_of(peer.thread)));
+  if (!tx) tx = std::make_unique<transfer::Transmitter>(rdmx::endpoint_to(peer));
   return *tx;
 }
 
@@ -528,9 +525,9 @@ void WorkerParcels::start_pull(const Header& h, std::span<const std::byte> data)
     for (std::size_t i = 0; i < view.chunk_count(); ++i) {
       const serial::ChunkDescriptor d = view.chunk(i);
       total += d.size;
-      if (d.size > runtime.max_message() || total > runtime.max_message())
+      if (d.size > job.max_message() || total > job.max_message())
         throw Error(Errc::message_too_large, "a parcel of " + std::to_string(total) + "+ bytes exceeds RDMX_MAX_MESSAGE (" +
-                                                 std::to_string(runtime.max_message()) + ")");
+                                                 std::to_string(job.max_message()) + ")");
       serial::RmaBytes landing = this->landing.allocate(d.size, 64);
       if (d.kind == serial::ChunkKind::rma) {
         const transfer::RemoteAddress from = rdmx::resolve(d.key.locator(source.process, d.size));  // checks the bounds
@@ -608,16 +605,16 @@ std::size_t WorkerParcels::poll() {
 }
 
 void WorkerParcels::check_failures() {
-  if (!runtime.any_process_failed()) return;
+  if (!module.failures.load(std::memory_order_acquire)) return;
   for (std::size_t i = 0; i < pulls_.size();) {
-    if (runtime.process_failed(pulls_[i]->header.source_process))
+    if (job.process_failed(pulls_[i]->header.source_process))
       pulls_.erase(pulls_.begin() + static_cast<std::ptrdiff_t>(i));
     else
       ++i;
   }
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
-    if (!e.used || !runtime.process_failed(e.peer)) continue;
+    if (!e.used || !job.process_failed(e.peer)) continue;
     const std::uint64_t token = (std::uint64_t{e.generation} << 32) | (i + 1);
     const Error error(Errc::peer_failed, "process " + std::to_string(e.peer) + " failed before it answered " +
                                              action_name(e.action));

@@ -175,6 +175,14 @@ transfer::Transmitter& transmitter(std::uint32_t process) {
   return runtime().calling_context().transmitter(process);
 }
 
+bool rma_emulated(std::uint32_t process) { return transmitter(process).endpoint().rma_emulated(); }
+
+transfer::Endpoint& endpoint_to(ThreadId peer) {
+  fabric::Runtime& rt = runtime();
+  rt.validate(peer);
+  return rt.calling_context().endpoint(peer.process, rt.slot_of(peer.thread));
+}
+
 Future<void> put(const void* source, const RemoteLocator& target) {
   check_access(target, "put");
   return transmitter(target.process).put(source, target.length, resolve(target));

@@ -17,6 +17,7 @@
 
 namespace rdmx {
 namespace transfer {
+class Endpoint;
 class Transmitter;
 }
 
@@ -34,6 +35,13 @@ RemoteLocator local_locator(const void* address, std::size_t length);
 transfer::RemoteAddress resolve(const RemoteLocator& where);
 // The calling thread's transmitter towards `process` (automatic batching).
 transfer::Transmitter& transmitter(std::uint32_t process);
+// Whether one-sided operations towards `process` are emulated in software
+// (UCX over TCP): each then needs the target's progress to complete.
+bool rma_emulated(std::uint32_t process);
+// The calling thread's endpoint to worker `peer`'s own UCX worker, not its
+// process's service worker: for memory registered on that worker alone (a
+// sender's buffer it exposes for one call), which only it can serve.
+transfer::Endpoint& endpoint_to(ThreadId peer);
 
 // put's future: `source` may be reused (remote completion: flush(process)).
 Future<void> put(const void* source, const RemoteLocator& target);
