@@ -1,10 +1,10 @@
 # Checks that one layer's files include only what its layer may use:
-# public headers of the layers it depends on (rdmx/<layer>/...), its own
-# private headers, and the private headers of the layers named as FRIENDS.
+# public headers of the layers it depends on (rdmx/<layer>/...) and its own
+# private headers; never another layer's private headers (src/<layer>/).
 # Run by every build (src/CMakeLists.txt) before the layer compiles, so an
 # upward or sideways include fails the build with the file and line.
 #   cmake -DRULES=rules.cmake [-DSTAMP=file] -P check_layer.cmake
-# where rules.cmake sets LAYER, ALLOWED (the layers it uses), FRIENDS and FILES.
+# where rules.cmake sets LAYER, ALLOWED (the layers it uses) and FILES.
 cmake_minimum_required(VERSION 3.20)
 include("${RULES}")
 set(errors "")
@@ -24,9 +24,7 @@ foreach(file IN LISTS FILES)
       continue()
     endif()
     if(private)
-      if(NOT reached IN_LIST FRIENDS)
-        string(APPEND errors "  ${file}: includes ${path}, a private header of ${reached}\n")
-      endif()
+      string(APPEND errors "  ${file}: includes ${path}, a private header of ${reached}\n")
     elseif(NOT reached IN_LIST ALLOWED)
       string(APPEND errors "  ${file}: includes ${path}, but ${LAYER} does not use ${reached}\n")
     endif()

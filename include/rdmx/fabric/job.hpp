@@ -29,7 +29,7 @@ class Arena;
 namespace fabric {
 class ThreadContext;
 class Runtime;
-Runtime& runtime_of(Job& job) noexcept;  // the fabric's, for the layers built with it
+Runtime& runtime_of(Job& job) noexcept;  // for the fabric's own files (src/fabric) only
 }
 
 // What happens when a worker thread lets an exception escape Job::run.
