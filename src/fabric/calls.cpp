@@ -248,7 +248,12 @@ void ThreadContext::transmit(CallHeader header, const Outgoing& c, ThreadId dest
   if (wait_here) {
     while (!done.load(std::memory_order_acquire)) {
       ep.check_alive();
-      if (shared_) {
+      if (shared_ && current_context == this) {
+        // The service thread itself, forwarding a broadcast's payload: it is
+        // the one that progresses this worker. Only UCX's progress, not
+        // poll(): running calls here would re-enter the call being executed.
+        if (!worker_.progress()) std::this_thread::yield();
+      } else if (shared_) {
         worker_.signal();
         std::this_thread::yield();
       } else {
