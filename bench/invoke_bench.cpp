@@ -481,7 +481,7 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       const auto t0 = Clock::now();
       for (std::size_t i = 0; i < n; ++i) {
         rdmx::Synchronizer sync;
-        m.call<rdmx::Policy::retry, rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] { ++g_received; }, &sync);
+        m.call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] { ++g_received; }, &sync);
         sync.wait();
       }
       g_made += n;
@@ -560,9 +560,9 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       const auto t0 = Clock::now();
       for (std::size_t i = 0; i < n; ++i) {
         rdmx::Synchronizer sync;
-        if (how == 0) m.broadcast_buffer<rdmx::Policy::retry, rdmx::Notify::consumed>(f, data, &sync);
+        if (how == 0) m.broadcast_buffer<rdmx::Notify::consumed>(f, data, &sync);
         if (how == 1) m.broadcast_buffer(f, orig_at, sync);
-        if (how == 2) m.broadcast_buffer<rdmx::Policy::retry, rdmx::Notify::consumed>(f, data, dest, &sync);
+        if (how == 2) m.broadcast_buffer<rdmx::Notify::consumed>(f, data, dest, &sync);
         sync.wait();
       }
       g_made += n;

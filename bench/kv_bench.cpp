@@ -167,8 +167,8 @@ void batch_one_sided(const Roles& roles, KeyStream& keys, bool get, unsigned win
   for (unsigned i = 0; i < window; ++i) {
     const std::uint64_t k = asked[i] = keys.next();
     const rdmx::ThreadId owner{roles.server_rank(k), 0};
-    if (get) (void)messenger.call_return(owner, [k] { return kv_get(k); }, &got[i], sync);
-    else (void)messenger.call<rdmx::Policy::retry, rdmx::Notify::consumed>(owner, [k] { kv_put(k, value_of(k)); }, &sync);
+    if (get) messenger.call_return(owner, [k] { return kv_get(k); }, &got[i], sync);
+    else messenger.call<rdmx::Notify::consumed>(owner, [k] { kv_put(k, value_of(k)); }, &sync);
   }
   messenger.flush();
   sync.wait();

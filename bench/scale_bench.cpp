@@ -118,7 +118,7 @@ void message_everyone(Job& job, ThreadId me) {
   for (std::uint32_t p = 0; p < job.size(); ++p) {
     if (p == me.process) continue;
     for (std::uint32_t t = 0; t < job.threads_per_process(); ++t)
-      messenger.call<Policy::retry, Notify::consumed>(ThreadId{p, t}, [] {}, &sync);
+      messenger.call<Notify::consumed>(ThreadId{p, t}, [] {}, &sync);
   }
   messenger.flush();
   sync.wait();

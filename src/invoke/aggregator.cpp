@@ -33,10 +33,10 @@ Aggregator::~Aggregator() {
   }
 }
 
-void Aggregator::send(const fabric::Outgoing& call) {
+void Aggregator::submit(const fabric::Outgoing& call) {
   if (shut_down_) throw Error(Errc::shut_down, "Aggregator: call after shutdown()");
   invoke::WorkerState& slot = invoke::Messengers::current();
-  // how_ never says Policy::fail: append waits for room (or throws) rather than refuse.
+  // how_ never refuses: append waits for room (or throws).
   slot.messenger(call.destination).append(call, how_);
   called_[std::size_t{call.destination.process} * threads_ + call.destination.thread] = true;
 }

@@ -324,7 +324,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
       if (consumed) owe();
       return true;
     }
-    if (mode.policy == Policy::fail) return false;
+    if (mode.refuse) return false;
     Scoped guard(busy_, true);
     while (!overflow_.empty()) {
       drain_overflow_now();
@@ -337,7 +337,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
       if (consumed) owe();
       return true;
     }
-    if (mode.policy == Policy::fail) return false;
+    if (mode.refuse) return false;
     Scoped guard(busy_, true);
     while (!reserve(size)) wait_for_room();
   }

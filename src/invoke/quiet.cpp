@@ -15,9 +15,9 @@ void quiet() {
   // The markers go after everything this thread made: the send path's
   // calls to each worker it holds an endpoint to, and each messenger's ring.
   for (const ThreadId dest : send_destinations()) call<Notify::consumed>(dest, [] {}, sync);
-  const MessengerGlobal messenger;
+  MessengerGlobal messenger;
   for (const ThreadId dest : slot.messenger_destinations())
-    messenger.call<Policy::retry, Notify::consumed>(dest, [] {}, &sync);
+    messenger.call<Notify::consumed>(dest, [] {}, &sync);
   messenger.flush();
   sync.wait();
 }

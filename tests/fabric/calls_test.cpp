@@ -150,6 +150,35 @@ TEST(Calls, BroadcastReachesEveryThreadOnce) {
   EXPECT_EQ(broadcast_hits.load(), job().size() * job().threads_per_process());
 }
 
+// The send path's broadcast_buffer: every thread gets the root's bytes,
+// whole, once per root; eager and rendezvous sizes, every process a root at
+// once (service threads forward each other's payloads).
+TEST(Calls, BroadcastBufferCarriesTheBytesToEveryThread) {
+  static std::atomic<std::uint64_t> good{0}, bad{0};
+  for (const std::size_t base : {std::size_t{3000}, std::size_t{1} << 20}) {
+    good = 0;
+    bad = 0;
+    job().barrier();
+    std::vector<std::byte> bytes(base + job().rank());
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7 + job().rank());
+    Synchronizer sync;
+    broadcast_buffer<Notify::consumed>([base, root = job().rank()](std::span<std::byte> got) {
+      bool ok = got.size() == base + root;
+      for (std::size_t i = 0; ok && i < got.size(); ++i) ok = got[i] == static_cast<std::byte>(i * 7 + root);
+      (ok ? good : bad).fetch_add(1);
+    }, bytes, sync);
+    const std::uint64_t expected = job().size() * job().threads_per_process();
+    job().run([&](ThreadId) {
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (good.load() + bad.load() < expected && std::chrono::steady_clock::now() < deadline) progress();
+    });
+    sync.wait();
+    job().barrier();
+    EXPECT_EQ(bad.load(), 0u) << base << " bytes";
+    EXPECT_EQ(good.load(), expected) << base << " bytes";
+  }
+}
+
 TEST(Calls, WorkerThreadsTalkToEachOther) {
   static std::atomic<std::uint64_t> hits{0};
   hits = 0;

@@ -79,7 +79,7 @@ TEST(Helpers, RunTheCallsOfBusyWorkers) {
     Synchronizer sync;
     std::uint32_t ran_on = 0;
     messenger.call_return(dest, [] { return this_thread().thread; }, &ran_on, sync);
-    messenger.call<Policy::retry, Notify::consumed>(dest, [] {}, &sync);
+    messenger.call<Notify::consumed>(dest, [] {}, &sync);
     messenger.flush();
     EXPECT_TRUE(busy_until([&] { return got[me.thread].load() == n; })) << "thread " << me.thread << " got "
                                                                          << got[me.thread].load() << " of " << n;
@@ -112,8 +112,8 @@ TEST(Helpers, CallBuffersReachBusyWorkers) {
       if (!ok) disorder.fetch_add(1);
       got[t].fetch_add(1);
     };
-    messenger.call_buffer<Policy::retry, Notify::consumed>(dest, check, local_locator(block.data, data.size()), &sync);
-    messenger.call_buffer<Policy::retry, Notify::consumed>(dest, check, std::span<const std::byte>(data), &sync);
+    messenger.call_buffer<Notify::consumed>(dest, check, local_locator(block.data, data.size()), &sync);
+    messenger.call_buffer<Notify::consumed>(dest, check, std::span<const std::byte>(data), &sync);
     messenger.flush();
     EXPECT_TRUE(busy_until([&] { return got[me.thread].load() == 2; }));
     sync.wait();
@@ -134,7 +134,7 @@ TEST(Helpers, BroadcastAndAggregatorShutdown) {
   job().run([&](ThreadId me) {
     Synchronizer sync;
     if (job().rank() == 0 && me.thread == 0)
-      MessengerGlobal().broadcast<Policy::retry, Notify::consumed>([] { runs.fetch_add(1); }, &sync);
+      MessengerGlobal().broadcast<Notify::consumed>([] { runs.fetch_add(1); }, &sync);
     Aggregator aggregator(Aggregation::trad);
     for (std::uint32_t i = 0; i < 1000; ++i) aggregator.call({next, me.thread}, [t = me.thread] { got[t].fetch_add(1); });
     aggregator.shutdown();  // one signal to {next, me.thread}

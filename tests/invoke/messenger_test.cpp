@@ -73,7 +73,7 @@ std::uint64_t against_parked_receiver(const std::function<std::uint64_t(const st
     release();
     // A consumed notification through the same messenger runs after them all.
     Synchronizer sync;
-    MessengerGlobal().call<Policy::retry, Notify::consumed>({1, 0}, [total] {
+    MessengerGlobal().call<Notify::consumed>({1, 0}, [total] {
       if (in_order_got.load() != total) in_order_disorder.fetch_add(1);
     }, &sync);
     sync.wait();
@@ -108,7 +108,7 @@ void seen(std::uint32_t from, std::uint64_t i, ThreadId dest) {
 }
 
 // Serve calls until every sender's n-th call has run on `me`.
-void serve_until_all_seen(const MessengerGlobal& messenger, ThreadId me, std::uint64_t n) {
+void serve_until_all_seen(MessengerGlobal& messenger, ThreadId me, std::uint64_t n) {
   messenger.flush();
   for (;;) {
     bool all = true;
@@ -181,7 +181,7 @@ TEST(Messenger, InlinedAndMessengerCallsKeepOrder) {
         }
         case 1: {  // through the messenger, waited for (serves calls meanwhile)
           Synchronizer sync;
-          messenger.call<Policy::retry, Notify::consumed>(dest, [from, i, dest] { seen(from, i, dest); }, &sync);
+          messenger.call<Notify::consumed>(dest, [from, i, dest] { seen(from, i, dest); }, &sync);
           sync.wait();
           break;
         }
@@ -227,7 +227,7 @@ TEST(Messenger, ConsumedNotificationAndCallReturn) {
         return x * x + call_destination().thread;
       }, &answers[g], sync);
       std::atomic<int>* counter = me.process == thread_at(g).process ? &ran : nullptr;
-      messenger.call<Policy::retry, Notify::consumed>(thread_at(g), [counter] {
+      messenger.call<Notify::consumed>(thread_at(g), [counter] {
         served[call_destination().thread].fetch_add(1);
         if (counter != nullptr) counter->fetch_add(1);
       }, &sync);
@@ -321,7 +321,7 @@ TEST(Messenger, CallBufferCarriesItsBytes) {
   const bool local = dest.process == job().rank();
   for (std::size_t size = 0; size < data.size(); size += 37) {
     for (std::size_t i = 0; i < size; ++i) data[i] = static_cast<std::byte>(i * 31 + size);
-    messenger.call_buffer<Policy::retry, Notify::consumed>(dest, [size, local, bad_p, good_p](std::span<std::byte> got) {
+    messenger.call_buffer<Notify::consumed>(dest, [size, local, bad_p, good_p](std::span<std::byte> got) {
       bool ok = got.size() == size;
       for (std::size_t i = 0; ok && i < size; ++i) ok = got[i] == static_cast<std::byte>(i * 31 + size);
       if (local) (ok ? good_p : bad_p)->fetch_add(1);
@@ -340,7 +340,7 @@ TEST(Messenger, RemoteExceptionReachesTheCaller) {
   MessengerGlobal messenger;
   Synchronizer sync;
   const ThreadId dest{(job().rank() + 1) % job().size(), 0};
-  messenger.call<Policy::retry, Notify::consumed>(dest, [] { throw std::runtime_error("boom from afar"); }, &sync);
+  messenger.call<Notify::consumed>(dest, [] { throw std::runtime_error("boom from afar"); }, &sync);
   try {
     sync.wait();
     ADD_FAILURE() << "no exception";
@@ -374,19 +374,18 @@ TEST(Messenger, CallLargerThanAChunkIsRejected) {
 }
 
 // A receiver that does not poll: the sender fills c_max chunks, then
-// Policy::fail calls return false; once the receiver drains, Policy::retry
-// calls get through. Every accepted call runs exactly once, in order.
+// try_call refuses (false); once the receiver drains, calls get through. Every accepted call runs exactly once, in order.
 TEST(Messenger, BackPressureFailsThenRecovers) {
   if (job().size() < 2) GTEST_SKIP() << "needs two processes";
   if (job().helpers_per_process() != 0) GTEST_SKIP() << "helper threads consume for the parked receiver";
   const std::uint64_t ran = against_parked_receiver([](const std::function<void()>& release) {
     MessengerGlobal messenger;
     std::uint64_t accepted = 0;
-    while (accepted < 50'000'000 && messenger.call<Policy::fail>({1, 0}, in_order(accepted + 1))) ++accepted;
+    while (accepted < 50'000'000 && messenger.try_call({1, 0}, in_order(accepted + 1))) ++accepted;
     EXPECT_LT(accepted, 50'000'000u) << "the sender never ran out of chunks";
     std::printf("[messenger] refused after %llu calls\n", static_cast<unsigned long long>(accepted));
     release();
-    for (int k = 0; k < 100000; ++k) messenger.call<Policy::retry>({1, 0}, in_order(++accepted));
+    for (int k = 0; k < 100000; ++k) messenger.call({1, 0}, in_order(++accepted));
     return accepted;
   });
   if (job().rank() == 1) EXPECT_GT(ran, 100000u);
@@ -468,9 +467,9 @@ TEST(Messenger, CallBufferWrittenIntoTheDestinationsBuffer) {
   MessengerGlobal messenger;
   Synchronizer sent, consumed;
   const std::uint32_t from = job().rank();
-  messenger.call_buffer<Policy::retry, Notify::sent>(dest, [](std::span<std::byte>) {}, data, landing, &sent);
+  messenger.call_buffer<Notify::sent>(dest, [](std::span<std::byte>) {}, data, landing, &sent);
   sent.wait();  // the write has left `data`
-  messenger.call_buffer<Policy::retry, Notify::consumed>(dest, [from](std::span<std::byte> got) {
+  messenger.call_buffer<Notify::consumed>(dest, [from](std::span<std::byte> got) {
     bool ok = got.size() == 3000;
     for (std::size_t i = 0; ok && i < got.size(); ++i) ok = got[i] == static_cast<std::byte>(i * 7 + from);
     if (!ok) throw std::runtime_error("the written buffer does not hold the caller's bytes");
@@ -498,9 +497,9 @@ TEST(Messenger, CallBufferReadByTheDestination) {
     for (std::size_t i = 0; ok && i < got.size(); ++i) ok = got[i] == static_cast<std::byte>(i * 13 + from);
     if (!ok) throw std::runtime_error("the read buffer does not hold the caller's bytes");
   };
-  messenger.call_buffer<Policy::retry, Notify::sent>(dest, check, orig, &read);
+  messenger.call_buffer<Notify::sent>(dest, check, orig, &read);
   read.wait();  // the destination has read `orig`
-  messenger.call_buffer<Policy::retry, Notify::consumed>(dest, check, orig, &ran);
+  messenger.call_buffer<Notify::consumed>(dest, check, orig, &ran);
   ran.wait();
   job().barrier();
   job().arena().release_chunk(block);
@@ -521,13 +520,13 @@ TEST(Messenger, ReadCallBufferKeepsSenderOrder) {
   Synchronizer ran;
   const std::uint32_t from = job().rank();
   for (std::uint64_t round = 0; round < 4; ++round) {
-    messenger.call_buffer<Policy::retry, Notify::consumed>(dest, [from, round](std::span<std::byte> got) {
+    messenger.call_buffer<Notify::consumed>(dest, [from, round](std::span<std::byte> got) {
       for (std::size_t i = 0; i < got.size(); i += 4096)
         if (got[i] != static_cast<std::byte>(i / 4096 + from)) throw std::runtime_error("wrong bytes read");
       if (got.size() != size || step.load() != 2 * round) throw std::runtime_error("read call out of order");
       step.fetch_add(1);
     }, orig, &ran);
-    messenger.call<Policy::retry, Notify::consumed>(dest, [round] {
+    messenger.call<Notify::consumed>(dest, [round] {
       if (step.load() != 2 * round + 1) throw std::runtime_error("a call overtook the read before it");
       step.fetch_add(1);
     }, &ran);
@@ -579,11 +578,11 @@ TEST(Messenger, BroadcastReachesEveryThreadOnce) {
           hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
         }, orig, sync);
       } else if (k % 3 == 0) {
-        messenger.broadcast<Policy::retry, Notify::consumed>([root] {
+        messenger.broadcast<Notify::consumed>([root] {
           hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
         }, &sync);
       } else {
-        messenger.broadcast_buffer<Policy::retry, Notify::consumed>([root](std::span<std::byte> data) {
+        messenger.broadcast_buffer<Notify::consumed>([root](std::span<std::byte> data) {
           if (data.size() != 100 || data[99] != static_cast<std::byte>(root)) throw std::runtime_error("bad broadcast buffer");
           hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
         }, payload, &sync);
@@ -648,10 +647,10 @@ TEST(Messenger, BroadcastBufferIntoDestinationBuffers) {
       for (std::size_t i = 0; i < size; ++i) orig[i] = pattern(i, root, k);
       Synchronizer sync;
       if (k + 1 < rounds) {
-        EXPECT_TRUE((messenger.broadcast_buffer<Policy::retry, Notify::consumed>(check(k), orig, dest, &sync)));
+        messenger.broadcast_buffer<Notify::consumed>(check(k), orig, dest, &sync);
       } else {
         // Notify::sent: orig may change once the root's own buffer is written.
-        EXPECT_TRUE(messenger.broadcast_buffer(check(k), orig, dest, &sync));
+        messenger.broadcast_buffer(check(k), orig, dest, &sync);
       }
       sync.wait();  // throws what a thread's func threw
       std::fill(orig.begin(), orig.end(), std::byte{0});
@@ -693,7 +692,7 @@ TEST(Messenger, BroadcastBufferReportsUnreachedSubtrees) {
       dest[1].region = 0xfffff;  // no such region
       std::vector<std::byte> orig(size, std::byte{5});
       Synchronizer sync;
-      MessengerGlobal().broadcast_buffer<Policy::retry, Notify::consumed>(
+      MessengerGlobal().broadcast_buffer<Notify::consumed>(
           [](std::span<std::byte>) { ran[call_destination().thread].fetch_add(1); }, orig, dest, &sync);
       try {
         sync.wait();
@@ -719,8 +718,8 @@ TEST(Messenger, RetryAsyncNeverBlocksAndKeepsOrder) {
   against_parked_receiver([](const std::function<void()>&) {
     const auto options = MessengerOptions::from_env();
     const std::uint64_t n = options.max_chunks * (options.chunk_size / 24) + 50000;  // more than the ring holds
-    MessengerGlobal messenger;
-    for (std::uint64_t seq = 1; seq <= n; ++seq) EXPECT_TRUE(messenger.call<Policy::retry_async>({1, 0}, in_order(seq)));
+    MessengerGlobal messenger(Policy::retry_async);
+    for (std::uint64_t seq = 1; seq <= n; ++seq) messenger.call({1, 0}, in_order(seq));
     return n;
   });
 }

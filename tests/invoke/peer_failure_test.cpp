@@ -78,17 +78,17 @@ int fail(const std::string& what) {
 // value, a buffer it reads, one written into it, and plain calls that fill
 // the ring. Returns the
 // failure's text once the victim's death surfaces, "" while it lives.
-std::string burst_to_victim(const MessengerGlobal& messenger, Clock::time_point deadline, bool& hung) {
+std::string burst_to_victim(MessengerGlobal& messenger, Clock::time_point deadline, bool& hung) {
   const ThreadId v{victim, 0};
   const RemoteLocator mine = shared_buffer();
   Synchronizer sync;
   std::int64_t result = 0;
   try {
-    for (int i = 0; i < 16; ++i) messenger.call<Policy::retry, Notify::consumed>(v, [] { victim_ran.fetch_add(1); }, &sync);
+    for (int i = 0; i < 16; ++i) messenger.call<Notify::consumed>(v, [] { victim_ran.fetch_add(1); }, &sync);
     messenger.call_return(v, [] { return std::int64_t{7}; }, &result, sync);
-    messenger.call_buffer<Policy::retry, Notify::consumed>(v, [](std::span<std::byte>) { victim_ran.fetch_add(1); }, mine,
+    messenger.call_buffer<Notify::consumed>(v, [](std::span<std::byte>) { victim_ran.fetch_add(1); }, mine,
                                                             &sync);
-    messenger.call_buffer<Policy::retry, Notify::sent>(v, [](std::span<std::byte>) { victim_ran.fetch_add(1); },
+    messenger.call_buffer<Notify::sent>(v, [](std::span<std::byte>) { victim_ran.fetch_add(1); },
                                                        written_bytes, victim_memory, &sync);
     std::array<std::byte, 512> pad{};  // plain calls: the ring fills when the victim stops consuming
     for (int i = 0; i < 64; ++i) messenger.call(v, [pad] { victim_ran.fetch_add(pad.size() != 0 ? 1 : 0); });
@@ -118,7 +118,7 @@ std::string burst_to_victim(const MessengerGlobal& messenger, Clock::time_point 
 
 // The same burst answered by RDMA: consumed counts and a result written
 // into this process's registered memory by the victim.
-std::string burst_rdma_answered(const MessengerGlobal& messenger, Clock::time_point deadline, bool& hung) {
+std::string burst_rdma_answered(MessengerGlobal& messenger, Clock::time_point deadline, bool& hung) {
   const ThreadId v{victim, 0};
   RemoteObject<Synchronizer> sync;
   RemoteObject<std::int64_t> result(0);
@@ -139,12 +139,12 @@ std::string burst_rdma_answered(const MessengerGlobal& messenger, Clock::time_po
 }
 
 // Calls to the other survivor, numbered: each must run once, in order.
-void burst_to_peer(const MessengerGlobal& messenger, std::uint64_t& sent) {
+void burst_to_peer(MessengerGlobal& messenger, std::uint64_t& sent) {
   const ThreadId peer{1 - Job::current().rank(), 0};
   Synchronizer sync;
   for (int i = 0; i < 32; ++i) {
     const std::uint64_t seq = ++sent;
-    messenger.call<Policy::retry, Notify::consumed>(peer, [seq] {
+    messenger.call<Notify::consumed>(peer, [seq] {
       if (peer_got.load() + 1 != seq) peer_disorder.fetch_add(1);
       peer_got.store(seq);
     }, &sync);
@@ -164,7 +164,7 @@ int survive(Job& job, int argc, char** argv, std::string& report) {
     rdma_answers = rdma_answers || std::string(argv[i]) == "--rdma-answers";
   }
 
-  const MessengerGlobal messenger;
+  MessengerGlobal messenger;
   const auto start = Clock::now();
   const auto deadline = start + detection_limit;
   std::uint64_t sent = 0;
@@ -186,7 +186,7 @@ int survive(Job& job, int argc, char** argv, std::string& report) {
     messenger.call(ThreadId{victim, 0}, [] {});
     messenger.flush();
     Synchronizer sync;
-    messenger.call<Policy::retry, Notify::consumed>(ThreadId{victim, 0}, [] {}, &sync);
+    messenger.call<Notify::consumed>(ThreadId{victim, 0}, [] {}, &sync);
     return fail("a one-sided call to the dead process was accepted");
   } catch (const Error& e) {
     if (e.code() != Errc::peer_failed) return fail(std::string("a call to the dead process: ") + e.what());
@@ -196,7 +196,7 @@ int survive(Job& job, int argc, char** argv, std::string& report) {
   // Tell the other survivor how many calls it should have run, and check ours.
   {
     Synchronizer sync;
-    messenger.call<Policy::retry, Notify::consumed>(ThreadId{1 - job.rank(), 0}, [sent] { peer_total.store(sent); }, &sync);
+    messenger.call<Notify::consumed>(ThreadId{1 - job.rank(), 0}, [sent] { peer_total.store(sent); }, &sync);
     sync.wait();
   }
   const auto until = Clock::now() + handshake_limit;

@@ -26,7 +26,7 @@ TEST(ServeIdle, CallsToAThreadOutsideRunAreServed) {
   MessengerGlobal messenger;
   Synchronizer sync;
   std::uint32_t as = 99;
-  messenger.call<Policy::retry, Notify::consumed>(idle, [] {
+  messenger.call<Notify::consumed>(idle, [] {
     if (this_thread().thread == 1) ran.fetch_add(1);
   }, &sync);
   messenger.call_return(idle, [] { return this_thread().thread; }, &as, sync);
@@ -61,12 +61,12 @@ TEST(ServeIdle, RetryAsyncQueueDrainsAfterItsThreadLeft) {
     while (!parked.load()) progress();
     job().run([&](ThreadId me) {
       if (me.thread != 1) return;
-      MessengerGlobal messenger;
+      MessengerGlobal messenger(Policy::retry_async);
       for (std::uint64_t seq = 1; seq <= n; ++seq)
-        EXPECT_TRUE(messenger.call<Policy::retry_async>({1, 0}, [seq] {
+        messenger.call({1, 0}, [seq] {
           if (got.load() + 1 != seq) disorder.fetch_add(1);
           got.store(seq);
-        }));
+        });
     });  // thread 1 is gone; what it queued is left to the service thread
     call(ThreadId{1, service_thread}, [] { go = true; });
   } else if (job().rank() == 1) {

@@ -132,7 +132,7 @@ void sender(ThreadId me, std::uint64_t seed, const RemoteLocator& local) {
             else call(dest, [from, id] { arrive(from, id); });
             break;
           case one_sided:
-            if (consumed) messenger.call<Policy::retry, Notify::consumed>(dest, [from, id] { arrive(from, id); }, s);
+            if (consumed) messenger.call<Notify::consumed>(dest, [from, id] { arrive(from, id); }, s);
             else messenger.call(dest, [from, id] { arrive(from, id); });
             break;
           case aggregated:
@@ -142,11 +142,11 @@ void sender(ThreadId me, std::uint64_t seed, const RemoteLocator& local) {
             futures.emplace_back(dest, async(action<&arrive_action>, dest, from, id));
             break;
           case buffer_inline:
-            messenger.call_buffer<Policy::retry, Notify::consumed>(
+            messenger.call_buffer<Notify::consumed>(
                 dest, [from, id](std::span<std::byte>) { arrive(from, id); }, payload, s);
             break;
           case buffer_read:
-            messenger.call_buffer<Policy::retry, Notify::consumed>(
+            messenger.call_buffer<Notify::consumed>(
                 dest, [from, id](std::span<std::byte>) { arrive(from, id); }, local, s);
             break;
           default:

@@ -61,13 +61,13 @@ std::uint64_t leave_mid_burst(Job& job, const std::string& kind) {
     if (kind == "send") {
       call<Notify::consumed>(leaver, [] { count(); }, s);
     } else if (kind == "one_sided") {
-      messenger.call<Policy::retry, Notify::consumed>(leaver, [] { count(); }, s);
+      messenger.call<Notify::consumed>(leaver, [] { count(); }, s);
     } else if (kind == "aggregated") {
       aggregator.call<Notify::consumed>(leaver, [] { count(); }, s);
     } else if (kind == "buffer_inline") {
-      messenger.call_buffer<Policy::retry, Notify::consumed>(leaver, [](std::span<std::byte>) { count(); }, bytes, s);
+      messenger.call_buffer<Notify::consumed>(leaver, [](std::span<std::byte>) { count(); }, bytes, s);
     } else if (kind == "buffer_read") {
-      messenger.call_buffer<Policy::retry, Notify::consumed>(leaver, [](std::span<std::byte>) { count(); },
+      messenger.call_buffer<Notify::consumed>(leaver, [](std::span<std::byte>) { count(); },
                                                              local_locator(block.data, 256), s);
     } else if (kind == "async") {
       Future<void> f = async(action<&counted_action>, leaver, i);

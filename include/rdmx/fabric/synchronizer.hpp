@@ -58,4 +58,17 @@ class Synchronizer {
   std::atomic<bool> has_more_rdma_answerers_{false};
 };
 
+// The Synchronizer a call counts down, given as a pointer (nullptr: none) or
+// a reference, so that each call of the family has one signature.
+class SynchronizerRef {
+ public:
+  SynchronizerRef() = default;
+  SynchronizerRef(Synchronizer* sync) noexcept : sync_(sync) {}  // NOLINT: implicit by design
+  SynchronizerRef(Synchronizer& sync) noexcept : sync_(&sync) {}  // NOLINT: implicit by design
+  Synchronizer* get() const noexcept { return sync_; }
+
+ private:
+  Synchronizer* sync_ = nullptr;
+};
+
 }  // namespace rdmx

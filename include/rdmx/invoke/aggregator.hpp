@@ -47,37 +47,15 @@ struct AggregatorOptions {
   std::uint64_t phase = 0;
 };
 
-class Aggregator {
+// call, call_buffer and call_return are the family of
+// fabric/call_family.hpp; an Aggregator has no broadcast and no try_ calls
+// (it never refuses one).
+class Aggregator : public fabric::CallFamily<Aggregator> {
  public:
   explicit Aggregator(Aggregation mode, AggregatorOptions options = {});
   ~Aggregator();  // shutdown()
   Aggregator(const Aggregator&) = delete;
   Aggregator& operator=(const Aggregator&) = delete;
-
-  template <Notify N = Notify::sent, class F>
-  void call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) {
-    // As MessengerGlobal::call: straight into the chunk left open, when there is one.
-    if (sync == nullptr && !shut_down_ &&
-        invoke::detail::write_in_lane(dest, fabric::FunctionId<fabric::CallWrapper<F>>::value, func)) [[likely]] {
-      called_[std::size_t{dest.process} * threads_ + dest.thread] = true;
-      return;
-    }
-    send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N));
-  }
-  template <Notify N = Notify::sent, class F>
-  void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) {
-    auto o = fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync, N);
-    o.data = buffer;
-    send(o);
-  }
-  template <class F, class R>
-  void call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) {
-    fabric::check_result_type<F, R>();
-    auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, &sync, Notify::consumed);
-    o.result = orig;
-    o.result_size = sizeof(R);
-    send(o);
-  }
 
   // Write and publish everything batched so far.
   void flush();
@@ -95,8 +73,17 @@ class Aggregator {
   Aggregation mode() const noexcept { return mode_; }
   std::uint64_t phase() const noexcept { return phase_; }
 
+  // The path (fabric/call_family.hpp).
+  void submit(const fabric::Outgoing& call);
+  // As MessengerGlobal's: straight into the chunk left open, when there is one.
+  template <class F>
+  bool write_inline(ThreadId dest, std::uint64_t function, const F& func) noexcept {
+    if (shut_down_ || !invoke::detail::write_in_lane(dest, function, func)) return false;
+    called_[std::size_t{dest.process} * threads_ + dest.thread] = true;
+    return true;
+  }
+
  private:
-  void send(const fabric::Outgoing& call);
   Aggregation mode_;
   invoke::detail::Mode how_;
   std::vector<bool> called_;  // by destination thread, job-wide index

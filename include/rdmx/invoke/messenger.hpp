@@ -10,6 +10,10 @@
 //   messenger.call({1, 0}, [x = 42] { use(x); });
 //   messenger.process_calls();                  // run calls that arrived here
 //
+// call, call_buffer, call_return, broadcast, broadcast_buffer and their try_
+// forms are the family of fabric/call_family.hpp; below are the calls only
+// this path has (buffers moved by RDMA, answers written by RDMA).
+//
 // Calls become visible to d when the messenger publishes: every
 // publish_bytes of calls, when a chunk fills, on flush(), and whenever the
 // sending thread progresses (process_calls(), or waiting on anything). Calls
@@ -33,12 +37,12 @@
 namespace rdmx {
 
 // What a call does when its messenger can neither rotate nor grow (the
-// destination has not consumed enough yet).
+// destination has not consumed enough yet). The try_ calls instead refuse
+// (false, nothing sent).
 enum class Policy {
   retry,        // progress (serving incoming calls) until there is room
   retry_async,  // never wait: queue the call in registered memory; it goes out, in order,
                 // as the destination frees room (drained whenever this thread calls or progresses)
-  fail,         // return false at once; nothing was sent
 };
 
 // Per process, from the environment when the job first uses a messenger.
@@ -58,6 +62,7 @@ struct Mode {
   Policy policy = Policy::retry;
   bool overflow = false;              // full messenger: queue locally instead (Aggregation::ovfl)
   std::size_t overflow_limit = 0;     // bytes of queued calls before a call fails
+  bool refuse = false;                // no room: return false at once (the try_ calls)
 };
 // A call_buffer whose buffer is moved by RDMA instead of inside the call.
 struct RemoteBuffer {
@@ -72,113 +77,69 @@ void flush();
 }  // namespace invoke::detail
 
 // The calling worker thread's messengers, one per destination thread,
-// created on first use (Seriema's RDMAMessengerGlobal). Holds no state: any
-// number of these on one thread share that thread's messengers.
-class MessengerGlobal {
+// created on first use (Seriema's RDMAMessengerGlobal). Holds only its
+// Policy: any number of these on one thread share that thread's messengers.
+class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
  public:
-  // Thread dest runs func(). false: Policy::fail and no room.
-  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
-  bool call(ThreadId dest, const F& func, Synchronizer* sync = nullptr) const {
-    // Most calls: straight into the chunk the messenger left open (shared
-    // memory). The Outgoing description is built only for the messenger.
-    if (sync == nullptr &&
-        invoke::detail::write_in_lane(dest, fabric::FunctionId<fabric::CallWrapper<F>>::value, func)) [[likely]]
-      return true;
-    return invoke::detail::send(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync, N), {0, P});
-  }
-  // Thread dest runs func(std::span<std::byte>) (or func(void*, uint64_t)) on
-  // a copy of buffer that travels inside the call, in the same RDMA write.
-  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
-  bool call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) const {
-    auto o = fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync, N);
-    o.data = buffer;
-    return invoke::detail::send(o, {0, P});
-  }
+  explicit MessengerGlobal(Policy policy = Policy::retry) noexcept : policy_(policy) {}
+
   // Seriema's second call_buffer: `orig` is RDMA-written into `dest_buffer`
   // (registered memory in dest's process, e.g. from allocate_remote), then
   // dest runs func(span over dest_buffer). `orig` must stay untouched until
   // the call counts `sync` down with Notify::sent (the write has left it).
-  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
-  bool call_buffer(ThreadId dest, const F& func, std::span<const std::byte> orig, const RemoteLocator& dest_buffer,
-                   Synchronizer* sync = nullptr) const {
-    auto o = fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync, N);
-    o.data = orig;
+  template <Notify N = Notify::sent, class F>
+  void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> orig, const RemoteLocator& dest_buffer,
+                   SynchronizerRef sync = {}) {
     const invoke::detail::RemoteBuffer b{invoke::detail::RemoteBuffer::written, dest_buffer};
-    return invoke::detail::send(o, {0, P}, &b);
+    invoke::detail::send(with_data(buffer_call<N>(dest, func, sync), orig), mode(), &b);
   }
   // Seriema's third call_buffer: dest RDMA-reads `orig` (registered memory of
   // this process: rdmx::local_locator or the arena) into memory of its own,
   // then runs func(span) on it. Notify::sent counts down once dest has read
   // `orig`; Notify::consumed once func ran.
-  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
-  bool call_buffer(ThreadId dest, const F& func, const RemoteLocator& orig, Synchronizer* sync = nullptr) const {
-    auto o = fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync, N);
+  template <Notify N = Notify::sent, class F>
+  void call_buffer(ThreadId dest, const F& func, const RemoteLocator& orig, SynchronizerRef sync = {}) {
     const invoke::detail::RemoteBuffer b{invoke::detail::RemoteBuffer::read, orig};
-    return invoke::detail::send(o, {0, P}, &b);
+    invoke::detail::send(buffer_call<N>(dest, func, sync), mode(), &b);
   }
-
-  // Thread dest runs func(); its trivially copyable result lands in *orig
-  // (written by the destination through its messenger back to this thread),
-  // then sync counts down.
-  template <Policy P = Policy::retry, class F, class R>
-  bool call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) const {
-    fabric::check_result_type<F, R>();
-    auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, &sync, Notify::consumed);
-    o.result = orig;
-    o.result_size = sizeof(R);
-    return invoke::detail::send(o, {0, P});
-  }
+  using CallFamily::call_buffer;
 
   // With the Synchronizer in registered memory, the destination reports the
   // call consumed with one RDMA atomic instead of a message back.
-  template <Policy P = Policy::retry, class F>
-  bool call(ThreadId dest, const F& func, RemoteObject<Synchronizer>& sync) const {
+  template <class F>
+  void call(ThreadId dest, const F& func, RemoteObject<Synchronizer>& sync) {
     auto o = fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync.get(), Notify::consumed);
     const RemoteLocator counter = sync.locator_of(sync->counter(), 8);
     o.remote_counter = &counter;
-    return invoke::detail::send(o, {0, P});
+    invoke::detail::send(o, mode());
   }
+  using CallFamily::call;
   // call_return answered by RDMA: the destination writes the result into
   // `result` (registered memory), then counts `sync` down with one atomic.
-  template <Policy P = Policy::retry, class F, class R>
-  bool call_return(ThreadId dest, const F& func, RemoteObject<R>& result, RemoteObject<Synchronizer>& sync) const {
-    fabric::check_result_type<F, R>();
-    auto o = fabric::outgoing<fabric::ReturnWrapper>(dest, fabric::CallKind::returning, func, sync.get(), Notify::consumed);
-    o.result = result.get();
-    o.result_size = sizeof(R);
+  template <class F, class R>
+  void call_return(ThreadId dest, const F& func, RemoteObject<R>& result, RemoteObject<Synchronizer>& sync) {
+    auto o = returning(dest, func, result.get(), *sync.get());
     const RemoteLocator counter = sync.locator_of(sync->counter(), 8), where = result.locator();
     o.remote_counter = &counter;
     o.remote_result = &where;
-    return invoke::detail::send(o, {0, P});
+    invoke::detail::send(o, mode());
   }
+  using CallFamily::call_return;
 
-  // Every worker thread of the job, this one included, runs func(). The call
-  // travels down a binomial tree of threads rooted here; each thread forwards
-  // it with its own messengers, then runs it. With Notify::consumed, sync
-  // counts down when every thread has run it.
-  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
-  bool broadcast(const F& func, Synchronizer* sync = nullptr) const {
-    return invoke::detail::broadcast(
-        fabric::outgoing<fabric::CallWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, sync, N), {0, P});
-  }
-  // broadcast with a buffer that travels with the call (func(std::span<std::byte>)).
-  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
-  bool broadcast_buffer(const F& func, std::span<const std::byte> buffer, Synchronizer* sync = nullptr) const {
-    auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, sync, N);
-    o.data = buffer;
-    return invoke::detail::broadcast(o, {0, P});
-  }
+  // broadcast travels down a binomial tree of threads rooted here; each
+  // thread forwards it with its own messengers, then runs it.
+  //
   // broadcast_buffer with the buffer read by RDMA (Table 1's broadcast_buffer
   // after call_buffer's read variation): only the record travels down the
   // tree, and every thread RDMA-reads `orig` (registered memory of this
   // process: rdmx::local_locator or the arena) into memory of its own, then
   // runs func(span) on it. `orig` must stay untouched until `sync` counts
   // down, which it does once every thread has run func.
-  template <Policy P = Policy::retry, class F>
-  bool broadcast_buffer(const F& func, const RemoteLocator& orig, Synchronizer& sync) const {
+  template <class F>
+  void broadcast_buffer(const F& func, const RemoteLocator& orig, Synchronizer& sync) {
     auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, &sync, Notify::consumed);
     const invoke::detail::RemoteBuffer b{invoke::detail::RemoteBuffer::read, orig};
-    return invoke::detail::broadcast(o, {0, P}, &b);
+    invoke::detail::broadcast(o, mode(), &b);
   }
   // broadcast_buffer into destination buffers (Table 1's broadcast_buffer
   // after call_buffer's write variation): `orig` is RDMA-written into this
@@ -190,20 +151,43 @@ class MessengerGlobal {
   // Notify::sent: orig may be reused (this thread's buffer is written);
   // Notify::consumed: every thread has run func. A thread's buffer must not
   // be written again before its func ran.
-  template <Policy P = Policy::retry, Notify N = Notify::sent, class F>
-  bool broadcast_buffer(const F& func, std::span<const std::byte> orig, std::span<const RemoteLocator> dest_buffers,
-                        Synchronizer* sync = nullptr) const {
-    auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, sync, N);
-    o.data = orig;
+  template <Notify N = Notify::sent, class F>
+  void broadcast_buffer(const F& func, std::span<const std::byte> orig, std::span<const RemoteLocator> dest_buffers,
+                        SynchronizerRef sync = {}) {
     if (dest_buffers.empty()) throw Error(Errc::invalid_argument, "broadcast_buffer: no destination buffers given");
-    return invoke::detail::broadcast(o, {0, P}, nullptr, dest_buffers);
+    auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, sync.get(), N);
+    invoke::detail::broadcast(with_data(o, orig), mode(), nullptr, dest_buffers);
   }
+  using CallFamily::broadcast_buffer;
 
   // Run the calls that arrived for this thread (and publish what it sent);
   // returns how many ran. rdmx::progress() does the same.
   std::size_t process_calls() const { return invoke::detail::process_calls(); }
   // Make every call this thread made visible to its destination now.
   void flush() const { invoke::detail::flush(); }
+
+  // The path (fabric/call_family.hpp).
+  void submit(const fabric::Outgoing& call) { invoke::detail::send(call, mode()); }
+  void submit_broadcast(const fabric::Outgoing& call) { invoke::detail::broadcast(call, mode()); }
+  bool try_submit(const fabric::Outgoing& call) {
+    invoke::detail::Mode refusing = mode();
+    refusing.refuse = true;
+    return invoke::detail::send(call, refusing);
+  }
+  // Most calls: straight into the chunk the messenger left open (shared
+  // memory). The Outgoing description is built only for the messenger.
+  template <class F>
+  static bool write_inline(ThreadId dest, std::uint64_t function, const F& func) noexcept {
+    return invoke::detail::write_in_lane(dest, function, func);
+  }
+
+ private:
+  invoke::detail::Mode mode() const noexcept { return {0, policy_}; }
+  template <Notify N, class F>
+  static fabric::Outgoing buffer_call(ThreadId dest, const F& func, SynchronizerRef sync) {
+    return fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync.get(), N);
+  }
+  Policy policy_;
 };
 
 // Inside a one-sided call: the worker thread it was addressed to. That is
