@@ -475,11 +475,26 @@ bool Manager::in_cache(const void* p) const noexcept {
   return b >= impl_->cache && b < impl_->cache + impl_->units * min_object_bytes;
 }
 
-void* Manager::allocate(std::atomic<std::uint64_t>& word, std::size_t bytes) {
+void* Manager::allocate(std::atomic<std::uint64_t>& word, std::size_t bytes) { return place(word, bytes, nullptr); }
+void* Manager::allocate_on(std::size_t server, std::atomic<std::uint64_t>& word, std::size_t bytes) {
+  return place(word, bytes, &server);
+}
+
+void Manager::allocate_remote(std::size_t server, std::atomic<std::uint64_t>& word, std::size_t bytes) {
+  Impl& m = *impl_;
+  const std::uint32_t size_class = size_class_of(std::max<std::size_t>(bytes, 1));
+  if ((word.load(std::memory_order_relaxed) & state::valid) != 0)
+    throw Error(Errc::invalid_argument, "far: allocation into a far pointer that still owns an object");
+  std::lock_guard lock(m.mutex);
+  const auto block = m.remote->allocate_on(static_cast<std::uint32_t>(server), size_class);
+  word.store(state::remote(block.server, block.offset, size_class), std::memory_order_release);
+}
+
+void* Manager::place(std::atomic<std::uint64_t>& word, std::size_t bytes, const std::size_t* server) {
   Impl& m = *impl_;
   const std::uint32_t size_class = size_class_of(std::max<std::size_t>(bytes, 1));
   std::unique_lock lock(m.mutex);
-  const auto block = m.remote->allocate(size_class);
+  const auto block = server == nullptr ? m.remote->allocate(size_class) : m.remote->allocate_on(static_cast<std::uint32_t>(*server), size_class);
   std::uint32_t slot = 0;
   try {
     slot = m.take_slot(lock, size_class);
