@@ -56,7 +56,7 @@ int check_survivor(std::vector<UniquePtr<Object>>& objects, std::vector<std::uin
 // Rank 0 with its only copy gone: a clear error in bounded time.
 int check_loss(std::vector<UniquePtr<Object>>& objects, std::vector<std::uint64_t>& shadow_seeds) {
   const auto start = Clock::now();
-  while (Clock::now() - start < std::chrono::seconds(30)) {
+  while (Clock::now() - start < std::chrono::seconds(60)) {
     for (std::size_t i = 0; i < objects.size(); ++i) {
       try {
         {
@@ -76,7 +76,7 @@ int check_loss(std::vector<UniquePtr<Object>>& objects, std::vector<std::uint64_
       }
     }
   }
-  return fail("no error within 30 s of the server's death");
+  return fail("no error within 60 s of the server's death");
 }
 // Far objects: 200 of 256 bytes, checked after `kill`.
 int objects_scenario(bool replicated, const std::function<void()>& kill) {
@@ -116,9 +116,9 @@ int check_vectors(const Vector<std::uint64_t>& v, const Vector<std::uint64_t>& i
 int vectors_scenario(bool replicated, const std::function<void()>& kill) {
   VectorsExpected e;
   std::mt19937_64 rng(21);
-  e.values.resize(60000);
+  e.values.resize(20000);  // 40 chunks against a 16-chunk cache
   for (auto& x : e.values) x = rng() % 1000000;
-  e.order.resize(50000);
+  e.order.resize(3000);  // run here, each index may be a miss: keep it short over TCP
   for (auto& i : e.order) i = rng() % e.values.size();
   for (auto i : e.order) e.gathered.push_back(e.values[i]);
   for (auto x : e.values)
@@ -136,7 +136,7 @@ int vectors_scenario(bool replicated, const std::function<void()>& kill) {
     return 0;
   }
   const auto start = Clock::now();
-  while (Clock::now() - start < std::chrono::seconds(30)) {
+  while (Clock::now() - start < std::chrono::seconds(60)) {
     try {
       if (v.reduce(Sum<std::uint64_t>{}) != e.sum) return fail("an offloaded sum read wrong data");
     } catch (const Error& err) {
@@ -148,7 +148,7 @@ int vectors_scenario(bool replicated, const std::function<void()>& kill) {
       return 0;
     }
   }
-  return fail("no error within 30 s of the server's death");
+  return fail("no error within 60 s of the server's death");
 }
 }  // namespace
 
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
   Manager manager(job, config);
   if (job.rank() != 0) {
     // Serve until rank 0 kills this process (rank 1) or releases it (rank 2).
-    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    const auto deadline = Clock::now() + std::chrono::seconds(150);
     while (!released.load() && Clock::now() < deadline) progress();
     return released.load() ? 0 : fail("server was never released");
   }
