@@ -88,11 +88,11 @@ struct Manager::Impl {
   }
   std::byte* address(std::uint32_t slot) const noexcept { return cache + std::size_t{slot} * min_object_bytes; }
 
-  enum class Outcome { evicted, cooled, skipped };
+  enum class Outcome { evicted, cooled, skipped, cleaned };
 
   // Under the lock. CLOCK: a hot object gets a second chance; a pinned or
-  // busy one is passed over.
-  Outcome try_evict(std::uint32_t slot, bool second_chance, bool patient = false) {
+  // busy one is passed over. `keep`: only written back, it stays local.
+  Outcome try_evict(std::uint32_t slot, bool second_chance, bool patient = false, bool keep = false) {
     Slot& m = slots[slot];
     std::atomic<std::uint64_t>* word = m.owner.load(std::memory_order_relaxed);
     std::uint64_t s = word->load(std::memory_order_acquire);
@@ -125,6 +125,10 @@ struct Manager::Impl {
         throw;
       }
       ++write_backs;
+    }
+    if (keep) {
+      word->store(s & ~(state::busy | state::dirty), std::memory_order_release);
+      return Outcome::cleaned;
     }
     word->store(m.remote, std::memory_order_release);
     release(slot);
@@ -625,6 +629,15 @@ bool Manager::evict(std::atomic<std::uint64_t>& word) {
   if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction of a null far pointer");
   if ((s & state::present) == 0) return true;
   return m.try_evict(state::slot_of(s), false, true) == Impl::Outcome::evicted;
+}
+
+bool Manager::write_back(std::atomic<std::uint64_t>& word) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mutex);
+  const std::uint64_t s = word.load(std::memory_order_acquire);
+  if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: write-back of a null far pointer");
+  if ((s & state::present) == 0) return true;
+  return m.try_evict(state::slot_of(s), false, true, true) == Impl::Outcome::cleaned;
 }
 
 void Manager::pin_in(DerefScope& scope, std::uint32_t slot) { scope.pin(slot); }

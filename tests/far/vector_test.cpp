@@ -151,6 +151,10 @@ TEST(FarVector, OffloadedEqualsHereEqualsPlainLoops) {
   EXPECT_NEAR(fare.reduce(Sum<double>{}), std::accumulate(fares.begin(), fares.end(), 0.0), 1e-6);
   EXPECT_EQ(fare.reduce(Min<double>{}), *std::min_element(fares.begin(), fares.end()));
   EXPECT_EQ(fare.reduce(Max<double>{}, rdmx::far::Run::here), *std::max_element(fares.begin(), fares.end()));
+  const GroupStats<double> summary = fare.reduce(Summary<double>{});
+  EXPECT_EQ(summary, fare.reduce(Summary<double>{}, rdmx::far::Run::here));
+  EXPECT_EQ(summary.count, fares.size());
+  EXPECT_EQ(summary.max, *std::max_element(fares.begin(), fares.end()));
   const auto groups = vendor.group_by(fare, GroupBy<std::uint8_t, double, 3>{});
   EXPECT_EQ(groups, (vendor.group_by(fare, GroupBy<std::uint8_t, double, 3>{}, rdmx::far::Run::here)));
   for (std::size_t g = 0; g < 3; ++g) {
@@ -309,4 +313,22 @@ TEST(FarVector, MalformedRequestsAreRefused) {
   r.views[1] = r.views[0];
   r.last = 200;  // beyond the vectors
   EXPECT_EQ(send(r, 1).code(), Errc::invalid_argument);
+}
+
+// An offloaded operation writes dirty chunks back (the server sees the
+// latest values) and leaves them cached: reading the vector again after it
+// costs no misses.
+TEST(FarVector, OffloadWritesBackAndKeepsTheCache) {
+  Manager manager(make_local_device(1, 4 << 20), small_cache());
+  Vector<std::uint64_t> v;
+  v.append(std::vector<std::uint64_t>(4000, 1));  // 8 chunks: the cache holds them
+  EXPECT_EQ(v.reduce(Sum<std::uint64_t>{}), 4000u);
+  v.for_each_mut([](std::size_t i, std::uint64_t& x) { x = i; });  // dirty, local
+  const std::uint64_t before = manager.stats().misses;
+  EXPECT_EQ(v.reduce(Sum<std::uint64_t>{}), 4000ull * 3999 / 2);
+  EXPECT_EQ(v.filter(Odd{}).size(), 2000u);
+  std::uint64_t sum = 0;
+  v.for_each([&](std::size_t, const std::uint64_t& x) { sum += x; });
+  EXPECT_EQ(sum, 4000ull * 3999 / 2);
+  EXPECT_EQ(manager.stats().misses, before);
 }

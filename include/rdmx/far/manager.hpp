@@ -125,6 +125,9 @@ class Manager {
   void move(std::atomic<std::uint64_t>& from, std::atomic<std::uint64_t>& to) noexcept;
   // Writes the object back if dirty and makes it remote now (false: pinned by a scope).
   bool evict(std::atomic<std::uint64_t>& word);
+  // Writes the object back if dirty and keeps it local, now clean (false:
+  // pinned by a scope): the server's copy is current, the cache still hits.
+  bool write_back(std::atomic<std::uint64_t>& word);
 
   struct Impl;
 

@@ -17,7 +17,7 @@
 // when the device cannot compute, when the vectors involved live on
 // different servers, or when their directories do not fit one request
 // (vectors beyond 131072 chunks). An offloaded operation first writes
-// back and drops the vectors' chunks from the cache; no other thread may
+// back the vectors' dirty chunks (they stay cached); no other thread may
 // use them meanwhile, and a chunk a DerefScope pins is an error.
 #pragma once
 #include <algorithm>
@@ -346,9 +346,12 @@ class Vector {
   static Published view_of(const Vector<U, C>& v) {
     return v.publish();
   }
+  // Servers only read a vector they are given (results are new vectors),
+  // so its chunks are written back but stay cached; those not yet in the
+  // directory are evicted, which is how their offsets become known.
   Published publish() const {
     for (std::size_t c = 0; c < chunks_.size(); ++c)
-      if (!chunks_[c].evict())
+      if (!(c < listed_ ? chunks_[c].write_back() : chunks_[c].evict()))
         throw Error(Errc::invalid_argument, "far::Vector: chunk " + std::to_string(c) +
                                                 " is in use (a DerefScope pins it): an offloaded operation needs the vector unpinned");
     Manager& manager = Manager::current();

@@ -67,6 +67,27 @@ struct GroupStats {
   V max = std::numeric_limits<V>::lowest();
   friend bool operator==(const GroupStats&, const GroupStats&) = default;
 };
+// Count, sum, least and greatest in one pass (one request per range, not three).
+template <class T>
+struct Summary {
+  using Result = GroupStats<T>;
+  Result identity() const { return Result{}; }
+  void fold(Result& r, const T* items, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i) {
+      r.sum += items[i];
+      r.min = std::min(r.min, items[i]);
+      r.max = std::max(r.max, items[i]);
+    }
+    r.count += n;
+  }
+  void combine(Result& r, const Result& part) const {
+    r.count += part.count;
+    r.sum += part.sum;
+    r.min = std::min(r.min, part.min);
+    r.max = std::max(r.max, part.max);
+  }
+};
+
 // Vector::group_by's aggregation for small keys: GroupStats of the values
 // per key 0 .. Groups - 1; a key outside them is an error.
 template <class K, class V, std::size_t Groups>
@@ -87,12 +108,7 @@ struct GroupBy {
     g.max = std::max(g.max, value);
   }
   void combine(Result& r, const Result& part) const {
-    for (std::size_t k = 0; k < Groups; ++k) {
-      r[k].count += part[k].count;
-      r[k].sum += part[k].sum;
-      r[k].min = std::min(r[k].min, part[k].min);
-      r[k].max = std::max(r[k].max, part[k].max);
-    }
+    for (std::size_t k = 0; k < Groups; ++k) Summary<V>{}.combine(r[k], part[k]);
   }
 };
 
