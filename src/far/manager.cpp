@@ -136,6 +136,16 @@ struct Manager::Impl {
     return Outcome::evicted;
   }
 
+  // An explicit eviction, or only a write-back (`keep`): false when pinned.
+  bool make_current(std::atomic<std::uint64_t>& word, bool keep) {
+    std::lock_guard lock(mutex);
+    const std::uint64_t s = word.load(std::memory_order_acquire);
+    if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction or write-back of a null far pointer");
+    if ((s & state::present) == 0) return true;
+    const Outcome done = try_evict(state::slot_of(s), false, true, keep);
+    return done == (keep ? Outcome::cleaned : Outcome::evicted);
+  }
+
   void occupy(std::uint32_t slot, std::atomic<std::uint64_t>& word, std::uint64_t remote, std::size_t bytes) {
     slots[slot].remote = remote;
     slots[slot].bytes = static_cast<std::uint32_t>(bytes);
@@ -622,23 +632,8 @@ void Manager::move(std::atomic<std::uint64_t>& from, std::atomic<std::uint64_t>&
   }
 }
 
-bool Manager::evict(std::atomic<std::uint64_t>& word) {
-  Impl& m = *impl_;
-  std::lock_guard lock(m.mutex);
-  const std::uint64_t s = word.load(std::memory_order_acquire);
-  if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction of a null far pointer");
-  if ((s & state::present) == 0) return true;
-  return m.try_evict(state::slot_of(s), false, true) == Impl::Outcome::evicted;
-}
-
-bool Manager::write_back(std::atomic<std::uint64_t>& word) {
-  Impl& m = *impl_;
-  std::lock_guard lock(m.mutex);
-  const std::uint64_t s = word.load(std::memory_order_acquire);
-  if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: write-back of a null far pointer");
-  if ((s & state::present) == 0) return true;
-  return m.try_evict(state::slot_of(s), false, true, true) == Impl::Outcome::cleaned;
-}
+bool Manager::evict(std::atomic<std::uint64_t>& word) { return impl_->make_current(word, false); }
+bool Manager::write_back(std::atomic<std::uint64_t>& word) { return impl_->make_current(word, true); }
 
 void Manager::pin_in(DerefScope& scope, std::uint32_t slot) { scope.pin(slot); }
 void Manager::unpin(std::uint32_t slot) noexcept { impl_->pins[slot].fetch_sub(1, std::memory_order_release); }
