@@ -88,11 +88,11 @@ struct Manager::Impl {
   }
   std::byte* address(std::uint32_t slot) const noexcept { return cache + std::size_t{slot} * min_object_bytes; }
 
-  enum class Outcome { evicted, cooled, skipped };
+  enum class Outcome { evicted, cooled, skipped, cleaned };
 
   // Under the lock. CLOCK: a hot object gets a second chance; a pinned or
-  // busy one is passed over.
-  Outcome try_evict(std::uint32_t slot, bool second_chance, bool patient = false) {
+  // busy one is passed over. `keep`: only written back, it stays local.
+  Outcome try_evict(std::uint32_t slot, bool second_chance, bool patient = false, bool keep = false) {
     Slot& m = slots[slot];
     std::atomic<std::uint64_t>* word = m.owner.load(std::memory_order_relaxed);
     std::uint64_t s = word->load(std::memory_order_acquire);
@@ -126,10 +126,24 @@ struct Manager::Impl {
       }
       ++write_backs;
     }
+    if (keep) {
+      word->store(s & ~(state::busy | state::dirty), std::memory_order_release);
+      return Outcome::cleaned;
+    }
     word->store(m.remote, std::memory_order_release);
     release(slot);
     ++evictions;
     return Outcome::evicted;
+  }
+
+  // An explicit eviction, or only a write-back (`keep`): false when pinned.
+  bool make_current(std::atomic<std::uint64_t>& word, bool keep) {
+    std::lock_guard lock(mutex);
+    const std::uint64_t s = word.load(std::memory_order_acquire);
+    if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction or write-back of a null far pointer");
+    if ((s & state::present) == 0) return true;
+    const Outcome done = try_evict(state::slot_of(s), false, true, keep);
+    return done == (keep ? Outcome::cleaned : Outcome::evicted);
   }
 
   void occupy(std::uint32_t slot, std::atomic<std::uint64_t>& word, std::uint64_t remote, std::size_t bytes) {
@@ -475,11 +489,26 @@ bool Manager::in_cache(const void* p) const noexcept {
   return b >= impl_->cache && b < impl_->cache + impl_->units * min_object_bytes;
 }
 
-void* Manager::allocate(std::atomic<std::uint64_t>& word, std::size_t bytes) {
+void* Manager::allocate(std::atomic<std::uint64_t>& word, std::size_t bytes) { return place(word, bytes, nullptr); }
+void* Manager::allocate_on(std::size_t server, std::atomic<std::uint64_t>& word, std::size_t bytes) {
+  return place(word, bytes, &server);
+}
+
+void Manager::allocate_remote(std::size_t server, std::atomic<std::uint64_t>& word, std::size_t bytes) {
+  Impl& m = *impl_;
+  const std::uint32_t size_class = size_class_of(std::max<std::size_t>(bytes, 1));
+  if ((word.load(std::memory_order_relaxed) & state::valid) != 0)
+    throw Error(Errc::invalid_argument, "far: allocation into a far pointer that still owns an object");
+  std::lock_guard lock(m.mutex);
+  const auto block = m.remote->allocate_on(static_cast<std::uint32_t>(server), size_class);
+  word.store(state::remote(block.server, block.offset, size_class), std::memory_order_release);
+}
+
+void* Manager::place(std::atomic<std::uint64_t>& word, std::size_t bytes, const std::size_t* server) {
   Impl& m = *impl_;
   const std::uint32_t size_class = size_class_of(std::max<std::size_t>(bytes, 1));
   std::unique_lock lock(m.mutex);
-  const auto block = m.remote->allocate(size_class);
+  const auto block = server == nullptr ? m.remote->allocate(size_class) : m.remote->allocate_on(static_cast<std::uint32_t>(*server), size_class);
   std::uint32_t slot = 0;
   try {
     slot = m.take_slot(lock, size_class);
@@ -603,14 +632,8 @@ void Manager::move(std::atomic<std::uint64_t>& from, std::atomic<std::uint64_t>&
   }
 }
 
-bool Manager::evict(std::atomic<std::uint64_t>& word) {
-  Impl& m = *impl_;
-  std::lock_guard lock(m.mutex);
-  const std::uint64_t s = word.load(std::memory_order_acquire);
-  if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction of a null far pointer");
-  if ((s & state::present) == 0) return true;
-  return m.try_evict(state::slot_of(s), false, true) == Impl::Outcome::evicted;
-}
+bool Manager::evict(std::atomic<std::uint64_t>& word) { return impl_->make_current(word, false); }
+bool Manager::write_back(std::atomic<std::uint64_t>& word) { return impl_->make_current(word, true); }
 
 void Manager::pin_in(DerefScope& scope, std::uint32_t slot) { scope.pin(slot); }
 void Manager::unpin(std::uint32_t slot) noexcept { impl_->pins[slot].fetch_sub(1, std::memory_order_release); }

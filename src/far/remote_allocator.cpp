@@ -51,6 +51,19 @@ RemoteAllocator::Block RemoteAllocator::allocate(std::uint32_t size_class) {
                                        std::to_string(live_) + " objects live; raise RDMX_FAR_REGION or add servers)");
 }
 
+RemoteAllocator::Block RemoteAllocator::allocate_on(std::uint32_t server, std::uint32_t size_class) {
+  if (server >= parts_.size())
+    throw Error(Errc::invalid_argument, "far: allocation on server " + std::to_string(server) + ", but there are " +
+                                            std::to_string(parts_.size()) + " servers");
+  std::uint64_t offset = 0;
+  if (!take(parts_[server], size_class, offset))
+    throw Error(Errc::out_of_memory, "far memory exhausted on server " + std::to_string(server) + ": no room for another " +
+                                         std::to_string(class_bytes(size_class)) + "-byte object (this process's share is " +
+                                         std::to_string(share_bytes(server)) + " bytes; raise RDMX_FAR_REGION)");
+  ++live_;
+  return {server, offset};
+}
+
 void RemoteAllocator::free(const Block& block, std::uint32_t size_class) {
   if (block.server >= parts_.size())
     throw Error(Errc::invalid_argument, "far: free of a block on server " + std::to_string(block.server) + ", which does not exist");

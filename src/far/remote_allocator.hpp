@@ -27,6 +27,9 @@ class RemoteAllocator {
 
   // Throws Errc::out_of_memory when no server's share has room.
   Block allocate(std::uint32_t size_class);
+  // On `server` only (a far vector keeps its chunks on one server, so work
+  // offloaded there finds all of them); out_of_memory when its share is full.
+  Block allocate_on(std::uint32_t server, std::uint32_t size_class);
   // Throws Errc::invalid_argument for a block not allocated (or already freed) with this class.
   void free(const Block& block, std::uint32_t size_class);
   std::size_t live() const noexcept { return live_; }

@@ -59,6 +59,7 @@ class ReplicatedDevice final : public Device {
 
   // A reading function runs on the group's first live copy; one that
   // writes runs on every live copy, which keeps the copies identical.
+  bool computes() const noexcept override { return inner_->computes(); }
   void compute(std::size_t group, const Offload& work) override {
     check_range(group, 0, 0);
     on_live_copies(group, work.writes, [&](std::size_t server) { inner_->compute(server, work); });

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
 #include <set>
 
 #include "../error_from.hpp"
@@ -12,6 +15,7 @@
 #include "rdmx/far/array.hpp"
 #include "rdmx/far/hash_table.hpp"
 #include "rdmx/far/pointer.hpp"
+#include "rdmx/far/vector.hpp"
 #include "shadow.hpp"
 
 using namespace rdmx;
@@ -118,8 +122,67 @@ void offload(Path path) {
   EXPECT_EQ(a.reduce_remote(Sum<std::uint64_t>{}), n * (n - 1) / 2 + 5 * n);
 }
 
+// far::Vector across processes: every offloaded operation equals the same
+// one run here, on random data 20 times the budget, with vectors on each
+// server and an index vector on another server (the fall-back).
+struct Row {
+  std::uint32_t key;
+  float value;
+  std::uint64_t id;
+};
+struct Small {
+  float below;
+  bool operator()(const Row& r) const { return r.value < below; }
+};
+void vector_operations(Path path) {
+  Manager manager(Job::current(), small(path));
+  if (serves(manager)) return;
+  std::mt19937_64 rng(11 + Job::current().rank());
+  std::vector<Row> rows(40000);
+  for (std::uint64_t i = 0; i < rows.size(); ++i) rows[i] = {static_cast<std::uint32_t>(rng() % 16), static_cast<float>(rng() % 1000), i};
+  std::vector<std::uint64_t> order(rows.size() + 777);
+  for (auto& i : order) i = rng() % rows.size();
+  std::vector<Row> expected;
+  for (auto i : order) expected.push_back(rows[i]);
+  const auto same = [](const std::vector<Row>& a, const std::vector<Row>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(Row)) == 0;
+  };
+  for (std::size_t server = 0; server < manager.device().servers(); ++server) {
+    Vector<Row> v(server);
+    v.append(rows);
+    Vector<std::uint64_t> index(server), elsewhere((server + 1) % manager.device().servers());
+    index.append(order);
+    elsewhere.append(order);
+    Vector<std::uint32_t> keys(server);
+    Vector<float> values(server);
+    for (const Row& r : rows) keys.push_back(r.key), values.push_back(r.value);
+    for (Run run : {Run::offloaded, Run::here}) {
+      EXPECT_TRUE(same(v.copy(run).to_vector(), rows));
+      EXPECT_TRUE(same(v.gather(index, run).to_vector(), expected));
+      EXPECT_TRUE(same(v.gather(elsewhere, run).to_vector(), expected));
+      const auto kept = v.filter(Small{100}, run).to_vector();
+      const auto where = v.where(Small{100}, run).to_vector();
+      ASSERT_EQ(kept.size(), where.size());
+      std::size_t wrong = 0;
+      for (std::size_t k = 0; k < kept.size(); ++k) wrong += kept[k].id != where[k] || !(kept[k].value < 100);
+      EXPECT_EQ(wrong, 0u);
+      EXPECT_EQ(kept.size(), static_cast<std::size_t>(std::count_if(rows.begin(), rows.end(), Small{100})));
+    }
+    EXPECT_EQ(values.reduce(Sum<float>{}), values.reduce(Sum<float>{}, Run::here));
+    EXPECT_EQ((keys.group_by(values, GroupBy<std::uint32_t, float, 16>{})),
+              (keys.group_by(values, GroupBy<std::uint32_t, float, 16>{}, Run::here)));
+    Vector<std::uint64_t> bad(server);
+    bad.append(std::vector<std::uint64_t>{0, rows.size()});
+    const Error e = rdmx::testing::error_from([&] { keys.gather(bad); });  // answered by the server
+    EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 
+TEST(FarJob, VectorOneSided) { vector_operations(Path::one_sided); }
+TEST(FarJob, VectorTwoSided) { vector_operations(Path::two_sided); }
 TEST(FarJob, ArrayOneSided) { array_scan(Path::one_sided); }
 TEST(FarJob, ArrayTwoSided) { array_scan(Path::two_sided); }
 TEST(FarJob, RandomOperationsOneSided) { random_operations(Path::one_sided); }

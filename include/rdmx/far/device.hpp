@@ -64,6 +64,9 @@ class Device {
     bool writes = false;
   };
   virtual void compute(std::size_t server, const Offload& work) = 0;
+  // Whether compute() can run work at all; offloaded operations fall back
+  // to running here (fetching what they need) on a device that cannot.
+  virtual bool computes() const noexcept { return true; }
 
  protected:
   // Throws Errc::invalid_argument unless [offset, offset + bytes) lies in the region.

@@ -101,6 +101,12 @@ class Manager {
   // A new object of `bytes`: returns its local slot, in which the caller
   // constructs it; the object stays out of eviction's reach until commit().
   void* allocate(std::atomic<std::uint64_t>& word, std::size_t bytes);
+  // The same with the far block on `server`.
+  void* allocate_on(std::size_t server, std::atomic<std::uint64_t>& word, std::size_t bytes);
+  // A far block on `server` and no cache slot: the word is remote at once
+  // and the object is whatever is in the block, for work offloaded there
+  // to fill (far::Vector's server-side copies).
+  void allocate_remote(std::size_t server, std::atomic<std::uint64_t>& word, std::size_t bytes);
   void commit(std::atomic<std::uint64_t>& word) noexcept;
   // The object's local address, valid while `scope` lives; fetches it
   // straight into a cache slot if it is remote.
@@ -119,12 +125,16 @@ class Manager {
   void move(std::atomic<std::uint64_t>& from, std::atomic<std::uint64_t>& to) noexcept;
   // Writes the object back if dirty and makes it remote now (false: pinned by a scope).
   bool evict(std::atomic<std::uint64_t>& word);
+  // Writes the object back if dirty and keeps it local, now clean (false:
+  // pinned by a scope): the server's copy is current, the cache still hits.
+  bool write_back(std::atomic<std::uint64_t>& word);
 
   struct Impl;
 
  private:
   friend class DerefScope;
   void unpin(std::uint32_t slot) noexcept;
+  void* place(std::atomic<std::uint64_t>& word, std::size_t bytes, const std::size_t* server);
   static void pin_in(DerefScope& scope, std::uint32_t slot);
   std::unique_ptr<Impl> impl_;
 };

@@ -61,7 +61,10 @@ class UniquePtr : public Dereference<UniquePtr<T>, T> {
     if (word_.load(std::memory_order_relaxed) != 0) Manager::current().free(word_);
   }
   // Writes it back if dirty and makes it remote; false when a scope pins it.
-  bool evict() { return Manager::current().evict(word_); }
+  // Const: the object's value stays the same, only where it lives changes.
+  bool evict() const { return Manager::current().evict(word_); }
+  // Writes it back if dirty, keeping it local; false when a scope pins it.
+  bool write_back() const { return Manager::current().write_back(word_); }
 
   template <class U, class... A>
   friend UniquePtr<U> make_unique(A&&... args);
