@@ -1,6 +1,6 @@
 // 05_zero_copy: large arguments that travel without being copied.
 //   scripts/run --tls shm -np 2 build/apps/examples/rdmx-example-05-zero-copy
-// An action's argument at or above the zero-copy threshold (4 KiB by
+// An action's argument at or above the zero-copy threshold (64 KiB by
 // default) is not copied into the message: the message carries a chunk that
 // names the sender's memory, and the destination pulls it with an RDMA get
 // straight into the memory its argument object then owns.

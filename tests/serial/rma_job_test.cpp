@@ -24,7 +24,7 @@ using serial::rma_vector;
 
 namespace {
 
-using Block = std::array<std::uint64_t, 1024>;  // 8 KiB: above the zero-copy threshold
+using Block = std::array<std::uint64_t, 16384>;  // 128 KiB: above the zero-copy threshold
 
 rma_vector<std::uint64_t> doubled(rma_vector<std::uint64_t> v) {
   for (auto& x : v) x *= 2;
@@ -54,7 +54,7 @@ TEST(RmaJob, VectorsAndObjectsNeedNoSetUp) {
     auto block = rma_object<Block>::make();
     std::iota(block->begin(), block->end(), std::uint64_t{0});
     EXPECT_NE(block.key().region, 0u);
-    EXPECT_EQ(async(action<&block_sum>, next(me), block).get(), std::uint64_t{1023} * 1024 / 2);
+    EXPECT_EQ(async(action<&block_sum>, next(me), block).get(), std::uint64_t{16383} * 16384 / 2);
   });
 }
 
