@@ -10,7 +10,7 @@
 //
 // Variants (all in one run, interleaved):
 //   rdmx-zc-off  rdmx, zero copy off: everything copied into the archive
-//   rdmx-zc-on   rdmx, default threshold (4096 bytes): the vector becomes a
+//   rdmx-zc-on   rdmx, HPX's threshold (4096 bytes): the vector becomes a
 //                pointer chunk when it reaches the threshold (N = 1000)
 //   cereal       BinaryOutputArchive over std::ostringstream (read back through a
 //                stream over the same bytes, no copy)
@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <utility>
 #include <istream>
 #include <memory>
 #include <random>
@@ -138,11 +139,13 @@ class ByteStreamBuf : public std::streambuf {
 struct RdmxCodec {
   std::size_t threshold;
   std::vector<serial::ReceivedChunk> chunks;  // reused, like a receiver's per-message bookkeeping
+  std::size_t initial_capacity = serial::ArchiveOptions{}.initial_capacity;
 
   template <class F>
   void with_encoded(const Record& r, F&& consume) {
     serial::ArchiveOptions options;
     options.zero_copy_threshold = threshold;
+    options.initial_capacity = initial_capacity;
     serial::OutputArchive ar(options);
     ar(r);
     const std::span<const std::byte> message = ar.flatten();
@@ -206,6 +209,11 @@ struct MsgpackCodec {
     handle.get().convert(out);
   }
 };
+
+// "Zero copy on" is HPX's threshold, 4096 bytes, at which the record's
+// vector of 1000 values becomes a chunk (rdmx's default is 64 KiB, chosen
+// from scripts/bench bandwidth: docs/results/serialization.md).
+constexpr std::size_t hpx_threshold = 4096;
 
 // ---- measurement ----
 
@@ -321,8 +329,8 @@ void record_comparison(const Options& o, std::size_t elements) {
   const Record record = make_record(elements);
   std::vector<Variant> variants;
   variants.push_back(make_variant("rdmx-zc-off", RdmxCodec{0, {}}, record, true, 0));
-  variants.push_back(make_variant("rdmx-zc-on", RdmxCodec{serial::default_zero_copy_threshold, {}}, record, true,
-                                  serial::default_zero_copy_threshold));
+  variants.push_back(make_variant("rdmx-zc-on", RdmxCodec{hpx_threshold, {}}, record, true,
+                                  hpx_threshold));
   variants.push_back(make_variant("cereal", CerealCodec{}, record, false, 0));
   variants.push_back(make_variant("boost", BoostCodec{}, record, false, 0));
   variants.push_back(make_variant("msgpack", MsgpackCodec{}, record, false, 0));
@@ -370,6 +378,42 @@ void record_comparison(const Options& o, std::size_t elements) {
   }
 }
 
+// ---- the archive's initial capacity ----
+
+// A fresh archive's inline buffer starts at ArchiveOptions::initial_capacity
+// bytes and doubles as it fills: too small costs reallocations and copies,
+// too large an allocation that malloc serves from fresh pages. Round trips
+// of the record into fresh archives, as a call's arguments are encoded: N =
+// 100 with zero copy on (984 inline bytes) and N = 1000 with it off (8185).
+void capacity_sweep(const Options& o) {
+  std::fprintf(stderr, "\narchive initial capacity: record round trip ns, median of %u:\n", o.reps);
+  std::fprintf(stderr, "%10s %14s %14s\n", "capacity", "N=100 zc on", "N=1000 zc off");
+  const std::vector<std::size_t> capacities{64, 256, 1024, 4096, 16384, 65536};
+  std::vector<std::vector<double>> medians(capacities.size());
+  for (const auto& [elements, threshold] : {std::pair<std::size_t, std::size_t>{100, hpx_threshold},
+                                            std::pair<std::size_t, std::size_t>{1000, 0}}) {
+    const Record record = make_record(elements);
+    std::vector<Variant> variants;
+    for (std::size_t capacity : capacities)
+      variants.push_back(make_variant("rdmx-capacity-" + std::to_string(capacity), RdmxCodec{threshold, {}, capacity},
+                                      record, true, threshold));
+    for (Variant& v : variants) v.iterations = calibrate(v.round_trip, o.seconds);
+    for (unsigned rep = 0; rep < o.reps; ++rep)
+      for (std::size_t k = 0; k < variants.size(); ++k) {
+        Variant& v = variants[(k + rep) % variants.size()];
+        v.rt.push_back(time_ns(v.round_trip, v.iterations));
+      }
+    const std::string input = "record with int64 x " + std::to_string(elements) + ", archive initial capacity";
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      medians[i].push_back(median(variants[i].rt));
+      emit(o, variants[i].name, elements * sizeof(std::int64_t), "ns_roundtrip", medians[i].back(), input, elements,
+           threshold, variants[i].iterations);
+    }
+  }
+  for (std::size_t i = 0; i < capacities.size(); ++i)
+    std::fprintf(stderr, "%10zu %14.0f %14.0f\n", capacities[i], medians[i][0], medians[i][1]);
+}
+
 // ---- one large std::vector<double> ----
 
 void vector_scaling(const Options& o, const std::vector<std::size_t>& sizes) {
@@ -377,7 +421,7 @@ void vector_scaling(const Options& o, const std::vector<std::size_t>& sizes) {
   std::fprintf(stderr, "%10s %-12s %14s %14s %14s\n", "bytes", "variant", "serialize ns", "deserial. ns", "archive bytes");
   for (std::size_t bytes : sizes) {
     const std::vector<double> data(bytes / sizeof(double), 0.5);
-    for (std::size_t threshold : {serial::default_zero_copy_threshold, std::size_t{0}}) {
+    for (std::size_t threshold : {hpx_threshold, std::size_t{0}}) {
       serial::ArchiveOptions options;
       options.zero_copy_threshold = threshold;
       std::size_t archive_bytes = 0;
@@ -464,6 +508,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rdmx-bench-serial: %s; %u repetitions (median), ~%.3f s per measurement\n",
                  peers_text().c_str(), o.reps, o.seconds);
     for (std::size_t elements : {std::size_t{100}, std::size_t{1000}}) record_comparison(o, elements);
+    capacity_sweep(o);
     constexpr std::size_t KiB = 1024, MiB = KiB * KiB;
     std::vector<std::size_t> sizes{KiB, 64 * KiB, MiB, 16 * MiB};
     if (!o.quick) sizes = {KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB};

@@ -1,6 +1,6 @@
 // 05_zero_copy: large arguments that travel without being copied.
 //   scripts/run --tls shm -np 2 build/apps/examples/rdmx-example-05-zero-copy
-// An action's argument at or above the zero-copy threshold (4 KiB by
+// An action's argument at or above the zero-copy threshold (64 KiB by
 // default) is not copied into the message: the message carries a chunk that
 // names the sender's memory, and the destination pulls it with an RDMA get
 // straight into the memory its argument object then owns.
@@ -15,7 +15,6 @@
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/action/action.hpp"
-#include "rdmx/serial/rma_memory.hpp"
 #include "rdmx/serial/rma_vector.hpp"
 #include "rdmx/serial/serialize_buffer.hpp"
 
@@ -32,12 +31,9 @@ rma_vector<double> scaled(rma_vector<double> values, double factor) {
 
 int main(int argc, char** argv) {
   try {
+    // rma_vectors made inside the job take registered memory from the Job
+    // (its arenas); none may outlive the Job.
     rdmx::Job job(argc, argv);
-    // rma_vectors take registered memory from an RmaMemory over the job's
-    // arena; received ones too, when they do not land in registered memory.
-    // Declared after the Job, so destroyed before it.
-    rdmx::serial::RmaMemory memory(job.arena());
-    rdmx::serial::RmaMemory::set_process_default(&memory);
     const std::uint32_t n = job.size();
     constexpr std::size_t count = std::size_t{1} << 20;  // 8 MiB of doubles
     constexpr double expected = double(count) * (count - 1) / 2;

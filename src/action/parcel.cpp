@@ -239,6 +239,18 @@ WorkerParcels& current_slot() {
   return *static_cast<WorkerParcels*>(*word);
 }
 
+// The Job's memory for rma_vector and rma_object when neither the container
+// nor the program names any (RmaMemory::resolve): the calling worker's
+// landing memory, registered in its NUMA zone's arena and destroyed with the
+// Parcels layer, after the job is left and before the arenas. The service
+// thread takes worker 0's.
+serial::RmaMemory* job_rma_memory() {
+  fabric::ThreadContext* c = fabric::current_context;
+  if (c == nullptr) return nullptr;  // no Job, or a thread that acts as no worker
+  return &fabric::layer<Parcels>().worker(c->id().is_service() ? 0 : c->id().thread).landing;
+}
+[[maybe_unused]] const bool job_rma_memory_installed = (serial::RmaMemory::set_default_source(&job_rma_memory), true);
+
 void on_message(const Header& h, std::span<std::byte> data);
 
 // One parcel message to thread `to`: a one-sided call (one RDMA write) when

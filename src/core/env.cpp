@@ -61,7 +61,7 @@ constexpr Variable table[] = {
      "a messenger publishes after this many unpublished bytes"},
     {"RDMX_MAPPED_CHUNKS", nullptr, Kind::flag, 0, 1, nullptr, "1",
      "over shared memory, serialize one-sided calls straight into the destination's chunk"},
-    {"RDMX_ZERO_COPY_THRESHOLD", nullptr, Kind::size, 64, TiB, "0|disabled|off|none", "4096",
+    {"RDMX_ZERO_COPY_THRESHOLD", nullptr, Kind::size, 64, TiB, "0|disabled|off|none", "65536",
      "bytes from which serialized data travels as a zero-copy chunk"},
     {"RDMX_REG_CACHE_BYTES", nullptr, Kind::size, 1, 64 * TiB, nullptr, "256M",
      "most memory the serialization registration cache keeps pinned"},

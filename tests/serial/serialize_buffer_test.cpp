@@ -13,10 +13,13 @@
 namespace rdmx::serial {
 namespace {
 
+using testing::chunk_threshold;
+using testing::with_threshold;
+
 TEST(SerializeBuffer, SmallBufferTravelsInline) {
   std::vector<int> data{1, 2, 3};
   auto buffer = serialize_buffer<int>::reference(data.data(), data.size());
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(buffer);
   EXPECT_TRUE(ar.out_of_line_chunks().empty());
   EXPECT_EQ(buffer.use_count(), 1);  // nothing to keep alive
@@ -30,7 +33,7 @@ TEST(SerializeBuffer, ReferenceBecomesAPointerChunkToTheUserMemory) {
   std::vector<double> data(10000, 0.25);
   auto buffer = serialize_buffer<double>::reference(data.data(), data.size());
   {
-    OutputArchive ar;
+    OutputArchive ar(with_threshold(chunk_threshold));
     ar(buffer);
     ASSERT_EQ(ar.out_of_line_chunks().size(), 1u);
     EXPECT_EQ(ar.out_of_line_chunks()[0].data, reinterpret_cast<const std::byte*>(data.data()));
@@ -48,7 +51,7 @@ TEST(SerializeBuffer, ArchiveKeepsTakenMemoryAliveUntilItIsDestroyed) {
   auto memory = std::make_unique<std::uint8_t[]>(8192);
   memory[8191] = 42;
   const std::uint8_t* raw = memory.get();
-  std::optional<OutputArchive> ar(std::in_place);
+  std::optional<OutputArchive> ar(std::in_place, with_threshold(chunk_threshold));
   {
     auto buffer = serialize_buffer<std::uint8_t>::take(memory.release(), 8192, [&freed](std::uint8_t* p) {
       freed = true;
@@ -66,7 +69,7 @@ TEST(SerializeBuffer, ArchiveKeepsTakenMemoryAliveUntilItIsDestroyed) {
 
 TEST(SerializeBuffer, ClearingTheArchiveReleasesItsReferences) {
   auto buffer = serialize_buffer<std::uint64_t>(1000);
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(buffer);
   EXPECT_EQ(buffer.use_count(), 2);
   ar.clear();
@@ -92,7 +95,7 @@ TEST(SerializeBuffer, CopyAndVectorOwnTheirElements) {
 
 TEST(SerializeBuffer, ReceiverTakesOverAnOwnedLandingBuffer) {
   std::vector<double> data(4096, 3.0);
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(serialize_buffer<double>::reference(data.data(), data.size()));
   const auto message = ar.flatten();
   // The receiver got the chunk into memory it owns and hands it over.

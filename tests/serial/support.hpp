@@ -21,6 +21,10 @@ inline std::vector<ReceivedChunk> chunks_of(const OutputArchive& ar) {
   return chunks;
 }
 
+// The tests of chunk mechanics use HPX's threshold, whatever the default:
+// their buffers of a few KiB must become chunks.
+inline constexpr std::size_t chunk_threshold = 4096;
+
 inline ArchiveOptions with_threshold(std::size_t threshold) {
   ArchiveOptions options;
   options.zero_copy_threshold = threshold;

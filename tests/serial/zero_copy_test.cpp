@@ -15,11 +15,12 @@
 namespace rdmx::serial {
 namespace {
 
+using testing::chunk_threshold;
 using testing::with_threshold;
 
 TEST(ZeroCopy, LargeVectorBecomesAPointerChunkToItsElements) {
   std::vector<double> data(1 << 20, 1.5);  // 8 MiB
-  OutputArchive ar;                         // default threshold, 4096
+  OutputArchive ar;                         // default threshold, 65536
   ar(std::uint32_t{7}, data);
   ASSERT_EQ(ar.out_of_line_chunks().size(), 1u);
   const OutOfLineChunk& chunk = ar.out_of_line_chunks()[0];
@@ -31,11 +32,22 @@ TEST(ZeroCopy, LargeVectorBecomesAPointerChunkToItsElements) {
   EXPECT_EQ(ar.out_of_line_bytes(), data.size() * sizeof(double));
 }
 
+// The default threshold is where pulling started to beat sending eagerly
+// (docs/results/serialization.md): 48 KiB travels inline, 64 KiB as a chunk.
+TEST(ZeroCopy, DefaultThresholdIsTheMeasuredCrossover) {
+  const std::vector<char> eager(48 * 1024, 'e'), pulled(64 * 1024, 'p');
+  OutputArchive ar;
+  ar(eager, pulled);
+  ASSERT_EQ(ar.out_of_line_chunks().size(), 1u);
+  EXPECT_EQ(ar.out_of_line_chunks()[0].data, reinterpret_cast<const std::byte*>(pulled.data()));
+  EXPECT_GE(ar.inline_bytes().size(), eager.size());
+}
+
 TEST(ZeroCopy, InlineBytesDoNotGrowWithTheVector) {
   std::size_t previous = 0;
   for (std::size_t n : {std::size_t{1} << 10, std::size_t{1} << 14, std::size_t{1} << 18, std::size_t{1} << 21}) {
     std::vector<double> data(n);
-    OutputArchive ar;
+    OutputArchive ar(with_threshold(chunk_threshold));
     ar(data);
     const std::size_t message = ar.flatten().size();
     EXPECT_LE(ar.inline_bytes().size(), 4u) << n;  // only the count
@@ -82,7 +94,7 @@ TEST(ZeroCopy, ThresholdZeroCopiesEverything) {
 TEST(ZeroCopy, ReceiverCopiesOnceFromTheChunkIntoTheVector) {
   std::vector<std::int64_t> data(10000);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::int64_t>(i * i);
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(data);
   const auto message = ar.flatten();
   // The receiver's landing buffer: a copy of the chunk, as an RDMA get would leave it.
@@ -97,7 +109,7 @@ TEST(ZeroCopy, ReceiverCopiesOnceFromTheChunkIntoTheVector) {
 TEST(ZeroCopy, MessageDescribesEveryChunk) {
   std::vector<float> a(2000, 1.0f);
   std::string b(5000, 'b');
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar.set_signature(0x1234);
   ar(a, 17, b);
   const auto message = ar.flatten();
@@ -120,7 +132,7 @@ TEST(ZeroCopy, MessageDescribesEveryChunk) {
 
 TEST(ZeroCopy, ChunkListInHpxForm) {
   std::vector<double> big(1000, 1.0);
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(std::int32_t{1}, big, std::int32_t{2});
   const auto list = ar.chunks();
   ASSERT_EQ(list.size(), 3u);
@@ -148,7 +160,7 @@ TEST(ZeroCopy, ReceiverDecodesWithADifferentThreshold) {
 
 TEST(ZeroCopy, TemporariesAreKeptByTheArchive) {
   // Chunks of a temporary would dangle once the statement ends: the archive keeps it.
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(std::vector<double>(10000, 1.25), std::string(5000, 't'), 7);
   OutputArchive encoded = encode(std::vector<std::int32_t>(3000, -4));
   ASSERT_EQ(ar.out_of_line_chunks().size(), 2u);

@@ -1,5 +1,5 @@
 // Archive configuration: the zero-copy threshold (HPX's serialization
-// threshold, 4096 bytes by default). A contiguous run of bitwise data of at
+// threshold; 64 KiB by default, measured: see below). A contiguous run of bitwise data of at
 // least `zero_copy_threshold` bytes becomes a pointer or RMA chunk instead of
 // being copied into the archive; 0 turns zero copy off, so everything is
 // copied in. A chunk costs a descriptor and, later, an RDMA get, so runs of
@@ -11,7 +11,12 @@
 
 namespace rdmx::serial {
 
-inline constexpr std::size_t default_zero_copy_threshold = 4096;
+// 64 KiB, not HPX's 4 KiB: an async ping-pong over shared memory was faster
+// eager up to 48 KiB (4 KiB: 1.5-1.7 us eager against 3.3-4.0 us pulled) and
+// pulled from 64 KiB on (10.5-13 us against 19.5-21 us), and so was the
+// bidirectional bandwidth (docs/results/serialization.md, "The zero-copy
+// threshold").
+inline constexpr std::size_t default_zero_copy_threshold = 65536;
 inline constexpr std::size_t min_zero_copy_threshold = 64;
 
 // "4096", "16K", ... or "0" / "disabled" / "off" / "none" (zero copy off).

@@ -37,13 +37,22 @@ class RmaMemory {
   RmaBytes allocate(std::size_t n, std::size_t align = 64);
 
   // The memory rma containers use when given none (also when a received
-  // rma_vector must be allocated and InputOptions names none). nullptr until
-  // a program installs one; an RmaMemory that is the default uninstalls
-  // itself when destroyed. Returns the previous default.
+  // rma_vector must be allocated and InputOptions names none), installed by
+  // the program. nullptr until a program installs one; an RmaMemory that is
+  // the default uninstalls itself when destroyed. Returns the previous default.
   static RmaMemory* set_process_default(RmaMemory* memory) noexcept;
   static RmaMemory* process_default() noexcept;
-  // `memory`, else the process default; throws Errc::invalid_argument naming
-  // `who` when there is neither.
+
+  // Where memory comes from when neither a container nor the program names
+  // any: the running Job's. serial sits beside the fabric, not above it, so
+  // the layer that sees both (action) installs the source, once, before main.
+  // The source returns nullptr where it has no memory (no Job, a thread that
+  // acts as no worker of it), and may throw. Returns the previous source.
+  using DefaultSource = RmaMemory* (*)();
+  static DefaultSource set_default_source(DefaultSource source) noexcept;
+
+  // `memory`, else the process default, else the default source's; throws
+  // Errc::invalid_argument naming `who` when there is none.
   static RmaMemory& resolve(RmaMemory* memory, const char* who);
 
  private:

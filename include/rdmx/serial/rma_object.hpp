@@ -26,6 +26,12 @@ class rma_object {
   explicit rma_object(RmaMemory& memory, Args&&... args) : storage_(memory.allocate(sizeof(T), alignment)) {
     ::new (static_cast<void*>(storage_.data.get())) T(std::forward<Args>(args)...);
   }
+  // A T constructed from `args` in the default memory (RmaMemory::resolve:
+  // the program's default, else the running Job's).
+  template <class... Args>
+  static rma_object make(Args&&... args) {
+    return rma_object(RmaMemory::resolve(nullptr, "rma_object::make"), std::forward<Args>(args)...);
+  }
 
   T* get() const noexcept { return reinterpret_cast<T*>(storage_.data.get()); }
   T& operator*() const noexcept { return *get(); }
