@@ -245,9 +245,13 @@ WorkerParcels& current_slot() {
 // Parcels layer, after the job is left and before the arenas. The service
 // thread takes worker 0's.
 serial::RmaMemory* job_rma_memory() {
-  fabric::ThreadContext* c = fabric::current_context;
-  if (c == nullptr) return nullptr;  // no Job, or a thread that acts as no worker
-  return &fabric::layer<Parcels>().worker(c->id().is_service() ? 0 : c->id().thread).landing;
+  ThreadId me;
+  try {
+    me = this_thread();
+  } catch (const Error&) {
+    return nullptr;  // no Job, or a thread that is not one of its threads
+  }
+  return &fabric::layer<Parcels>().worker(me.is_service() ? 0 : me.thread).landing;
 }
 [[maybe_unused]] const bool job_rma_memory_installed = (serial::RmaMemory::set_default_source(&job_rma_memory), true);
 
