@@ -43,7 +43,7 @@ Config Config::from_env() {
   c.notices = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_NOTICES", 1024));
   c.mutexes = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_MUTEXES", 16));
   c.lease = env::get_count("RDMX_DSM_LEASE", 16);
-  c.keep = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_KEEP", 4));
+  c.keep = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_KEEP", 1));
   c.check_races = env::get_bool("RDMX_DSM_CHECK_RACES", false);
   return c;
 }

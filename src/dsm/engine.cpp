@@ -811,7 +811,7 @@ void Engine::acquire_directory() {
   }
 }
 
-void Engine::acquire(std::span<const DecodedSignature> signatures) {
+void Engine::acquire(std::span<const DecodedSignature> signatures, bool alone) {
   bool overflowed = false;
   for (const DecodedSignature& sig : signatures) {
     advance(sig.header.time);
@@ -834,6 +834,32 @@ void Engine::acquire(std::span<const DecodedSignature> signatures) {
     while (end < notices.size() && notices[end].block == notices[end - 1].block + 1) ++end;
     for (std::size_t k = i; k < end; ++k) lock_block(notices[k].block);
     try {
+      // Dirty copies (fast-released blocks stay dirty) older than their
+      // notice are merged first, an early release, each run of adjacent
+      // ones made read-only by one mprotect; outdated() then drops them.
+      // With no other thread to write it, an unchanged one needs neither:
+      // it is dropped (to no access) with its run at once.
+      auto early = [&](std::size_t k) {
+        const std::uint32_t b = notices[k].block;
+        if (state_[b].load(std::memory_order_relaxed) != BlockState::dirty || version_[b] >= notices[k].version)
+          return false;
+        if (alone && !changed(b)) {
+          state_[b].store(BlockState::clean, std::memory_order_relaxed);
+          return false;
+        }
+        return true;
+      };
+      for (std::size_t k = i; k < end;) {
+        if (!early(k)) {
+          ++k;
+          continue;
+        }
+        std::size_t e = k + 1;
+        while (e < end && early(e)) ++e;
+        protect(notices[k].block, static_cast<std::uint32_t>(e - k), PROT_READ);
+        for (std::size_t m = k; m < e; ++m) merge(notices[m].block);
+        k = e;
+      }
       std::size_t run = i;  // notices[run, k) are outdated copies not dropped yet
       for (std::size_t k = i; k < end; ++k) {
         if (outdated(notices[k].block, notices[k])) continue;
@@ -905,7 +931,7 @@ void Engine::invalidate_expired() {
 // there; each waits for every flag locally. Two slot sets suffice: nobody
 // can start barrier e+2, and overwrite e's set, before every process has
 // raised its flag for e+1, which it does only after reading e's signatures.
-void Engine::process_barrier() {
+void Engine::process_barrier(bool alone) {
   counters_.barriers.fetch_add(1, std::memory_order_relaxed);
   if (local()) {
     // Nothing is ever dirty or stale (map_heap); the threads met in barrier().
@@ -939,7 +965,7 @@ void Engine::process_barrier() {
       throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + " sent a malformed barrier signature");
     received.push_back(decode({slot, Signature::encoded_size(header.count)}, blocks_, processes_));
   }
-  acquire(received);
+  acquire(received, alone);
   if (config_.invalidation == Invalidation::directory) acquire_directory();
   // Everything acquired here every process acquired too: no need to pass it on.
   std::lock_guard<std::mutex> hold(history_mutex_);
@@ -970,7 +996,7 @@ void Engine::wait_for_peer(std::uint32_t process, std::uint64_t target) {
 void Engine::barrier(bool every_thread) {
   const std::uint32_t threads = job_.threads_per_process();
   if (!every_thread || threads <= 1) {
-    process_barrier();
+    process_barrier(threads <= 1);
     return;
   }
   // Worker thread 0 runs the process's barrier once the others have arrived
@@ -993,7 +1019,7 @@ void Engine::barrier(bool every_thread) {
   hold.unlock();
   std::exception_ptr error;
   try {
-    process_barrier();
+    process_barrier(true);
   } catch (...) {
     error = std::current_exception();
   }
@@ -1095,7 +1121,7 @@ void Engine::acquire_mutex(std::uint32_t mutex) {
   std::vector<std::byte> bytes(Signature::encoded_size(header.count));
   get(bytes.data(), mutex_slot(mutex, bytes.size())).get();
   const DecodedSignature sig = decode(bytes, blocks_, processes_);
-  acquire({&sig, 1});
+  acquire({&sig, 1}, job_.threads_per_process() <= 1);
 }
 
 void Engine::unlock(std::uint32_t mutex) { unlock(mutex, nullptr, 0); }

@@ -140,10 +140,12 @@ class Engine {
   void release_all();
   void release_range(const void* address, std::size_t bytes);
   // Acquire from every signature at once (a barrier hands over several).
-  void acquire(std::span<const DecodedSignature> signatures);
+  // `alone`: no other thread of this process runs (a barrier all of them
+  // are in, or a process of one worker thread), so nothing writes the heap.
+  void acquire(std::span<const DecodedSignature> signatures, bool alone);
   void invalidate_expired();
   void note(const WriteNotice& notice);
-  void process_barrier();
+  void process_barrier(bool alone);
   void acquire_mutex(std::uint32_t mutex);
   void check_mutex(std::uint32_t mutex, const char* what) const;
   static Error not_held(std::uint32_t mutex, std::uint64_t word);

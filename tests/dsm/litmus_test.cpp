@@ -308,22 +308,19 @@ TEST(Litmus, BlockWrittenEveryIntervalKeepsEveryWrite) {
   ASSERT_LE(rounds + 1, words);
   dsm::barrier();
   const dsm::Counters before = dsm::counters();
+  // One barrier a round: the readers' reads of words 0 .. round and the
+  // writer's next write (word round + 1) are different bytes, no race.
   for (std::size_t round = 0; round < rounds; ++round) {
-    if (rank() == 0) {
-      data[round] = value(round, round);
-      data[words - 1] = round + 1;
-    }
+    if (rank() == 0) data[round] = value(round, round);
     dsm::barrier();
-    ASSERT_EQ(data[words - 1], round + 1) << "round " << round;
     for (std::size_t r = 0; r <= round; ++r) ASSERT_EQ(data[r], value(r, r)) << "round " << round << " word " << r;
-    dsm::barrier();
   }
+  dsm::barrier();
   const dsm::Counters after = dsm::counters();
-  // Written every other release: kept writable when a block may go a release unchanged.
   if (rank() == 0 && procs() > 1 && space().config().home == dsm::HomePolicy::floating &&
-      space().config().keep >= 2) {
+      space().config().keep >= 1) {
     EXPECT_LE(after.write_faults - before.write_faults, 2u) << dsm::to_string(after);
-    EXPECT_GE(after.fast_releases - before.fast_releases, rounds - 1) << dsm::to_string(after);
+    EXPECT_GE(after.fast_releases - before.fast_releases, rounds) << dsm::to_string(after);
   }
   if (space().config().home == dsm::HomePolicy::fixed || space().config().keep == 0) {
     EXPECT_EQ(after.fast_releases, 0u);
