@@ -80,6 +80,8 @@ constexpr Variable table[] = {
     {"RDMX_DSM_MUTEXES", nullptr, Kind::count, 1, 1ull << 16, nullptr, "16", "global DSM mutexes"},
     {"RDMX_DSM_LEASE", nullptr, Kind::count, 0, 1ull << 32, nullptr, "16",
      "logical lease of a fetched DSM block, used when a signature overflowed (Tardis)"},
+    {"RDMX_DSM_KEEP", nullptr, Kind::count, 0, 255, nullptr, "1",
+     "DSM fast release: releases a written block stays writable unchanged before it is made read-only (0: off)"},
     {"RDMX_DSM_CHECK_RACES", nullptr, Kind::flag, 0, 1, nullptr, "0",
      "debug: report bytes two processes wrote between the same DSM synchronizations (floating home)"},
     {"RDMX_OMP_STACK", nullptr, Kind::size, 64 * KiB, 64 * GiB, nullptr, "8M",

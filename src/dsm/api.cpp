@@ -43,6 +43,7 @@ Config Config::from_env() {
   c.notices = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_NOTICES", 1024));
   c.mutexes = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_MUTEXES", 16));
   c.lease = env::get_count("RDMX_DSM_LEASE", 16);
+  c.keep = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_KEEP", 1));
   c.check_races = env::get_bool("RDMX_DSM_CHECK_RACES", false);
   return c;
 }
@@ -70,13 +71,17 @@ Mutex::Mutex(std::uint32_t index) : index_(index) {}
 void Mutex::lock() { Engine::require("Mutex::lock").lock(index_); }
 bool Mutex::try_lock() { return Engine::require("Mutex::try_lock").try_lock(index_); }
 void Mutex::unlock() { Engine::require("Mutex::unlock").unlock(index_); }
+void Mutex::unlock_only(const void* address, std::size_t bytes) {
+  Engine::require("Mutex::unlock_only").unlock(index_, address, bytes);
+}
 
 Counters counters() { return Engine::require("counters").counters(); }
 
 std::string to_string(const Counters& c) {
   return "read_faults " + std::to_string(c.read_faults) + ", write_faults " + std::to_string(c.write_faults) +
          ", fast_reads " + std::to_string(c.fast_reads) + ", migrations " + std::to_string(c.migrations) +
-         ", merges " + std::to_string(c.merges) + ", invalidations " + std::to_string(c.invalidations) +
+         ", merges " + std::to_string(c.merges) + ", fast_releases " + std::to_string(c.fast_releases) +
+         ", invalidations " + std::to_string(c.invalidations) +
          ", overflows " + std::to_string(c.overflows) + ", bytes_fetched " + std::to_string(c.bytes_fetched) +
          ", races " + std::to_string(c.races) + ", protects " + std::to_string(c.protects) + ", barriers " +
          std::to_string(c.barriers) + ", locks " + std::to_string(c.locks);

@@ -63,7 +63,7 @@ bool same_word(const std::byte* a, const std::byte* b) {
 
 Counters AtomicCounters::snapshot() const {
   auto r = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
-  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(migrations), r(merges),
+  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(migrations), r(merges), r(fast_releases),
                   r(invalidations), r(overflows), r(bytes_fetched), r(races), r(protects), r(barriers), r(locks)};
 }
 
@@ -121,6 +121,8 @@ Engine::Engine(Job& job, const Config& config)
   version_ = std::make_unique<std::uint64_t[]>(blocks_);
   hint_ = std::make_unique<WriteNotice[]>(blocks_);
   lease_ = std::make_unique<std::uint64_t[]>(blocks_);
+  quiet_ = std::make_unique<std::uint8_t[]>(blocks_);
+  config_.keep = std::min<std::uint32_t>(config_.keep, 255);
   listed_ = std::make_unique<std::uint8_t[]>(blocks_);
   shared_ = std::make_unique<std::uint8_t[]>(blocks_);
   for (std::size_t b = 0; b < blocks_; ++b) {
@@ -332,6 +334,7 @@ void Engine::fault(void* address, bool write) {
     }
     if (write) {
       std::memcpy(twin_ + offset(block), rw_ + offset(block), config_.block_bytes);
+      quiet_[block] = 0;
       while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
       if (listed_[block] == 0) {
         listed_[block] = 1;
@@ -394,59 +397,109 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
 
 // ---- release -----------------------------------------------------------------
 
-void Engine::release_block(std::uint32_t block) {
+bool Engine::changed(std::uint32_t block) const {
+  return std::memcmp(rw_ + offset(block), twin_ + offset(block), config_.block_bytes) != 0;
+}
+
+bool Engine::release_block(std::uint32_t block) {
   // Read-only first: a thread writing now faults and waits for this block's
   // lock, then twins the merged block, so no write slips between diff and merge.
   protect(block, PROT_READ);
-  merge(block);
+  return merge(block);
 }
 
-void Engine::merge(std::uint32_t block) {
+bool Engine::merge(std::uint32_t block) {
+  // Nothing written since the twin (a fast-released block left alone since
+  // its last release): nothing to publish, no new version, no notice.
+  if (!changed(block)) {
+    state_[block].store(BlockState::clean, std::memory_order_release);
+    return false;
+  }
   if (config_.home == HomePolicy::floating)
-    release_floating(block);
+    release_floating(block, false);
   else
     release_fixed(block);
   if (config_.invalidation == Invalidation::directory) invalidate_sharers(block);
   state_[block].store(BlockState::clean, std::memory_order_release);
   counters_.merges.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
-// release_block for many blocks: each run of adjacent dirty blocks is made
-// read-only by one mprotect (a system call and a TLB flush of every core
-// running this process), not one per block. The run's blocks are locked in
-// ascending order, the only order in which any thread holds several.
+// The fast release (floating home; MENPS's fast release mode): a dirty
+// block that changed since its twin is merged while it stays writable and
+// stays dirty, its twin now the merged state; one that went Config::keep
+// releases unchanged is made read-only and clean (one mprotect per run of
+// adjacent ones), the rest stay as they are. A block written in every
+// interval (or every few) so costs one write fault and one mprotect in all,
+// not one of each per interval; a block written once costs the same two as
+// before, the second `keep` releases later, and a comparison with its twin
+// at each release until then. With a fixed home (or keep 0) every dirty
+// block is made read-only and merged (remote diffs are put from the runtime
+// view, which must not change under the puts).
+// The run's blocks are locked in ascending order, the only order in which
+// any thread holds several.
 void Engine::release_blocks(std::vector<std::uint32_t>& blocks) {
   std::sort(blocks.begin(), blocks.end());
+  const bool fast = config_.home == HomePolicy::floating && config_.keep > 0;
+  std::size_t kept = 0;  // blocks[0, kept): kept writable (each position is read before it is overwritten)
   std::size_t i = 0;
   while (i < blocks.size()) {
     std::size_t end = i + 1;
     while (end < blocks.size() && blocks[end] == blocks[end - 1] + 1) ++end;
-    for (std::size_t k = i; k < end; ++k) lock_block(blocks[k]);
-    std::size_t k = i;
+    // The run is blocks first .. first + (end - i) - 1; positions up to k are
+    // overwritten by the kept blocks below, so unlocking goes by number.
+    const std::uint32_t first = blocks[i];
+    const auto count = static_cast<std::uint32_t>(end - i);
+    auto unlock_run = [&] {
+      for (std::uint32_t b = first; b < first + count; ++b) unlock_block(b);
+    };
+    for (std::uint32_t b = first; b < first + count; ++b) lock_block(b);
+    // Adjacent dirty blocks to make read-only and merge, with one mprotect.
+    std::uint32_t run_first = 0, run_count = 0;
+    auto settle = [&] {
+      if (run_count == 0) return;
+      protect(run_first, run_count, PROT_READ);
+      for (std::uint32_t b = run_first; b < run_first + run_count; ++b) merge(b);
+      run_count = 0;
+    };
     try {
-      while (k < end) {
-        // Another thread may have released some meanwhile (an acquire's early release).
-        if (state_[blocks[k]].load(std::memory_order_relaxed) != BlockState::dirty) {
-          unlock_block(blocks[k++]);
+      for (std::size_t k = i; k < end; ++k) {
+        const std::uint32_t b = blocks[k];
+        // Another thread may have released it meanwhile (an acquire's early release).
+        if (state_[b].load(std::memory_order_relaxed) != BlockState::dirty) {
+          settle();
           continue;
         }
-        std::size_t run = k + 1;
-        while (run < end && state_[blocks[run]].load(std::memory_order_relaxed) == BlockState::dirty) ++run;
-        protect(blocks[k], static_cast<std::uint32_t>(run - k), PROT_READ);
-        for (; k < run; ++k) {
-          merge(blocks[k]);
-          unlock_block(blocks[k]);
+        if (fast && changed(b)) {
+          settle();
+          release_floating(b, true);
+          if (config_.invalidation == Invalidation::directory) invalidate_sharers(b);
+          counters_.merges.fetch_add(1, std::memory_order_relaxed);
+          counters_.fast_releases.fetch_add(1, std::memory_order_relaxed);
+          quiet_[b] = 0;
+          blocks[kept++] = b;
+          continue;
         }
+        if (fast && ++quiet_[b] < config_.keep) {  // unchanged, but may be written again soon
+          settle();
+          blocks[kept++] = b;
+          continue;
+        }
+        if (run_count == 0) run_first = b;
+        ++run_count;
       }
+      settle();
     } catch (...) {
-      for (; k < end; ++k) unlock_block(blocks[k]);
+      unlock_run();
       throw;
     }
+    unlock_run();
     i = end;
   }
+  blocks.resize(kept);
 }
 
-void Engine::release_floating(std::uint32_t block) {
+void Engine::release_floating(std::uint32_t block, bool writable) {
   const RemoteLocator where = owner_word(block);
   const std::uint32_t me = rank_ + 1;
   // Take the owner word's lock: expect it unlocked at whatever owner and
@@ -476,22 +529,20 @@ void Engine::release_floating(std::uint32_t block) {
     counters_.migrations.fetch_add(1, std::memory_order_relaxed);
     counters_.bytes_fetched.fetch_add(config_.block_bytes, std::memory_order_relaxed);
   }
-  for (std::size_t i = 0; i < config_.block_bytes; i += 8) {
-    if (same_word(mine + i, twin + i)) continue;
-    for (std::size_t j = i; j < i + 8; ++j) {
-      if (mine[j] == twin[j]) continue;
-      if (config_.check_races && moved && home[j] != twin[j]) {
-        counters_.races.fetch_add(1, std::memory_order_relaxed);
-        rdmx::log(rdmx::LogLevel::error,
-                  "dsm: data race: block %u offset %zu (heap offset %zu) was written by process %u and by "
-                  "another process between the same synchronizations\n",
-                  block, j, off + j, rank_);
+  if (writable) {
+    merge_writable(block, moved);
+  } else {
+    for (std::size_t i = 0; i < config_.block_bytes; i += 8) {
+      if (same_word(mine + i, twin + i)) continue;
+      for (std::size_t j = i; j < i + 8; ++j) {
+        if (mine[j] == twin[j]) continue;
+        if (config_.check_races && moved && home[j] != twin[j]) report_race(block, j);
+        home[j] = mine[j];
       }
-      home[j] = mine[j];
     }
+    // Our cached copy becomes the merged block: it holds every write up to the new version.
+    if (moved) std::memcpy(rw_ + off, home, config_.block_bytes);
   }
-  // Our cached copy becomes the merged block: it holds every write up to the new version.
-  if (moved) std::memcpy(rw_ + off, home, config_.block_bytes);
   std::atomic_thread_fence(std::memory_order_release);
   const std::uint64_t released = word::pack(version + 1, rank_, 0);
   const std::uint64_t was = compare_swap(where, expected | me, released).get();
@@ -500,6 +551,57 @@ void Engine::release_floating(std::uint32_t block) {
                                     " changed while this process held its lock");
   version_[block] = version + 1;
   note(WriteNotice{block, rank_, version + 1});
+}
+
+// The merge of a block that stays writable: other threads of this process
+// may write it meanwhile. Each word of the runtime view is read once; the
+// bytes where it differs from the twin go to the home copy, and the twin
+// takes the word as read, so a write that lands after the read still
+// differs from the twin at the next release. After a migration the bytes
+// others wrote (home differs, we did not write) are installed in our copy by
+// a compare-and-swap of the word, redone from the new value if one of our
+// threads wrote the word meanwhile.
+void Engine::merge_writable(std::uint32_t block, bool moved) {
+  const std::size_t off = offset(block);
+  auto* mine = reinterpret_cast<std::uint64_t*>(rw_ + off);
+  auto* twin = reinterpret_cast<std::uint64_t*>(twin_ + off);
+  auto* home = reinterpret_cast<std::uint64_t*>(home_ + off);
+  // Per byte: ours where we wrote it (differs from the twin), else the home's.
+  auto select = [](std::uint64_t ours, std::uint64_t before, std::uint64_t theirs) {
+    std::uint64_t written = 0;
+    const std::uint64_t diff = ours ^ before;
+    for (int byte = 0; byte < 8; ++byte)
+      if ((diff >> (8 * byte) & 0xff) != 0) written |= std::uint64_t{0xff} << (8 * byte);
+    return (ours & written) | (theirs & ~written);
+  };
+  for (std::size_t w = 0; w < config_.block_bytes / 8; ++w) {
+    std::atomic_ref<std::uint64_t> word(mine[w]);
+    std::uint64_t seen = word.load(std::memory_order_acquire);
+    if (seen == twin[w] && (!moved || home[w] == seen)) continue;
+    if (config_.check_races && moved)
+      for (int byte = 0; byte < 8; ++byte) {
+        const auto at = [byte](std::uint64_t v) { return v >> (8 * byte) & 0xff; };
+        if (at(seen) != at(twin[w]) && at(home[w]) != at(twin[w])) report_race(block, w * 8 + byte);
+      }
+    const std::uint64_t theirs = home[w];
+    for (;;) {
+      const std::uint64_t merged = select(seen, twin[w], theirs);
+      if (merged == seen || word.compare_exchange_strong(seen, merged, std::memory_order_acq_rel)) {
+        home[w] = merged;
+        twin[w] = merged;
+        break;
+      }
+      // `seen` now holds the word one of our threads wrote meanwhile.
+    }
+  }
+}
+
+void Engine::report_race(std::uint32_t block, std::size_t at) {
+  counters_.races.fetch_add(1, std::memory_order_relaxed);
+  rdmx::log(rdmx::LogLevel::error,
+            "dsm: data race: block %u offset %zu (heap offset %zu) was written by process %u and by "
+            "another process between the same synchronizations\n",
+            block, at, offset(block) + at, rank_);
 }
 
 void Engine::release_fixed(std::uint32_t block) {
@@ -562,13 +664,52 @@ void Engine::release_all() {
   for (std::uint32_t block : batch) listed_[block] = 0;
   dirty_lock_.clear(std::memory_order_release);
   release_blocks(batch);
-  batch.clear();
   take();
+  // The blocks a fast release kept writable stay listed for the next release.
+  for (std::uint32_t block : batch)
+    if (listed_[block] == 0 && state_[block].load(std::memory_order_relaxed) == BlockState::dirty) {
+      listed_[block] = 1;
+      dirty_.push_back(block);
+    }
+  batch.clear();
   if (spare_.capacity() < blocks_) spare_.swap(batch);
   dirty_lock_.clear(std::memory_order_release);
 }
 
 void Engine::release() { release_all(); }
+
+// Releases only the blocks holding [address, address + bytes), for an
+// unlock that publishes one variable (a relaxed atomic): the caller's other
+// dirty blocks wait for its next full release. A floating-home block that
+// changed is fast-released (stays dirty and listed); a fixed-home one is
+// made read-only and merged (it stays listed; release_blocks skips it).
+void Engine::release_range(const void* address, std::size_t bytes) {
+  if (!contains(address) || bytes == 0 || bytes > config_.heap_bytes ||
+      static_cast<const std::byte*>(address) - app_ > static_cast<std::ptrdiff_t>(config_.heap_bytes - bytes))
+    throw Error(Errc::invalid_argument, "dsm: a release of a range outside the shared heap");
+  const std::size_t at = static_cast<std::size_t>(static_cast<const std::byte*>(address) - app_);
+  const auto first = static_cast<std::uint32_t>(at / config_.block_bytes);
+  const auto last = static_cast<std::uint32_t>((at + bytes - 1) / config_.block_bytes);
+  for (std::uint32_t b = first; b <= last; ++b) lock_block(b);
+  try {
+    for (std::uint32_t b = first; b <= last; ++b) {
+      if (state_[b].load(std::memory_order_relaxed) != BlockState::dirty || !changed(b)) continue;
+      if (config_.home == HomePolicy::floating && config_.keep > 0) {
+        release_floating(b, true);
+        quiet_[b] = 0;
+        if (config_.invalidation == Invalidation::directory) invalidate_sharers(b);
+        counters_.merges.fetch_add(1, std::memory_order_relaxed);
+        counters_.fast_releases.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        release_block(b);
+      }
+    }
+  } catch (...) {
+    for (std::uint32_t b = first; b <= last; ++b) unlock_block(b);
+    throw;
+  }
+  for (std::uint32_t b = first; b <= last; ++b) unlock_block(b);
+}
 
 // ---- acquire -------------------------------------------------------------------
 
@@ -579,6 +720,10 @@ void Engine::release() { release_all(); }
 // already gone, keeps the newest notice as its hint.
 bool Engine::outdated(std::uint32_t block, const WriteNotice& notice) {
   BlockState s = state_[block].load(std::memory_order_relaxed);
+  // A copy, dirty or not, that holds at least the notice's version lacks none
+  // of its writes: a fast-released block stays writable (our own notices
+  // come back to us through others' histories).
+  if (s != BlockState::invalid && version_[block] >= notice.version) return false;
   if (s == BlockState::dirty) {
     release_block(block);
     s = BlockState::clean;
@@ -646,9 +791,9 @@ void Engine::acquire_directory() {
       BlockState s = state_[block].load(std::memory_order_relaxed);
       // Our unreleased writes must survive: merge them first. A floating
       // home's merge starts from the newest version, so that copy stays.
-      const bool merged_newest = s == BlockState::dirty && config_.home == HomePolicy::floating;
+      bool merged_newest = false;
       if (s == BlockState::dirty) {
-        release_block(block);
+        merged_newest = release_block(block) && config_.home == HomePolicy::floating;
         s = BlockState::clean;
       }
       if (s == BlockState::clean && !merged_newest) {
@@ -666,7 +811,7 @@ void Engine::acquire_directory() {
   }
 }
 
-void Engine::acquire(std::span<const DecodedSignature> signatures) {
+void Engine::acquire(std::span<const DecodedSignature> signatures, bool alone) {
   bool overflowed = false;
   for (const DecodedSignature& sig : signatures) {
     advance(sig.header.time);
@@ -689,6 +834,32 @@ void Engine::acquire(std::span<const DecodedSignature> signatures) {
     while (end < notices.size() && notices[end].block == notices[end - 1].block + 1) ++end;
     for (std::size_t k = i; k < end; ++k) lock_block(notices[k].block);
     try {
+      // Dirty copies (fast-released blocks stay dirty) older than their
+      // notice are merged first, an early release, each run of adjacent
+      // ones made read-only by one mprotect; outdated() then drops them.
+      // With no other thread to write it, an unchanged one needs neither:
+      // it is dropped (to no access) with its run at once.
+      auto early = [&](std::size_t k) {
+        const std::uint32_t b = notices[k].block;
+        if (state_[b].load(std::memory_order_relaxed) != BlockState::dirty || version_[b] >= notices[k].version)
+          return false;
+        if (alone && !changed(b)) {
+          state_[b].store(BlockState::clean, std::memory_order_relaxed);
+          return false;
+        }
+        return true;
+      };
+      for (std::size_t k = i; k < end;) {
+        if (!early(k)) {
+          ++k;
+          continue;
+        }
+        std::size_t e = k + 1;
+        while (e < end && early(e)) ++e;
+        protect(notices[k].block, static_cast<std::uint32_t>(e - k), PROT_READ);
+        for (std::size_t m = k; m < e; ++m) merge(notices[m].block);
+        k = e;
+      }
       std::size_t run = i;  // notices[run, k) are outdated copies not dropped yet
       for (std::size_t k = i; k < end; ++k) {
         if (outdated(notices[k].block, notices[k])) continue;
@@ -760,7 +931,7 @@ void Engine::invalidate_expired() {
 // there; each waits for every flag locally. Two slot sets suffice: nobody
 // can start barrier e+2, and overwrite e's set, before every process has
 // raised its flag for e+1, which it does only after reading e's signatures.
-void Engine::process_barrier() {
+void Engine::process_barrier(bool alone) {
   counters_.barriers.fetch_add(1, std::memory_order_relaxed);
   if (local()) {
     // Nothing is ever dirty or stale (map_heap); the threads met in barrier().
@@ -794,7 +965,7 @@ void Engine::process_barrier() {
       throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + " sent a malformed barrier signature");
     received.push_back(decode({slot, Signature::encoded_size(header.count)}, blocks_, processes_));
   }
-  acquire(received);
+  acquire(received, alone);
   if (config_.invalidation == Invalidation::directory) acquire_directory();
   // Everything acquired here every process acquired too: no need to pass it on.
   std::lock_guard<std::mutex> hold(history_mutex_);
@@ -825,7 +996,7 @@ void Engine::wait_for_peer(std::uint32_t process, std::uint64_t target) {
 void Engine::barrier(bool every_thread) {
   const std::uint32_t threads = job_.threads_per_process();
   if (!every_thread || threads <= 1) {
-    process_barrier();
+    process_barrier(threads <= 1);
     return;
   }
   // Worker thread 0 runs the process's barrier once the others have arrived
@@ -848,7 +1019,7 @@ void Engine::barrier(bool every_thread) {
   hold.unlock();
   std::exception_ptr error;
   try {
-    process_barrier();
+    process_barrier(true);
   } catch (...) {
     error = std::current_exception();
   }
@@ -950,10 +1121,12 @@ void Engine::acquire_mutex(std::uint32_t mutex) {
   std::vector<std::byte> bytes(Signature::encoded_size(header.count));
   get(bytes.data(), mutex_slot(mutex, bytes.size())).get();
   const DecodedSignature sig = decode(bytes, blocks_, processes_);
-  acquire({&sig, 1});
+  acquire({&sig, 1}, job_.threads_per_process() <= 1);
 }
 
-void Engine::unlock(std::uint32_t mutex) {
+void Engine::unlock(std::uint32_t mutex) { unlock(mutex, nullptr, 0); }
+
+void Engine::unlock(std::uint32_t mutex, const void* only, std::size_t bytes) {
   check_mutex(mutex, "unlock");
   std::atomic_thread_fence(std::memory_order_seq_cst);  // the critical section's accesses before the word frees
   if (local()) {
@@ -961,7 +1134,10 @@ void Engine::unlock(std::uint32_t mutex) {
     if (was != rank_ + 1) throw not_held(mutex, was);
     return;
   }
-  release_all();
+  if (only == nullptr)
+    release_all();
+  else
+    release_range(only, bytes);
   std::vector<std::byte> sig;
   {
     std::lock_guard<std::mutex> hold(history_mutex_);

@@ -49,7 +49,7 @@ enum class BlockState : std::uint8_t { invalid, clean, dirty };
 
 // Counters bumped from any thread.
 struct AtomicCounters {
-  std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, migrations{0}, merges{0},
+  std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, migrations{0}, merges{0}, fast_releases{0},
       invalidations{0}, overflows{0}, bytes_fetched{0}, races{0}, protects{0}, barriers{0}, locks{0};
   Counters snapshot() const;
 };
@@ -79,6 +79,8 @@ class Engine {
   void lock(std::uint32_t mutex);
   bool try_lock(std::uint32_t mutex);
   void unlock(std::uint32_t mutex);
+  // An unlock that releases only the blocks of [only, only + bytes).
+  void unlock(std::uint32_t mutex, const void* only, std::size_t bytes);
   Counters counters() const { return counters_.snapshot(); }
   // One process: the heap is plain shared memory among its threads (no
   // protection, faults, merges or notices); synchronizations only order.
@@ -108,13 +110,22 @@ class Engine {
   void unlock_block(std::uint32_t block) noexcept;
   void protect(std::uint32_t block, int protection);
   void protect(std::uint32_t first, std::uint32_t count, int protection);
-  // Merges the dirty blocks of the list (sorted here), each under its lock.
+  // Merges the dirty blocks of the list (sorted here), each under its lock;
+  // leaves in the list the blocks a fast release kept writable.
   void release_blocks(std::vector<std::uint32_t>& blocks);
   // With the block's lock held:
   void fetch(std::uint32_t block, bool for_write);
-  void release_block(std::uint32_t block);
-  void merge(std::uint32_t block);  // release_block once the block is read-only
-  void release_floating(std::uint32_t block);
+  // Whether the runtime view differs from the twin (the block was written).
+  bool changed(std::uint32_t block) const;
+  bool release_block(std::uint32_t block);
+  // release_block once the block is read-only; false if it had not changed
+  // (nothing merged, no new version).
+  bool merge(std::uint32_t block);
+  // Floating home; `writable`: the fast release, the block stays writable
+  // and dirty, its twin becomes what was merged.
+  void release_floating(std::uint32_t block, bool writable);
+  void merge_writable(std::uint32_t block, bool moved);
+  void report_race(std::uint32_t block, std::size_t at);
   void release_fixed(std::uint32_t block);
   bool outdated(std::uint32_t block, const WriteNotice& notice);
   void drop(std::uint32_t first, std::uint32_t count);
@@ -127,11 +138,14 @@ class Engine {
   void acquire_directory();
 
   void release_all();
+  void release_range(const void* address, std::size_t bytes);
   // Acquire from every signature at once (a barrier hands over several).
-  void acquire(std::span<const DecodedSignature> signatures);
+  // `alone`: no other thread of this process runs (a barrier all of them
+  // are in, or a process of one worker thread), so nothing writes the heap.
+  void acquire(std::span<const DecodedSignature> signatures, bool alone);
   void invalidate_expired();
   void note(const WriteNotice& notice);
-  void process_barrier();
+  void process_barrier(bool alone);
   void acquire_mutex(std::uint32_t mutex);
   void check_mutex(std::uint32_t mutex, const char* what) const;
   static Error not_held(std::uint32_t mutex, std::uint64_t word);
@@ -166,6 +180,7 @@ class Engine {
   std::unique_ptr<std::atomic<BlockState>[]> state_;
   std::unique_ptr<std::uint64_t[]> version_;      // version of the cached copy
   std::unique_ptr<WriteNotice[]> hint_;           // newest notice of an invalid block (source ~0u: none)
+  std::unique_ptr<std::uint8_t[]> quiet_;         // fast-released, writable: releases since it last changed
   std::unique_ptr<std::uint64_t[]> lease_;        // logical time the cached copy is valid until (0: none)
   std::atomic<std::uint64_t> time_{0};
 

@@ -5,7 +5,8 @@
 // heap (GCC's form for one reduction and for `omp atomic`, which
 // -fno-inline-atomics turns into calls). A hardware atomic would update
 // only this process's copy of the block; under the mutex, the acquire brings
-// the newest value and the release publishes the new one. Mutex 1 is the
+// the newest value and the release publishes the new one (only the
+// variable's block for a relaxed atomic: AtomicSection). Mutex 1 is the
 // unnamed critical section; named ones hash onto mutexes 2 and up.
 #include <cstdint>
 #include <vector>
@@ -49,19 +50,39 @@ bool needs_mutex(const volatile void* p) {
   return b >= rt->heap.data() && b < rt->heap.data() + rt->heap.size();
 }
 
+// One __atomic_* call on p (bytes wide) with memory order `order`. The lock
+// is an acquire of everything the previous holder published; the unlock of a
+// relaxed (or acquire) atomic, such as GCC's reductions and a plain
+// `omp atomic` (OpenMP: a flush of that variable only), releases only the
+// variable's block, not every block this process dirtied since its last
+// release; one with release semantics (seq_cst, acq_rel, release) releases
+// everything, as a flush of all memory must.
 struct AtomicSection {
-  bool locked;
-  explicit AtomicSection(const volatile void* p) : locked(atomic_depth == 0 && concurrent() && needs_mutex(p)) {
+  const volatile void* at;
+  std::size_t bytes;
+  bool narrow, locked;
+  AtomicSection(const volatile void* p, std::size_t n, int order)
+      : at(p), bytes(n), narrow(releases_only_itself(order)),
+        locked(atomic_depth == 0 && concurrent() && needs_mutex(p)) {
     if (locked) {
       lock(atomic_mutex);
       ++atomic_depth;
     }
   }
   ~AtomicSection() {
-    if (locked) {
-      --atomic_depth;
+    if (!locked) return;
+    --atomic_depth;
+    if (narrow) {
+      const void* p = const_cast<const void*>(at);
+      const std::size_t n = bytes;
+      off_heap([p, n] { dsm::Mutex(atomic_mutex).unlock_only(p, n); });
+    } else {
       unlock(atomic_mutex);
     }
+  }
+  static bool releases_only_itself(int order) {
+    const int model = order & 0xffff;  // above: x86's lock-elision hints
+    return model == __ATOMIC_RELAXED || model == __ATOMIC_CONSUME || model == __ATOMIC_ACQUIRE;
   }
 };
 }  // namespace
@@ -122,23 +143,23 @@ void GOMP_critical_name_end(void** pptr) {
 #define RDMX_OMP_ATOMICS(N, T)                                                                        \
   extern "C" T rdmx_omp_load_##N(const volatile void*, int) __asm__("__atomic_load_" #N);            \
   T rdmx_omp_load_##N(const volatile void* p, int order) {                                           \
-    AtomicSection section(p);                                                                         \
+    AtomicSection section(p, N, order);                                                                         \
     return __atomic_load_n(static_cast<const volatile T*>(p), order);                                 \
   }                                                                                                   \
   extern "C" void rdmx_omp_store_##N(volatile void*, T, int) __asm__("__atomic_store_" #N);          \
   void rdmx_omp_store_##N(volatile void* p, T v, int order) {                                         \
-    AtomicSection section(p);                                                                         \
+    AtomicSection section(p, N, order);                                                                         \
     __atomic_store_n(static_cast<volatile T*>(p), v, order);                                          \
   }                                                                                                   \
   extern "C" T rdmx_omp_exchange_##N(volatile void*, T, int) __asm__("__atomic_exchange_" #N);       \
   T rdmx_omp_exchange_##N(volatile void* p, T v, int order) {                                         \
-    AtomicSection section(p);                                                                         \
+    AtomicSection section(p, N, order);                                                                         \
     return __atomic_exchange_n(static_cast<volatile T*>(p), v, order);                                \
   }                                                                                                   \
   extern "C" bool rdmx_omp_compare_exchange_##N(volatile void*, void*, T, bool, int, int) __asm__(    \
       "__atomic_compare_exchange_" #N);                                                               \
-  bool rdmx_omp_compare_exchange_##N(volatile void* p, void* expected, T desired, bool, int, int) {   \
-    AtomicSection section(p);                                                                         \
+  bool rdmx_omp_compare_exchange_##N(volatile void* p, void* expected, T desired, bool, int order, int) { \
+    AtomicSection section(p, N, order);                                                                         \
     return __atomic_compare_exchange_n(static_cast<volatile T*>(p), static_cast<T*>(expected), desired, \
                                        false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                    \
   }                                                                                                   \
@@ -157,8 +178,8 @@ void GOMP_critical_name_end(void** pptr) {
 
 #define RDMX_OMP_RMW(N, T, op, builtin)                                                               \
   extern "C" T rdmx_omp_##op##_##N(volatile void*, T, int) __asm__("__atomic_" #op "_" #N);          \
-  T rdmx_omp_##op##_##N(volatile void* p, T v, int) {                                                 \
-    AtomicSection section(p);                                                                         \
+  T rdmx_omp_##op##_##N(volatile void* p, T v, int order) {                                           \
+    AtomicSection section(p, N, order);                                                                         \
     return builtin(static_cast<volatile T*>(p), v, __ATOMIC_SEQ_CST);                                 \
   }
 

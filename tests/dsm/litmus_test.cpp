@@ -296,6 +296,69 @@ TEST(Litmus, LeasesKeepBlocksNobodyWrote) {
   dsm::barrier();
 }
 
+// A block one process writes in every interval: the fast release (floating
+// home) merges it at each barrier but keeps it writable, so it takes one
+// write fault in all, not one per interval, and no write of any interval is
+// lost (every process checks every value after each barrier).
+TEST(Litmus, BlockWrittenEveryIntervalKeepsEveryWrite) {
+  space();
+  const std::size_t words = block() / sizeof(std::uint64_t);
+  auto* data = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
+  constexpr std::size_t rounds = 24;
+  ASSERT_LE(rounds + 1, words);
+  dsm::barrier();
+  const dsm::Counters before = dsm::counters();
+  // One barrier a round: the readers' reads of words 0 .. round and the
+  // writer's next write (word round + 1) are different bytes, no race.
+  for (std::size_t round = 0; round < rounds; ++round) {
+    if (rank() == 0) data[round] = value(round, round);
+    dsm::barrier();
+    for (std::size_t r = 0; r <= round; ++r) ASSERT_EQ(data[r], value(r, r)) << "round " << round << " word " << r;
+  }
+  dsm::barrier();
+  const dsm::Counters after = dsm::counters();
+  if (rank() == 0 && procs() > 1 && space().config().home == dsm::HomePolicy::floating &&
+      space().config().keep >= 1) {
+    EXPECT_LE(after.write_faults - before.write_faults, 2u) << dsm::to_string(after);
+    EXPECT_GE(after.fast_releases - before.fast_releases, rounds) << dsm::to_string(after);
+  }
+  if (space().config().home == dsm::HomePolicy::fixed || space().config().keep == 0) {
+    EXPECT_EQ(after.fast_releases, 0u);
+    if (rank() == 0 && procs() > 1) EXPECT_EQ(after.write_faults - before.write_faults, rounds);
+  }
+  dsm::barrier();
+}
+
+// Every process writes one block in turn under a mutex (a read-modify-write
+// of a shared count and a word of its own) and, between barriers, one
+// process per round writes it alone: a block kept writable by one releaser
+// is invalidated by the next one's notice, merged first, and nothing is lost.
+TEST(Litmus, BlockKeptWritableWrittenInTurn) {
+  space();
+  const std::size_t words = block() / sizeof(std::uint64_t);
+  auto* data = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
+  constexpr std::size_t rounds = 12;
+  const std::size_t solo = 1 + procs();  // data[solo + round]: the round's lone writer
+  ASSERT_LE(solo + rounds, words);
+  dsm::barrier();
+  dsm::Mutex m(5);
+  for (std::size_t round = 0; round < rounds; ++round) {
+    for (int twice = 0; twice < 2; ++twice) {
+      m.lock();
+      data[0] += 1;
+      data[1 + rank()] = round * 2 + twice + 1;
+      m.unlock();
+    }
+    if (round % procs() == rank()) data[solo + round] = value(round, rank());
+    dsm::barrier();
+    ASSERT_EQ(data[0], (round + 1) * 2 * procs()) << "round " << round;
+    for (std::uint32_t p = 0; p < procs(); ++p) ASSERT_EQ(data[1 + p], round * 2 + 2) << "round " << round << " process " << p;
+    for (std::size_t r = 0; r <= round; ++r)
+      ASSERT_EQ(data[solo + r], value(r, r % procs())) << "round " << round << " word " << solo + r;
+    dsm::barrier();
+  }
+}
+
 // A random data-race-free program: every round, each word is written by at
 // most one process (chosen by a seeded generator every process shares) and
 // words nobody writes are read; after each barrier every process checks
@@ -374,5 +437,40 @@ TEST(Litmus, ThreadsCountUnderAMutex) {
   });
   dsm::barrier();
   EXPECT_EQ(*counter, std::uint64_t{rounds} * procs() * job().threads_per_process());
+  dsm::barrier();
+}
+
+// Worker threads keep writing one block (each its own words, every process
+// its own) while thread 0 of each process releases again and again: a fast
+// release merges the block while it is being written, and a write that lands
+// during the merge must still be published by a later release.
+TEST(Litmus, ThreadsWriteWhileAnotherReleases) {
+  space();
+  const std::uint32_t threads = job().threads_per_process();
+  if (threads < 2) GTEST_SKIP() << "needs --rdmx-threads of 2 or more";
+  const std::size_t words = block() / sizeof(std::uint64_t);
+  auto* data = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
+  const std::size_t writers = std::size_t{procs()} * (threads - 1);
+  const std::size_t per = words / writers;  // words per writer thread, interleaved
+  ASSERT_GE(per, 1u);
+  constexpr std::uint64_t passes = 300;
+  dsm::barrier();
+  std::atomic<std::uint32_t> done{0};
+  std::atomic<int> failures{0};
+  job().run([&](ThreadId me) {
+    if (me.thread == 0) {
+      while (done.load() < threads - 1) dsm::release();
+    } else {
+      const std::size_t id = std::size_t{me.process} * (threads - 1) + (me.thread - 1);
+      for (std::uint64_t pass = 1; pass <= passes; ++pass)
+        for (std::size_t k = 0; k < per; ++k) data[k * writers + id] = pass * 1000003 + id;
+      done.fetch_add(1);
+    }
+    dsm::thread_barrier();
+    for (std::size_t i = 0; i < per * writers; ++i)
+      if (data[i] != passes * 1000003 + i % writers) failures.fetch_add(1);
+    dsm::thread_barrier();
+  });
+  EXPECT_EQ(failures.load(), 0);
   dsm::barrier();
 }

@@ -49,6 +49,12 @@ struct Config {
   // survives an overflowed signature whose logical time has not passed the
   // lease's end (RDMX_DSM_LEASE, default 16).
   std::uint64_t lease = 0;
+  // Fast release (floating home): a block written since the last release
+  // is merged and stays writable; one that then goes this many releases
+  // unchanged is made read-only again. 0: every release makes the blocks it
+  // merges read-only, so every interval's first write faults (RDMX_DSM_KEEP,
+  // default 1: a block stays writable while it changes at every release).
+  std::uint32_t keep = 0;
   // Report bytes that two processes wrote between the same synchronizations
   // (RDMX_DSM_CHECK_RACES; floating home only).
   bool check_races = false;

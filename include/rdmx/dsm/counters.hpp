@@ -11,6 +11,7 @@ struct Counters {
   std::uint64_t fast_reads = 0;    // misses served from a write notice's writer, no owner lookup
   std::uint64_t migrations = 0;    // floating home: blocks this process took from another home
   std::uint64_t merges = 0;        // blocks whose diff this process merged into a home
+  std::uint64_t fast_releases = 0; // merges that left the block writable (it changed since the last release)
   std::uint64_t invalidations = 0; // cached blocks dropped at an acquire
   std::uint64_t overflows = 0;     // acquires of a signature that had overflowed (all invalidated)
   std::uint64_t bytes_fetched = 0; // block data read from other processes

@@ -4,6 +4,7 @@
 // unlock() a release. If the holding process dies, lock() throws
 // Errc::peer_failed instead of waiting for ever.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace rdmx::dsm {
@@ -13,6 +14,13 @@ class Mutex {
   explicit Mutex(std::uint32_t index);
   void lock();
   void unlock();
+  // An unlock that releases only the blocks holding [address, address +
+  // bytes): the next holder sees those bytes as this holder left them, and
+  // everything this process had acquired, but not its other writes, which
+  // wait for its next release. For relaxed atomics on one variable, whose
+  // ordering of other memory nobody may rely on; far cheaper than unlock()
+  // when many blocks are dirty. The range must lie in the shared heap.
+  void unlock_only(const void* address, std::size_t bytes);
   bool try_lock();
   std::uint32_t index() const noexcept { return index_; }
 
