@@ -25,7 +25,9 @@
 namespace rdmx::serial {
 namespace {
 
+using testing::chunk_threshold;
 using testing::error_of;
+using testing::with_threshold;
 
 constexpr std::size_t KiB = std::size_t{1} << 10;
 constexpr std::size_t MiB = std::size_t{1} << 20;
@@ -100,7 +102,7 @@ TEST_F(Rma, VectorLivesInRegisteredMemoryAndCopiesShare) {
 TEST_F(Rma, VectorBecomesAnRmaChunkWithItsKey) {
   rma_vector<std::int64_t> v(2000, &memory);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(i);
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(v);
   ASSERT_EQ(ar.out_of_line_chunks().size(), 1u);
   const OutOfLineChunk& chunk = ar.out_of_line_chunks()[0];
@@ -118,7 +120,7 @@ TEST_F(Rma, VectorBecomesAnRmaChunkWithItsKey) {
 
 TEST_F(Rma, SmallVectorTravelsInline) {
   rma_vector<int> v({1, 2, 3}, &memory);
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(v);
   EXPECT_TRUE(ar.out_of_line_chunks().empty());
   InputOptions options;
@@ -130,7 +132,7 @@ TEST_F(Rma, SmallVectorTravelsInline) {
 
 TEST_F(Rma, ArchiveKeepsTheSerializedElementsWhenTheVectorGrows) {
   rma_vector<double> v(1000, 1.0, &memory);
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(v);
   const std::byte* sent = ar.out_of_line_chunks()[0].data;
   v.reserve(100000);  // moves the elements; the archive keeps the old piece
@@ -142,7 +144,7 @@ TEST_F(Rma, ArchiveKeepsTheSerializedElementsWhenTheVectorGrows) {
 
 TEST_F(Rma, ReceiverTakesOverRegisteredLandingMemory) {
   rma_vector<double> v(4096, 3.5, &memory);
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(v);
   const auto message = ar.flatten();
   // The receiver got the chunk into registered memory of its own.
@@ -157,7 +159,7 @@ TEST_F(Rma, ReceiverTakesOverRegisteredLandingMemory) {
 
 TEST_F(Rma, ReceiverCopiesUnregisteredLandingMemoryIntoItsPool) {
   rma_vector<float> v(3000, 0.5f, &memory);
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(v);
   const auto message = ar.flatten();
   const auto chunks = testing::chunks_of(ar);  // the sender's memory, no owner
@@ -192,7 +194,7 @@ TEST_F(Rma, ObjectBecomesAnRmaChunkAndCanBeNull) {
   rma_object<Block> object(memory);
   object->values[1023] = 8.0;
   EXPECT_EQ(address_of(object.key()), reinterpret_cast<const std::byte*>(object.get()));
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(object, rma_object<Block>());
   ASSERT_EQ(ar.out_of_line_chunks().size(), 1u);
   EXPECT_EQ(ar.out_of_line_chunks()[0].kind, ChunkKind::rma);
@@ -330,7 +332,7 @@ TEST(RegistrationCache, PointerChunksGetTheirRkeys) {
   RegistrationCache cache(context(), budget(16 * MiB));
   std::vector<double> data(100000, 1.0);
   const std::string small = "small";
-  OutputArchive ar;
+  OutputArchive ar(with_threshold(chunk_threshold));
   ar(small, data);
   register_pointer_chunks(ar, cache);
   const auto handle = cache.acquire(data.data(), 8);  // a hit: the archive's registration
