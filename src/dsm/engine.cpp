@@ -652,6 +652,15 @@ void Engine::release_all() {
   auto take = [this] {
     while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
   };
+  // A release is complete only when every block written before it is merged,
+  // also those another thread's release took from the list and is still
+  // merging: wait for those batches before returning.
+  struct AwaitOthers {
+    std::atomic<std::uint32_t>& merging;
+    ~AwaitOthers() {
+      while (merging.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    }
+  } await_others{merging_};
   take();
   const bool nothing = dirty_.empty();
   if (!nothing && spare_.capacity() >= blocks_) fresh.swap(spare_);
@@ -662,7 +671,12 @@ void Engine::release_all() {
   batch.swap(dirty_);
   dirty_.swap(fresh);
   for (std::uint32_t block : batch) listed_[block] = 0;
+  merging_.fetch_add(1, std::memory_order_relaxed);  // under the lock: a release that finds the list taken sees it
   dirty_lock_.clear(std::memory_order_release);
+  struct Merged {
+    std::atomic<std::uint32_t>& merging;
+    ~Merged() { merging.fetch_sub(1, std::memory_order_release); }
+  } merged{merging_};
   release_blocks(batch);
   take();
   // The blocks a fast release kept writable stay listed for the next release.

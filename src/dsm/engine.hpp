@@ -190,6 +190,7 @@ class Engine {
   std::vector<std::uint32_t> dirty_;
   std::unique_ptr<std::uint8_t[]> listed_;
   std::vector<std::uint32_t> spare_;  // an empty list of full capacity, for the next release_all
+  std::atomic<std::uint32_t> merging_{0};  // lists taken by a release_all and not merged yet
   std::unique_ptr<std::uint8_t[]> shared_;  // directory: our bit is set in the block's directory word
 
   std::mutex history_mutex_;
