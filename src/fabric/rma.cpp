@@ -21,12 +21,6 @@ struct RegionInfo {
   std::byte rkey[1024];
 };
 
-struct Allocation {
-  std::uint32_t ok = 0;
-  RemoteLocator where;
-  char error[200] = {};
-};
-
 void check_locator(const RemoteLocator& where) {
   if (where.process >= runtime().size())
     throw Error(Errc::no_such_destination, "locator names process " + std::to_string(where.process) + " but the job has " +
@@ -112,27 +106,24 @@ RemoteLocator allocate_remote(std::uint32_t process, std::size_t bytes, std::opt
   if (near) rt.validate(*near);
   if (bytes == 0) throw Error(Errc::invalid_argument, "allocate_remote: cannot allocate 0 bytes");
   const std::uint32_t near_thread = near ? near->thread : service_thread;
-  Allocation result{};
+  RemoteLocator where{};
   Synchronizer sync;
+  // What the service thread throws (out_of_memory, ...) comes back through sync.
   call_return(ThreadId{process, service_thread}, [bytes, near_thread] {
-    Allocation out{};
-    try {
-      fabric::Runtime& r = fabric::Runtime::current();
-      memory::Block block = r.arena_for(r.numa_node_of(near_thread)).allocate_chunk(bytes);
-      std::memset(block.data, 0, bytes);  // like calloc: recycled arena memory holds old data
-      r.remember_allocation(block);
-      out.ok = 1;
-      out.where = block.locator(r.rank());
-      out.where.length = bytes;
-    } catch (const std::exception& e) {
-      std::strncpy(out.error, e.what(), sizeof out.error - 1);
-    }
+    fabric::Runtime& r = fabric::Runtime::current();
+    memory::Block block = r.arena_for(r.numa_node_of(near_thread)).allocate_chunk(bytes);
+    std::memset(block.data, 0, bytes);  // like calloc: recycled arena memory holds old data
+    r.remember_allocation(block);
+    RemoteLocator out = block.locator(r.rank());
+    out.length = bytes;
     return out;
-  }, &result, sync);
-  sync.wait();
-  if (result.ok == 0)
-    throw Error(Errc::out_of_memory, "allocate_remote on process " + std::to_string(process) + ": " + result.error);
-  return result.where;
+  }, &where, sync);
+  try {
+    sync.wait();
+  } catch (const Error& e) {
+    throw Error(e.code(), "allocate_remote on process " + std::to_string(process) + ": " + e.what());
+  }
+  return where;
 }
 
 void free_remote(const RemoteLocator& memory) {

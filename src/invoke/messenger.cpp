@@ -20,10 +20,8 @@ constexpr std::size_t overflow_segment = 64 * 1024;
 
 // The reply of the no-setup service call that allocates chunks.
 struct SetupReply {
-  std::uint32_t ok = 0;
   std::uint32_t count = 0;
   RemoteLocator chunks[chunks_per_setup];
-  char error[160] = {};
 };
 
 // Restores a flag on every exit path.
@@ -112,35 +110,33 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
     Synchronizer sync;
     // A no-setup service call: d's service thread allocates in d's NUMA
     // zone and tells d's incoming map; d itself is not involved.
+    // What the service thread throws comes back through sync.
     call_return(ThreadId{dest_.process, service_thread}, [=] {
       SetupReply r;
-      try {
-        Job& job = Job::current();
-        memory::Arena& arena = job.arena_near(dest_thread);
-        Announcement a{source, announce_channel, feedback, {}};
-        for (std::uint32_t i = 0; i < n; ++i) {
-          memory::Block b = arena.allocate_chunk(chunk_size, 64);
-          // Zero it all, not only the Producer word: recycled arena memory
-          // then holds nothing that looks like a record, and the last write
-          // to it that ThreadSanitizer sees (it cannot see RDMA writes) is
-          // this one, ordered before d learns of the chunk.
-          std::memset(b.data, 0, chunk_size);
-          a.chunks.push_back({b.data, chunk_size});
-          r.chunks[i] = b.locator(job.rank());
-          r.chunks[i].length = chunk_size;
-        }
-        fabric::layer<Messengers>().worker(dest_thread).announce(std::move(a));
-        r.ok = 1;
-        r.count = n;
-      } catch (const std::exception& e) {
-        std::strncpy(r.error, e.what(), sizeof r.error - 1);
+      Job& job = Job::current();
+      memory::Arena& arena = job.arena_near(dest_thread);
+      Announcement a{source, announce_channel, feedback, {}};
+      for (std::uint32_t i = 0; i < n; ++i) {
+        memory::Block b = arena.allocate_chunk(chunk_size, 64);
+        // Zero it all, not only the Producer word: recycled arena memory
+        // then holds nothing that looks like a record, and the last write
+        // to it that ThreadSanitizer sees (it cannot see RDMA writes) is
+        // this one, ordered before d learns of the chunk.
+        std::memset(b.data, 0, chunk_size);
+        a.chunks.push_back({b.data, chunk_size});
+        r.chunks[i] = b.locator(job.rank());
+        r.chunks[i].length = chunk_size;
       }
+      fabric::layer<Messengers>().worker(dest_thread).announce(std::move(a));
+      r.count = n;
       return r;
     }, &reply, sync);
-    sync.wait();
-    if (reply.ok == 0)
-      throw Error(Errc::out_of_memory, "messenger to " + std::to_string(dest_.process) + "/" + std::to_string(dest_.thread) +
-                                           ": no chunk memory: " + reply.error);
+    try {
+      sync.wait();
+    } catch (const Error& e) {
+      throw Error(e.code(), "messenger to " + std::to_string(dest_.process) + "/" + std::to_string(dest_.thread) +
+                                ": no chunk memory: " + e.what());
+    }
     for (std::uint32_t i = 0; i < reply.count; ++i) {
       Chunk c;
       c.remote = rdmx::resolve(reply.chunks[i]);
