@@ -8,6 +8,7 @@
 // own lock, taken only for parcels with pointer chunks) and the registry of
 // actions (read once per action and thread).
 #include "rdmx/core/log.hpp"
+#include "rdmx/core/token_table.hpp"
 #include "rdmx/action/parcel.hpp"
 
 #include <array>
@@ -56,8 +57,6 @@ std::string name(ThreadId t) { return std::to_string(t.process) + "/" + std::to_
 // A parcel this thread sent that still waits for something: the peer to
 // pull its chunks (the archive is held until then), a reply, or both.
 struct Entry {
-  std::uint32_t generation = 0;
-  bool used = false;
   bool awaiting_release = false;
   bool awaiting_reply = false;
   std::uint32_t peer = 0;  // the process it waits on
@@ -101,21 +100,12 @@ class WorkerParcels {
   }
 
   std::uint64_t add_entry(std::uint32_t peer, std::uint64_t action);
-  Entry* find(std::uint64_t token) {
-    const std::uint64_t index = (token & 0xFFFFFFFFu) - 1;
-    if (token == 0 || index >= entries_.size()) return nullptr;
-    Entry& e = entries_[index];
-    return e.used && e.generation == token >> 32 ? &e : nullptr;
-  }
+  Entry* find(std::uint64_t token) { return entries_.find(token); }
   void free_if_done(std::uint64_t token) {
     Entry* e = find(token);
     if (e == nullptr || e->awaiting_release || e->awaiting_reply) return;
     if (e->archive) give_archive(std::move(e->archive));
-    e->completion = {};
-    e->callback = nullptr;
-    e->used = false;
-    free_.push_back(static_cast<std::uint32_t>((token & 0xFFFFFFFFu) - 1));
-    --in_use_;
+    entries_.erase(token);
   }
   void forget(std::uint64_t token) {
     if (Entry* e = find(token)) {
@@ -154,9 +144,7 @@ class WorkerParcels {
   std::shared_ptr<transfer::RemoteKey> rkey(ThreadId owner, transfer::Endpoint& ep, std::span<const std::byte> packed);
   transfer::Transmitter& thread_transmitter(ThreadId peer);
 
-  std::deque<Entry> entries_;  // index = token's low half - 1
-  std::vector<std::uint32_t> free_;
-  std::size_t in_use_ = 0;
+  TokenTable<Entry> entries_;  // parcels waiting for a release or a reply, by token
   std::uint32_t tick_ = 0;
   std::vector<std::unique_ptr<Pull>> pulls_;
   std::vector<std::unique_ptr<serial::OutputArchive>> archives_;
@@ -335,18 +323,12 @@ class RequestResponder final : public Responder {
 // ---- the sending side ----
 
 std::uint64_t WorkerParcels::add_entry(std::uint32_t peer, std::uint64_t action) {
-  // Tokens carry the entry's generation: a late or repeated answer for a
-  // reused entry finds nothing instead of completing someone else's parcel.
-  if (free_.empty()) {
-    free_.push_back(static_cast<std::uint32_t>(entries_.size()));
-    entries_.emplace_back();
-  }
-  const std::uint32_t index = free_.back();
-  free_.pop_back();
-  Entry& e = entries_[index];
-  e = Entry{e.generation + 1, true, false, false, peer, action, nullptr, {}, nullptr};
-  ++in_use_;
-  return (std::uint64_t{e.generation} << 32) | (index + 1);
+  // A late or repeated answer for a reused entry finds nothing
+  // (TokenTable) instead of completing someone else's parcel.
+  auto added = entries_.add();
+  added.value.peer = peer;
+  added.value.action = action;
+  return added.token;
 }
 
 void WorkerParcels::released(std::uint64_t token) {
@@ -614,7 +596,7 @@ std::size_t WorkerParcels::poll() {
     complete_pull(std::move(p));
     ++ran;
   }
-  if ((in_use_ != 0 || !pulls_.empty()) && (++tick_ & 255) == 0) check_failures();
+  if ((entries_.in_use() != 0 || !pulls_.empty()) && (++tick_ & 255) == 0) check_failures();
   // Pulls in flight count as work, so that waiting keeps spinning until
   // they have landed.
   return ran + (pulls_.empty() ? 0 : 1);
@@ -628,20 +610,18 @@ void WorkerParcels::check_failures() {
     else
       ++i;
   }
-  for (std::size_t i = 0; i < entries_.size(); ++i) {
-    Entry& e = entries_[i];
-    if (!e.used || !job.process_failed(e.peer)) continue;
-    const std::uint64_t token = (std::uint64_t{e.generation} << 32) | (i + 1);
+  entries_.for_each([&](std::uint64_t token, Entry& e) {
+    if (!job.process_failed(e.peer)) return;
     const Error error(Errc::peer_failed, "process " + std::to_string(e.peer) + " failed before it answered " +
                                              action_name(e.action));
     Completion c = std::move(e.completion);
     SentCallback callback = std::move(e.callback);
     const bool reply = e.awaiting_reply;
     forget(token);
-    // User code below may send and grow entries_: nothing of e is used after.
+    // User code below may send and add entries: nothing of e is used after.
     if (callback) callback(&error);
     if (reply && c.state) c.state->set_error(error.code(), error.what());
-  }
+  });
 }
 
 // ---- public pieces ----

@@ -89,71 +89,51 @@ void PendingReplies::Waiter::finish(const Error* failure, std::span<const std::b
   sync->notify();
 }
 
-PendingReplies::Entry& PendingReplies::take_entry(std::uint32_t dest_process, std::int64_t replies) {
+TokenTable<PendingReplies::Entry>::Added PendingReplies::take_entry(std::uint32_t dest_process, std::int64_t replies) {
   if (!failed_.empty()) {
     auto dead = dest_process == ~0u ? failed_.begin() : failed_.find(dest_process);
     if (dead != failed_.end()) throw Error(Errc::peer_failed, dead->second);
   }
-  std::uint32_t index;
-  if (!free_.empty()) {
-    index = free_.back();
-    free_.pop_back();
-  } else {
-    index = static_cast<std::uint32_t>(entries_.size());
-    entries_.emplace_back();
-  }
-  Entry& e = entries_[index];
-  e.used = true;
-  e.dest_process = dest_process;
-  e.replies = replies;
-  ++e.generation;
-  return e;
+  auto added = entries_.add();
+  added.value.dest_process = dest_process;
+  added.value.replies = replies;
+  return added;
 }
 
 std::uint64_t PendingReplies::add(std::uint32_t dest_process, std::int64_t replies, Waiter waiter) {
   std::lock_guard lock(mutex_);
-  Entry& e = take_entry(dest_process, replies);
-  e.waiter = waiter;
-  return token_of(e);
+  auto added = take_entry(dest_process, replies);
+  added.value.waiter = waiter;
+  return added.token;
 }
 
 std::uint64_t PendingReplies::add(std::uint32_t dest_process, std::int64_t replies, Completion done) {
   std::lock_guard lock(mutex_);
-  Entry& e = take_entry(dest_process, replies);
-  e.waiter = {};
-  e.done = std::move(done);
-  return token_of(e);
+  auto added = take_entry(dest_process, replies);
+  added.value.done = std::move(done);
+  return added.token;
 }
 
 void PendingReplies::complete(std::uint64_t token, const Error* failure, std::span<const std::byte> result) {
   Entry done;
   {
     std::lock_guard lock(mutex_);
-    std::uint32_t index = static_cast<std::uint32_t>(token);
-    std::uint32_t generation = static_cast<std::uint32_t>(token >> 32);
-    if (index >= entries_.size() || !entries_[index].used || entries_[index].generation != generation) {
+    Entry* e = entries_.find(token);
+    if (e == nullptr) {
       rdmx::log(rdmx::LogLevel::warn, "ignoring a reply with an unknown token %#llx\n", static_cast<unsigned long long>(token));
       return;
     }
-    Entry& e = entries_[index];
-    if (failure == nullptr && --e.replies > 0) return;
-    done.waiter = e.waiter;
-    done.done = std::move(e.done);
-    e.done = nullptr;
-    e.used = false;
-    free_.push_back(index);
+    if (failure == nullptr && --e->replies > 0) return;
+    done.waiter = e->waiter;
+    done.done = std::move(e->done);
+    entries_.erase(token);
   }
   done.finish(failure, result);
 }
 
 void PendingReplies::cancel(std::uint64_t token) {
   std::lock_guard lock(mutex_);
-  std::uint32_t index = static_cast<std::uint32_t>(token);
-  if (index < entries_.size() && entries_[index].generation == static_cast<std::uint32_t>(token >> 32) && entries_[index].used) {
-    entries_[index].used = false;
-    entries_[index].done = nullptr;
-    free_.push_back(index);
-  }
+  entries_.erase(token);
 }
 
 void PendingReplies::fail_process(std::uint32_t process, const std::string& why) {
@@ -161,17 +141,11 @@ void PendingReplies::fail_process(std::uint32_t process, const std::string& why)
   {
     std::lock_guard lock(mutex_);
     failed_.emplace(process, why);
-    for (std::uint32_t i = 0; i < entries_.size(); ++i) {
-      Entry& e = entries_[i];
-      if (e.used && (e.dest_process == process || e.dest_process == ~0u)) {
-        failed.emplace_back();
-        failed.back().waiter = e.waiter;
-        failed.back().done = std::move(e.done);
-        e.done = nullptr;
-        e.used = false;
-        free_.push_back(i);
-      }
-    }
+    entries_.for_each([&](std::uint64_t token, Entry& e) {
+      if (e.dest_process != process && e.dest_process != ~0u) return;
+      failed.push_back(std::move(e));
+      entries_.erase(token);
+    });
   }
   Error error(Errc::peer_failed, why);
   for (const Entry& e : failed) e.finish(&error, {});

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "rdmx/core/backoff.hpp"
+#include "rdmx/core/token_table.hpp"
 #include "rdmx/fabric/bootstrap.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/collective.hpp"
@@ -154,8 +155,6 @@ class PendingReplies {
 
  private:
   struct Entry {
-    std::uint32_t generation = 0;
-    bool used = false;
     std::uint32_t dest_process = 0;
     std::int64_t replies = 0;
     Waiter waiter;    // used when done is empty
@@ -168,13 +167,9 @@ class PendingReplies {
     }
   };
   // Under mutex_: a free entry for a call to dest_process (throws as add).
-  Entry& take_entry(std::uint32_t dest_process, std::int64_t replies);
-  std::uint64_t token_of(const Entry& e) const noexcept {
-    return (std::uint64_t{e.generation} << 32) | static_cast<std::uint32_t>(&e - entries_.data());
-  }
+  TokenTable<Entry>::Added take_entry(std::uint32_t dest_process, std::int64_t replies);
   std::mutex mutex_;
-  std::vector<Entry> entries_;
-  std::vector<std::uint32_t> free_;
+  TokenTable<Entry> entries_;
   std::map<std::uint32_t, std::string> failed_;  // processes fail_process was told of, and why
 };
 
