@@ -123,8 +123,10 @@ void offload(Path path) {
 }
 
 // far::Vector across processes: every offloaded operation equals the same
-// one run here, on random data 20 times the budget, with vectors on each
-// server and an index vector on another server (the fall-back).
+// one run here, on random data several times the budget (160 KiB of rows and
+// two 80 KiB index vectors against a 64 KiB cache: enough to evict, small
+// enough for the ThreadSanitizer stage), with vectors on each server and an
+// index vector on another server (the fall-back).
 struct Row {
   std::uint32_t key;
   float value;
@@ -138,7 +140,7 @@ void vector_operations(Path path) {
   Manager manager(Job::current(), small(path));
   if (serves(manager)) return;
   std::mt19937_64 rng(11 + Job::current().rank());
-  std::vector<Row> rows(40000);
+  std::vector<Row> rows(10000);
   for (std::uint64_t i = 0; i < rows.size(); ++i) rows[i] = {static_cast<std::uint32_t>(rng() % 16), static_cast<float>(rng() % 1000), i};
   std::vector<std::uint64_t> order(rows.size() + 777);
   for (auto& i : order) i = rng() % rows.size();
