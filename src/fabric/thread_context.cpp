@@ -76,9 +76,15 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
                                                      "thread " + rdmx::to_string(peer));
       } catch (const Error& e) {
         // Over shared memory, connecting to a process that died fails in
-        // UCX (its segments are gone): that is the peer's failure.
-        if (!runtime_.gone(process)) throw;
-        throw Error(Errc::peer_failed, "cannot reach thread " + rdmx::to_string(peer) + ": " + runtime_.failure_of(process));
+        // UCX (its segments are gone): that is the peer's failure. Over TCP
+        // a process that is ending refuses the connection (unreachable)
+        // before /proc says it is gone: name the process there too.
+        if (runtime_.gone(process))
+          throw Error(Errc::peer_failed, "cannot reach thread " + rdmx::to_string(peer) + ": " + runtime_.failure_of(process));
+        if (e.code() == Errc::peer_failed)
+          throw Error(Errc::peer_failed, "cannot reach process " + std::to_string(process) + " (thread " +
+                                             rdmx::to_string(peer) + "): " + e.what());
+        throw;
       }
       Runtime* rt = &runtime_;
       owned->on_failure([rt, process](ucs_status_t status) {
