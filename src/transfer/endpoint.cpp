@@ -54,6 +54,11 @@ Endpoint::Endpoint(Worker& worker, std::span<const std::byte> remote_address, st
     detects_failure_ = false;
     status = create(worker.get(), address, UCP_ERR_HANDLING_MODE_NONE, &Endpoint::error_callback, this, &handle_);
   }
+  if (status == UCS_ERR_SHMEM_SEGMENT)
+    // The peer's shared-memory FIFO cannot be opened: the process that owned
+    // it has exited, though /proc may not say so yet.
+    throw Error(Errc::peer_failed, "ucp_ep_create to " + peer_name_ + " failed: " + ucs_status_string(status) +
+                                       " (the peer's segment is gone)");
   check(status, "ucp_ep_create to " + peer_name_);
 }
 
