@@ -338,7 +338,7 @@ ucs_status_t ThreadContext::on_call(void* arg, const void* header, std::size_t h
                                          std::to_string(h.destination_thread));
     return UCS_OK;
   }
-  Received r;
+  InboundCall r;
   r.header = h;
   auto* closure = static_cast<const std::byte*>(header) + sizeof h;
   r.closure.assign(closure, closure + h.closure_size);
@@ -427,7 +427,7 @@ void ThreadContext::complete_reply(ReplyHeader h, ucs_status_t status, std::span
   }
 }
 
-void ThreadContext::deliver(Received call) {
+void ThreadContext::deliver(InboundCall call) {
   {
     std::lock_guard lock(inbox_mutex_);
     inbox_.push_back(std::move(call));
@@ -442,14 +442,14 @@ struct ReplyState {
 };
 }  // namespace
 
-void ThreadContext::execute(Received& r) {
+void ThreadContext::execute(InboundCall& r) {
   message_received();
   const CallHeader& h = r.header;
   const ThreadId source{h.source_process, h.source_thread};
   // UCX lent us its receive buffer (UCS_INPROGRESS); give it back on every path.
   struct Release {
     ucp_worker_h worker;
-    Received& r;
+    InboundCall& r;
     ~Release() {
       if (r.ucx_data != nullptr) ucp_am_data_release(worker, r.ucx_data);
       r.ucx_data = nullptr;
@@ -476,7 +476,7 @@ void ThreadContext::execute(Received& r) {
       }
     }
     for (std::uint32_t t = 0; t < runtime_.threads(); ++t) {
-      Received copy;
+      InboundCall copy;
       copy.header = h;
       copy.closure = r.closure;
       auto d = r.data();
@@ -549,9 +549,9 @@ bool ThreadContext::poll(std::size_t* executed) {
     inbox_nonempty_.store(false, std::memory_order_relaxed);
   }
   while (!ready_.empty()) {
-    Received& front = ready_.front();
+    InboundCall& front = ready_.front();
     if (front.arrived && !front.arrived->load(std::memory_order_acquire)) break;  // FIFO: wait for its payload
-    Received r = ready_.take_front();
+    InboundCall r = ready_.take_front();
     execute(r);
     ++n;
   }

@@ -79,7 +79,7 @@ class Captures {
 };
 
 // One received call, queued until its thread executes it (FIFO per thread).
-struct Received {
+struct InboundCall {
   CallHeader header{};
   Captures closure;
   std::vector<std::byte> owned_data;  // copied or rendezvous-received payload
@@ -95,18 +95,18 @@ struct Received {
 // The calls a thread has received and not yet run, in arrival order: a ring
 // of slots that are reused. (A std::deque of these ~200-byte records
 // allocated and freed a block every other call.)
-class ReceivedQueue {
+class InboundQueue {
  public:
   bool empty() const noexcept { return size_ == 0; }
-  Received& front() noexcept { return slots_[head_]; }
-  void push_back(Received&& r) {
+  InboundCall& front() noexcept { return slots_[head_]; }
+  void push_back(InboundCall&& r) {
     if (size_ == slots_.size()) grow();
     slots_[(head_ + size_) & (slots_.size() - 1)] = std::move(r);
     ++size_;
   }
   // The first call, moved out of its slot.
-  Received take_front() noexcept {
-    Received r = std::move(slots_[head_]);
+  InboundCall take_front() noexcept {
+    InboundCall r = std::move(slots_[head_]);
     head_ = (head_ + 1) & (slots_.size() - 1);
     --size_;
     return r;
@@ -118,12 +118,12 @@ class ReceivedQueue {
 
  private:
   void grow() {
-    std::vector<Received> bigger(std::max<std::size_t>(16, 2 * slots_.size()));  // a power of two
+    std::vector<InboundCall> bigger(std::max<std::size_t>(16, 2 * slots_.size()));  // a power of two
     for (std::size_t i = 0; i < size_; ++i) bigger[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
     slots_.swap(bigger);
     head_ = 0;
   }
-  std::vector<Received> slots_;
+  std::vector<InboundCall> slots_;
   std::size_t head_ = 0, size_ = 0;
 };
 
@@ -234,7 +234,7 @@ class ThreadContext {
   };
   const RemoteRegion& remote_region(std::uint32_t process, std::uint32_t region);
   // Hand a received call to this thread from another thread of the process.
-  void deliver(Received call);
+  void deliver(InboundCall call);
   // Drive UCX, then run received calls in order. Returns calls executed.
   std::size_t progress();
   // Like progress(); true when anything happened (UCX events or calls).
@@ -261,7 +261,7 @@ class ThreadContext {
   static ucs_status_t on_reply(void* arg, const void* header, std::size_t header_length, void* data,
                                std::size_t length, const ucp_am_recv_param_t* param);
   void complete_reply(ReplyHeader h, ucs_status_t status, std::span<const std::byte> bytes);
-  void execute(Received& call);
+  void execute(InboundCall& call);
   void check_receive_path(bool idle);
   void transmit(CallHeader header, const Outgoing& call, ThreadId destination);
   bool shared() const noexcept { return shared_; }
@@ -275,9 +275,9 @@ class ThreadContext {
   std::vector<std::unique_ptr<transfer::Endpoint>> endpoints_;
   std::vector<std::unique_ptr<transfer::Transmitter>> transmitters_;
   std::unordered_map<std::uint64_t, RemoteRegion> regions_;
-  ReceivedQueue ready_;
+  InboundQueue ready_;
   std::mutex inbox_mutex_;
-  std::deque<Received> inbox_;
+  std::deque<InboundCall> inbox_;
   std::atomic<bool> inbox_nonempty_{false};
   std::size_t queued_sends_ = 0;  // sends UCX has queued (flow control, non-shared contexts)
   // check_receive_path's state: the count of host failures already checked,

@@ -45,7 +45,7 @@ ThreadContext::ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Wor
 }
 
 ThreadContext::~ThreadContext() {
-  ready_.for_each([this](Received& r) {
+  ready_.for_each([this](InboundCall& r) {
     if (r.ucx_data != nullptr) ucp_am_data_release(worker_.get(), r.ucx_data);
     r.ucx_data = nullptr;
   });

@@ -266,7 +266,7 @@ std::uint64_t subtree_size(std::uint64_t r, std::uint64_t n) {
 void Channel::forward_broadcast(WorkerState& runner, const wire::RecordHeader& h, const Forward& forward,
                                 const fabric::Incoming& in, const wire::RemoteBuffer* rb, const std::string* failure) {
   const bool read = rb != nullptr && rb->how != wire::buffer_written;
-  detail::RemoteBuffer reference{read ? detail::RemoteBuffer::read : detail::RemoteBuffer::written, {}};
+  detail::BufferTransfer reference{read ? detail::BufferTransfer::read : detail::BufferTransfer::written, {}};
   if (read) reference.where = RemoteLocator{forward.root.process, rb->region, rb->offset, rb->length};
   Synchronizer written;  // this thread's writes into its children's buffers
   const std::uint32_t threads = runner.job.threads_per_process();
@@ -432,8 +432,8 @@ void Channel::execute(WorkerState& runner, const std::byte* record, const wire::
       notify_caller(source_, ext.sync, failure.empty() ? nullptr : &failure, code);
     }
   } else if (kind == wire::kind_buffer || kind == wire::kind_broadcast) {
-    if (ext.aux > static_cast<std::size_t>(last - p)) corrupted("a record's buffer overruns it");
-    in.data = {const_cast<std::byte*>(p), static_cast<std::size_t>(ext.aux)};
+    if (ext.buffer_length > static_cast<std::size_t>(last - p)) corrupted("a record's buffer overruns it");
+    in.data = {const_cast<std::byte*>(p), static_cast<std::size_t>(ext.buffer_length)};
   }
   struct Result {
     bool set = false;
@@ -489,7 +489,7 @@ void Channel::execute(WorkerState& runner, const std::byte* record, const wire::
   // The caller waits: answer through this thread's messenger back to it (the
   // symmetric channel), so the answer is ordered after everything else.
   if (failure.empty() && kind == wire::kind_returning) {
-    const std::uint64_t orig = ext.aux;
+    const std::uint64_t orig = ext.result_address;
     MessengerGlobal().call_buffer(source_, [sync, orig](std::span<std::byte> value) {
       if (Synchronizer* s = owed(sync)) {
         std::memcpy(reinterpret_cast<void*>(orig), value.data(), value.size());

@@ -167,21 +167,21 @@ void Messenger::activate(std::size_t index) {
   write_ = put_from_ = published_ = wire::header_bytes;
 }
 
-std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer,
+std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::BufferTransfer* buffer,
                                    const Forward* forward) const {
   if (call.closure_size > 0xffff)
     throw Error(Errc::message_too_large, "a one-sided call's captures are limited to 64 KiB (got " +
                                              std::to_string(call.closure_size) + " bytes); pass bulk data as a buffer");
   if (call.remote_counter != nullptr && call.remote_counter->process != owner_.self.process)
     throw Error(Errc::invalid_argument, "a one-sided call's RemoteObject<Synchronizer> must live in the calling process");
-  if (buffer != nullptr && buffer->how == detail::RemoteBuffer::written && call.data.size() > buffer->where.length)
+  if (buffer != nullptr && buffer->how == detail::BufferTransfer::written && call.data.size() > buffer->where.length)
     throw Error(Errc::invalid_argument, "call_buffer: " + std::to_string(call.data.size()) +
                                             " bytes do not fit the destination buffer of " +
                                             std::to_string(buffer->where.length));
   // (A broadcast's buffer to read is in its root's process: checked there.)
   if (buffer != nullptr && call.kind != fabric::CallKind::broadcast &&
-      buffer->where.process != (buffer->how == detail::RemoteBuffer::written ? dest_.process : owner_.self.process))
-    throw Error(Errc::invalid_argument, buffer->how == detail::RemoteBuffer::written
+      buffer->where.process != (buffer->how == detail::BufferTransfer::written ? dest_.process : owner_.self.process))
+    throw Error(Errc::invalid_argument, buffer->how == detail::BufferTransfer::written
                                             ? "call_buffer: the destination buffer must be in the destination's process"
                                             : "call_buffer: the buffer to read must be in the caller's process");
   const bool ext = call.kind != fabric::CallKind::call || (call.sync != nullptr && call.notify == Notify::consumed);
@@ -205,7 +205,7 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::R
   return size;
 }
 
-void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward,
+void Messenger::serialize(const fabric::Outgoing& call, const detail::BufferTransfer* buffer, const Forward* forward,
                           std::byte* at, std::size_t size) const {
   wire::RecordHeader h;
   h.function = call.function;
@@ -213,7 +213,7 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
   h.closure_size = static_cast<std::uint16_t>(call.closure_size);
   const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
   // A buffer the destination reads tells the caller when it has read it.
-  const bool read = buffer != nullptr && buffer->how == detail::RemoteBuffer::read;
+  const bool read = buffer != nullptr && buffer->how == detail::BufferTransfer::read;
   std::uint8_t flags = call.kind == fabric::CallKind::buffer      ? wire::kind_buffer
                        : call.kind == fabric::CallKind::returning ? wire::kind_returning
                        : call.kind == fabric::CallKind::broadcast ? wire::kind_broadcast
@@ -232,9 +232,10 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
     e.sync = forward != nullptr                               ? forward->sync
              : consumed || (read && call.sync != nullptr) ? reinterpret_cast<std::uint64_t>(call.sync)
                                                           : 0;
-    e.aux = call.kind == fabric::CallKind::returning ? reinterpret_cast<std::uint64_t>(call.result)
-            : read                                   ? buffer->where.length
-                                                     : call.data.size();
+    if (call.kind == fabric::CallKind::returning)
+      e.result_address = reinterpret_cast<std::uint64_t>(call.result);
+    else
+      e.buffer_length = read ? buffer->where.length : call.data.size();
     std::memcpy(p, &e, sizeof e);
     p += sizeof e;
   }
@@ -275,8 +276,8 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::RemoteBuff
 
 // call_buffer by RDMA write: the buffer goes first, so the Producer word that
 // publishes the call (after a fence) also publishes the buffer.
-void Messenger::write_buffer(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer) {
-  if (buffer == nullptr || buffer->how != detail::RemoteBuffer::written || call.data.empty()) return;
+void Messenger::write_buffer(const fabric::Outgoing& call, const detail::BufferTransfer* buffer) {
+  if (buffer == nullptr || buffer->how != detail::BufferTransfer::written || call.data.empty()) return;
   const transfer::EpochTag tag =
       tx_->post_put(call.data.data(), call.data.size(), rdmx::resolve(buffer->where.slice(0, call.data.size())));
   unlanded_ = tag;
@@ -286,7 +287,7 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::RemoteB
   }
 }
 
-bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer,
+bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::BufferTransfer* buffer,
                        const Forward* forward) {
   const std::size_t size = record_size(call, buffer, forward);
   throw_if_dead();
@@ -300,7 +301,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   // The caller hears back through the record: when consumed, or when a
   // buffer the destination reads has been read.
   const bool consumed = call.sync != nullptr &&
-                        (call.notify == Notify::consumed || (buffer != nullptr && buffer->how == detail::RemoteBuffer::read));
+                        (call.notify == Notify::consumed || (buffer != nullptr && buffer->how == detail::BufferTransfer::read));
   // Counted down by d's answer, or failed with d's process. An answer by
   // RDMA atomic is not seen here: the Synchronizer itself watches d's process.
   auto owe = [&] {
@@ -470,7 +471,7 @@ void Messenger::wait_for_room() {
   rdmx::progress();
 }
 
-void Messenger::enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer,
+void Messenger::enqueue_overflow(const fabric::Outgoing& call, const detail::BufferTransfer* buffer,
                                  const Forward* forward, std::size_t size, const detail::Mode& mode) {
   // Back-pressure (Aggregation::ovfl): past the limit the caller waits, serving
   // its own incoming calls, until the queue has drained enough. A call made

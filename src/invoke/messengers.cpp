@@ -252,12 +252,12 @@ WorkerState& Messengers::current() {
 
 namespace detail {
 
-bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer) {
+bool send(const fabric::Outgoing& call, const Mode& mode, const BufferTransfer* buffer) {
   WorkerState& slot = Messengers::current();
   return slot.messenger(call.destination).append(call, mode, buffer);
 }
 
-bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer,
+bool broadcast(const fabric::Outgoing& call, const Mode& mode, const BufferTransfer* buffer,
                std::span<const RemoteLocator> dest_buffers) {
   WorkerState& slot = Messengers::current();
   if (buffer != nullptr && buffer->where.process != slot.self.process)
@@ -267,7 +267,7 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffe
   // Into destination buffers: the table of every thread's buffer travels
   // down the tree with the call, checked here once.
   std::vector<wire::Target> targets;
-  RemoteBuffer own{RemoteBuffer::written, {}};
+  BufferTransfer own{BufferTransfer::written, {}};
   if (!dest_buffers.empty()) {
     const std::uint32_t threads = slot.job.threads_per_process();
     const std::size_t n = std::size_t{slot.job.size()} * threads;

@@ -67,7 +67,7 @@ class Messenger {
   Messenger(const Messenger&) = delete;
   Messenger& operator=(const Messenger&) = delete;
 
-  bool append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::RemoteBuffer* buffer = nullptr,
+  bool append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::BufferTransfer* buffer = nullptr,
               const Forward* forward = nullptr);
   // Make every appended call visible to d (drains the overflow queue as far
   // as the ring allows).
@@ -104,12 +104,12 @@ class Messenger {
   bool rotate();
   void activate(std::size_t index);
   void put_pending();
-  void write_buffer(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer);
+  void write_buffer(const fabric::Outgoing& call, const detail::BufferTransfer* buffer);
   void write_word(bool closed, std::uint8_t grow);
-  std::size_t record_size(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward) const;
-  void serialize(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward, std::byte* at,
+  std::size_t record_size(const fabric::Outgoing& call, const detail::BufferTransfer* buffer, const Forward* forward) const;
+  void serialize(const fabric::Outgoing& call, const detail::BufferTransfer* buffer, const Forward* forward, std::byte* at,
                  std::size_t size) const;
-  void enqueue_overflow(const fabric::Outgoing& call, const detail::RemoteBuffer* buffer, const Forward* forward,
+  void enqueue_overflow(const fabric::Outgoing& call, const detail::BufferTransfer* buffer, const Forward* forward,
                         std::size_t size, const detail::Mode& mode);
   void drain_overflow();      // unless an outer frame of this thread already is
   void drain_overflow_now();

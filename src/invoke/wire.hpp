@@ -73,26 +73,17 @@ inline std::optional<Published> decode(std::uint64_t word, std::uint64_t salt) n
   return p;
 }
 
-// Record flags: the call kind in bits 0-1, then whether an Extension follows.
-enum : std::uint8_t {
-  kind_call = 0,
-  kind_buffer = 1,
-  kind_returning = 2,
-  kind_broadcast = 3,     // a BroadcastRoot follows the Extension
-  kind_mask = 3,
-  has_extension = 4,
-  has_remote_buffer = 8,  // a RemoteBuffer follows the Extension (call_buffer by RDMA write or read)
-  has_remote_reply = 16,  // a RemoteReply follows (after the RemoteBuffer, if any)
-  has_targets = 32,       // a broadcast's destination buffers follow the RemoteBuffer: one Target per thread of the job
-};
-
 using detail::RecordHeader;
-static_assert(kind_call == detail::kind_call);
+using detail::kind_call, detail::kind_buffer, detail::kind_returning, detail::kind_broadcast, detail::kind_mask,
+    detail::has_extension, detail::has_remote_buffer, detail::has_remote_reply, detail::has_targets;
 
 // Follows the header when the caller wants to hear back or sends a buffer.
 struct Extension {
   std::uint64_t sync;    // the caller's Synchronizer (0: none): notified when consumed
-  std::uint64_t aux;     // buffer: its length; returning: where the result goes
+  union {                         // by the call kind:
+    std::uint64_t buffer_length;  // kind_buffer, kind_broadcast: the buffer's bytes
+    std::uint64_t result_address; // kind_returning: where the result goes in the caller
+  };
 };
 static_assert(sizeof(Extension) == 16);
 

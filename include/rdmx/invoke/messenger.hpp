@@ -65,12 +65,12 @@ struct Mode {
   bool refuse = false;                // no room: return false at once (the try_ calls)
 };
 // A call_buffer whose buffer is moved by RDMA instead of inside the call.
-struct RemoteBuffer {
+struct BufferTransfer {
   enum How { written, read } how;
   RemoteLocator where;  // written: the destination's buffer; read: the caller's
 };
-bool send(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer = nullptr);
-bool broadcast(const fabric::Outgoing& call, const Mode& mode, const RemoteBuffer* buffer = nullptr,
+bool send(const fabric::Outgoing& call, const Mode& mode, const BufferTransfer* buffer = nullptr);
+bool broadcast(const fabric::Outgoing& call, const Mode& mode, const BufferTransfer* buffer = nullptr,
                std::span<const RemoteLocator> dest_buffers = {});
 std::size_t process_calls();
 void flush();
@@ -90,7 +90,7 @@ class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
   template <Notify N = Notify::sent, class F>
   void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> orig, const RemoteLocator& dest_buffer,
                    SynchronizerRef sync = {}) {
-    const invoke::detail::RemoteBuffer b{invoke::detail::RemoteBuffer::written, dest_buffer};
+    const invoke::detail::BufferTransfer b{invoke::detail::BufferTransfer::written, dest_buffer};
     invoke::detail::send(with_data(buffer_call<N>(dest, func, sync), orig), mode(), &b);
   }
   // Seriema's third call_buffer: dest RDMA-reads `orig` (registered memory of
@@ -99,7 +99,7 @@ class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
   // `orig`; Notify::consumed once func ran.
   template <Notify N = Notify::sent, class F>
   void call_buffer(ThreadId dest, const F& func, const RemoteLocator& orig, SynchronizerRef sync = {}) {
-    const invoke::detail::RemoteBuffer b{invoke::detail::RemoteBuffer::read, orig};
+    const invoke::detail::BufferTransfer b{invoke::detail::BufferTransfer::read, orig};
     invoke::detail::send(buffer_call<N>(dest, func, sync), mode(), &b);
   }
   using CallFamily::call_buffer;
@@ -138,7 +138,7 @@ class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
   template <class F>
   void broadcast_buffer(const F& func, const RemoteLocator& orig, Synchronizer& sync) {
     auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, &sync, Notify::consumed);
-    const invoke::detail::RemoteBuffer b{invoke::detail::RemoteBuffer::read, orig};
+    const invoke::detail::BufferTransfer b{invoke::detail::BufferTransfer::read, orig};
     invoke::detail::broadcast(o, mode(), &b);
   }
   // broadcast_buffer into destination buffers (Table 1's broadcast_buffer

@@ -28,7 +28,19 @@ struct RecordHeader {
 static_assert(sizeof(RecordHeader) == 16);
 
 inline constexpr std::size_t record_align = 8;
-inline constexpr std::uint8_t kind_call = 0;  // record flags of a plain call
+// Record flags: the call kind in bits 0-1, then what follows the header (the
+// structures themselves are the invoke layer's wire format, src/invoke/wire.hpp).
+enum : std::uint8_t {
+  kind_call = 0,
+  kind_buffer = 1,
+  kind_returning = 2,
+  kind_broadcast = 3,     // a BroadcastRoot follows the Extension
+  kind_mask = 3,
+  has_extension = 4,
+  has_remote_buffer = 8,  // a RemoteBuffer follows the Extension (call_buffer by RDMA write or read)
+  has_remote_reply = 16,  // a RemoteReply follows (after the RemoteBuffer, if any)
+  has_targets = 32,       // a broadcast's destination buffers follow the RemoteBuffer: one Target per thread of the job
+};
 
 inline std::uint8_t record_check(const RecordHeader& h) noexcept {
   std::uint64_t x = h.function ^ (std::uint64_t{h.size} << 24) ^ (std::uint64_t{h.closure_size} << 8) ^ h.flags;
