@@ -9,17 +9,17 @@
 namespace rdmx {
 
 Aggregator::Aggregator(Aggregation mode, AggregatorOptions options) : mode_(mode) {
-  invoke::WorkerState& slot = invoke::Messengers::current();  // checks this is a worker thread
+  invoke::WorkerState& state = invoke::Messengers::current();  // checks this is a worker thread
   if (mode == Aggregation::trad) {
     if (options.flush_bytes == 0) throw Error(Errc::invalid_argument, "Aggregator: flush_bytes must be positive");
     how_ = {options.flush_bytes, Policy::retry, false, 0};
   } else {
     how_ = {0, Policy::retry, true, options.overflow_limit};
   }
-  threads_ = slot.job.workers_per_process();
-  called_.assign(std::size_t{slot.job.size()} * threads_, false);
-  phase_ = options.phase != 0 ? options.phase : slot.aggregator_phase + 1;
-  slot.aggregator_phase = phase_;
+  threads_ = state.job.workers_per_process();
+  called_.assign(std::size_t{state.job.size()} * threads_, false);
+  phase_ = options.phase != 0 ? options.phase : state.aggregator_phase + 1;
+  state.aggregator_phase = phase_;
 }
 
 Aggregator::~Aggregator() {
@@ -35,9 +35,9 @@ Aggregator::~Aggregator() {
 
 void Aggregator::submit(const fabric::Outgoing& call) {
   if (shut_down_) throw Error(Errc::shut_down, "Aggregator: call after shutdown()");
-  invoke::WorkerState& slot = invoke::Messengers::current();
+  invoke::WorkerState& state = invoke::Messengers::current();
   // how_ never refuses: append waits for room (or throws).
-  slot.messenger(call.destination).append(call, how_);
+  state.messenger(call.destination).append(call, how_);
   called_[std::size_t{call.destination.process} * threads_ + call.destination.thread] = true;
 }
 
@@ -45,7 +45,7 @@ void Aggregator::flush() { invoke::Messengers::current().publish_all(); }
 
 void Aggregator::shutdown() {
   if (shut_down_) return;
-  invoke::WorkerState& slot = invoke::Messengers::current();
+  invoke::WorkerState& state = invoke::Messengers::current();
   // The signal is one more call on the same channel, so it runs after every
   // call this aggregator made to that thread.
   const invoke::detail::Mode last{0, Policy::retry, false, 0};
@@ -53,24 +53,24 @@ void Aggregator::shutdown() {
     if (!called_[g]) continue;
     const ThreadId dest{static_cast<std::uint32_t>(g / threads_), static_cast<std::uint32_t>(g % threads_)};
     // Counted for the destination thread, whichever thread runs it (a helper).
-    slot.messenger(dest).append(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, [phase = phase_] {
+    state.messenger(dest).append(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, [phase = phase_] {
       invoke::Messengers::destination().count_shutdown(phase);
     }, nullptr, Notify::sent), last);
   }
   shut_down_ = true;
-  slot.publish_all();
+  state.publish_all();
 }
 
 std::uint64_t Aggregator::shutdowns_received() const { return invoke::Messengers::current().shutdowns(phase_); }
 
 void Aggregator::wait_for_shutdowns(std::uint64_t count) const {
-  invoke::WorkerState& slot = invoke::Messengers::current();
-  while (slot.shutdowns(phase_) < count) {
+  invoke::WorkerState& state = invoke::Messengers::current();
+  while (state.shutdowns(phase_) < count) {
     // A dead peer will never signal: the phase cannot end.
-    for (std::uint32_t p = 0; p < slot.job.size(); ++p)
-      if (slot.job.process_failed(p))
+    for (std::uint32_t p = 0; p < state.job.size(); ++p)
+      if (state.job.process_failed(p))
         throw Error(Errc::peer_failed, "Aggregator: process " + std::to_string(p) + " has failed before phase " +
-                                           std::to_string(phase_) + " ended (" + std::to_string(slot.shutdowns(phase_)) +
+                                           std::to_string(phase_) + " ended (" + std::to_string(state.shutdowns(phase_)) +
                                            " of " + std::to_string(count) + " shutdowns received)");
     progress();
   }

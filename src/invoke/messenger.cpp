@@ -32,7 +32,7 @@ struct Scoped {
   ~Scoped() { flag = saved; }
 };
 
-memory::Arena& arena_of(WorkerState& slot) { return slot.job.arena_near(slot.self.thread); }
+memory::Arena& arena_of(WorkerState& state) { return state.job.arena_near(state.self.thread); }
 
 }  // namespace
 

@@ -48,8 +48,8 @@ std::uint64_t* WordSlots::next(transfer::Transmitter& tx, std::uint32_t process)
 
 // ---- WorkerState ----
 
-WorkerState::WorkerState(Messengers& module, Job& j, std::uint32_t slot, const MessengerOptions& opts)
-    : job(j), self{j.rank(), slot}, options(opts), module_(module),
+WorkerState::WorkerState(Messengers& layer, Job& j, std::uint32_t worker, const MessengerOptions& opts)
+    : job(j), self{j.rank(), worker}, options(opts), layer_(layer),
       failures_handled_(j.size(), false), workers_(j.workers_per_process()) {
   messengers_.resize(std::size_t{j.size()} * j.workers_per_process());
 }
@@ -68,10 +68,10 @@ bool WorkerState::settle(std::uint32_t process, Synchronizer* sync) {
   return true;
 }
 
-std::string WorkerState::failure_of(std::uint32_t process) const { return module_.failure_of(process); }
+std::string WorkerState::failure_of(std::uint32_t process) const { return layer_.failure_of(process); }
 
 void WorkerState::check_failures() {
-  const std::uint64_t failures = module_.failures();
+  const std::uint64_t failures = layer_.failures();
   if (failures == failures_seen_) [[likely]]
     return;
   failures_seen_ = failures;
@@ -212,16 +212,16 @@ void WorkerState::publish_all() {
 // ---- Messengers ----
 
 Messengers::Messengers(Job& job) : options_(MessengerOptions::from_env()) {
-  for (std::uint32_t s = 0; s < job.workers_per_process(); ++s) slots_.push_back(std::make_unique<WorkerState>(*this, job, s, options_));
+  for (std::uint32_t s = 0; s < job.workers_per_process(); ++s) workers_.push_back(std::make_unique<WorkerState>(*this, job, s, options_));
   // Worker w's calls go to helper w mod H, always the same one: a channel is
   // only ever consumed by one thread, so no consumer-side state is shared.
   for (std::uint32_t w = 0; job.helpers_per_process() != 0 && w < job.threads_per_process(); ++w)
-    slots_[job.threads_per_process() + w % job.helpers_per_process()]->serve(*slots_[w]);
+    workers_[job.threads_per_process() + w % job.helpers_per_process()]->serve(*workers_[w]);
 }
 
-std::size_t Messengers::poll(std::uint32_t slot) { return slots_[slot]->poll(); }
+std::size_t Messengers::poll(std::uint32_t worker) { return workers_[worker]->poll(); }
 
-void Messengers::flush(std::uint32_t slot) { slots_[slot]->publish_all(); }
+void Messengers::flush(std::uint32_t worker) { workers_[worker]->publish_all(); }
 
 void Messengers::process_failed(std::uint32_t process, const std::string& why) {
   {
@@ -244,33 +244,33 @@ WorkerState& Messengers::current() {
   if (word == nullptr || this_thread().is_service())
     throw Error(Errc::invalid_argument,
                 "one-sided calls are made by worker threads (Job::run); other threads use the send-based rdmx::call");
-  WorkerState& slot = fabric::layer<Messengers>().worker(this_thread().thread);
-  *word = &slot;
-  *fabric::acting_word<detail::Lane>() = &slot.lane;
-  return slot;
+  WorkerState& state = fabric::layer<Messengers>().worker(this_thread().thread);
+  *word = &state;
+  *fabric::acting_word<detail::Lane>() = &state.lane;
+  return state;
 }
 
 namespace detail {
 
 bool send(const fabric::Outgoing& call, const Mode& mode, const BufferTransfer* buffer) {
-  WorkerState& slot = Messengers::current();
-  return slot.messenger(call.destination).append(call, mode, buffer);
+  WorkerState& state = Messengers::current();
+  return state.messenger(call.destination).append(call, mode, buffer);
 }
 
 bool broadcast(const fabric::Outgoing& call, const Mode& mode, const BufferTransfer* buffer,
                std::span<const RemoteLocator> dest_buffers) {
-  WorkerState& slot = Messengers::current();
-  if (buffer != nullptr && buffer->where.process != slot.self.process)
+  WorkerState& state = Messengers::current();
+  if (buffer != nullptr && buffer->where.process != state.self.process)
     throw Error(Errc::invalid_argument, "broadcast_buffer: the buffer to read must be in the caller's process");
   const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
-  Forward forward{slot.self, consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0};
+  Forward forward{state.self, consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0};
   // Into destination buffers: the table of every thread's buffer travels
   // down the tree with the call, checked here once.
   std::vector<wire::Target> targets;
   BufferTransfer own{BufferTransfer::written, {}};
   if (!dest_buffers.empty()) {
-    const std::uint32_t threads = slot.job.threads_per_process();
-    const std::size_t n = std::size_t{slot.job.size()} * threads;
+    const std::uint32_t threads = state.job.threads_per_process();
+    const std::size_t n = std::size_t{state.job.size()} * threads;
     if (dest_buffers.size() != n)
       throw Error(Errc::invalid_argument, "broadcast_buffer: " + std::to_string(dest_buffers.size()) +
                                               " destination buffers given, the job has " + std::to_string(n) + " threads");
@@ -286,26 +286,26 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const BufferTrans
       targets[i] = wire::Target{d.region, 0, d.offset};
     }
     forward.targets = targets;
-    own.where = dest_buffers[std::size_t{slot.self.process} * threads + slot.self.thread];
+    own.where = dest_buffers[std::size_t{state.self.process} * threads + state.self.thread];
     buffer = &own;
   }
   // The root sends the call to itself: running it there fans it out.
   fabric::Outgoing o = call;
-  o.destination = slot.self;
+  o.destination = state.self;
   // Notify::sent into destination buffers: when the root's own buffer is
   // written, `call.data` is free (the tree forwards from the buffers).
   if (dest_buffers.empty() || consumed) o.sync = nullptr;
-  if (!slot.messenger(slot.self).append(o, mode, buffer, &forward)) return false;
+  if (!state.messenger(state.self).append(o, mode, buffer, &forward)) return false;
   if (consumed) {
-    const auto threads = static_cast<std::int64_t>(slot.job.size()) * slot.job.threads_per_process();
+    const auto threads = static_cast<std::int64_t>(state.job.size()) * state.job.threads_per_process();
     call.sync->add(threads);
-    slot.owe(WorkerState::any_process, call.sync, threads);
+    state.owe(WorkerState::any_process, call.sync, threads);
   }
   return true;
 }
 
 std::size_t process_calls() {
-  // The fabric's progress polls the module too (and runs send-based calls).
+  // The fabric's progress polls the layer too (and runs send-based calls).
   return rdmx::progress();
 }
 

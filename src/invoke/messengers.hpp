@@ -1,7 +1,7 @@
 // Private to invoke: the per-process state behind MessengerGlobal. Each
-// worker thread (slot) has outgoing Messengers, one per destination thread,
+// worker thread has outgoing Messengers, one per destination thread,
 // and incoming Channels, one per sender; the process's service thread adds
-// chunks to a slot's incoming map when a sender asks for them.
+// chunks to a worker's incoming map when a sender asks for them.
 #pragma once
 #include <array>
 #include <atomic>
@@ -61,7 +61,7 @@ class WordSlots {
 // Sender side of one channel, s -> d (Seriema's sending RDMAMessenger).
 class Messenger {
  public:
-  // Its memory lives in the arenas, which outlive the module.
+  // Its memory lives in the arenas, which outlive the layer.
   Messenger(WorkerState& owner, ThreadId dest);
   ~Messenger();
   Messenger(const Messenger&) = delete;
@@ -233,7 +233,7 @@ class Channel {
   WordSlots words_;
 };
 
-// What the service thread hands a slot: chunks a sender set up.
+// What the service thread hands a worker: chunks a sender set up.
 struct Announcement {
   ThreadId source;
   bool first = false;  // a new channel (feedback is valid)
@@ -243,7 +243,7 @@ struct Announcement {
 
 class WorkerState {
  public:
-  WorkerState(Messengers& module, Job& job, std::uint32_t slot, const MessengerOptions& options);
+  WorkerState(Messengers& layer, Job& job, std::uint32_t worker, const MessengerOptions& options);
   ~WorkerState();
 
   Messenger& messenger(ThreadId dest);
@@ -260,7 +260,7 @@ class WorkerState {
   // Nothing that arrived waits on the network to run, no written buffer waits to be reported.
   bool settled() const;
   void announce(Announcement a);  // any thread (the service thread)
-  void take_announcements();      // this slot's thread
+  void take_announcements();      // this worker's thread
   void unpublished(Messenger& m) { pending_publish_.push_back(&m); }
   // A call_buffer's RDMA write from the caller's buffer into `process`:
   // notify `sync` once `tag` is free (fail it if `process` fails first).
@@ -303,13 +303,13 @@ class WorkerState {
   std::uint64_t aggregator_phase = 0;  // of the last Aggregator made on this thread
 
  private:
-  // Run the calls that arrived for this slot, on the calling thread (`runner`).
+  // Run the calls that arrived for this worker, on the calling thread (`runner`).
   std::size_t consume(WorkerState& runner);
-  // This slot's thread: fail what newly failed processes owe, and close a
+  // This worker's thread: fail what newly failed processes owe, and close a
   // lane into a dead process's chunk.
   void check_failures();
 
-  Messengers& module_;
+  Messengers& layer_;
   std::mutex owed_mutex_;  // a helper thread settles the notifications its worker waits for
   std::map<std::pair<std::uint32_t, Synchronizer*>, std::int64_t> owed_;
   std::uint64_t failures_seen_ = 0;
@@ -339,15 +339,15 @@ class WorkerState {
 class Messengers final : public fabric::Layer {
  public:
   explicit Messengers(Job& job);
-  std::size_t poll(std::uint32_t slot) override;
-  void flush(std::uint32_t slot) override;
-  bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
-  // Any thread: recorded here; each slot fails its waits on `process` when
+  std::size_t poll(std::uint32_t worker) override;
+  void flush(std::uint32_t worker) override;
+  bool settled(std::uint32_t worker) const override { return workers_[worker]->settled(); }
+  // Any thread: recorded here; each worker fails its waits on `process` when
   // its thread next progresses (WorkerState::check_failures).
   void process_failed(std::uint32_t process, const std::string& why) override;
   std::uint64_t failures() const noexcept { return failures_.load(std::memory_order_acquire); }
   std::string failure_of(std::uint32_t process) const;
-  WorkerState& worker(std::uint32_t index) { return *slots_.at(index); }
+  WorkerState& worker(std::uint32_t index) { return *workers_.at(index); }
   const MessengerOptions& options() const noexcept { return options_; }
   // The calling worker thread's state; throws for other threads.
   static WorkerState& current();
@@ -358,11 +358,11 @@ class Messengers final : public fabric::Layer {
 
  private:
   MessengerOptions options_;
-  std::vector<std::unique_ptr<WorkerState>> slots_;
+  std::vector<std::unique_ptr<WorkerState>> workers_;
   mutable std::mutex failures_mutex_;
   std::map<std::uint32_t, std::string> why_;
   // Starts above the slots' count: their first poll also sees processes
-  // that failed before this module existed.
+  // that failed before this layer existed.
   std::atomic<std::uint64_t> failures_{1};
 };
 
