@@ -134,14 +134,15 @@ class OneSidedDevice final : public JobDevice {
  public:
   using JobDevice::JobDevice;
   const char* name() const noexcept override { return "one_sided"; }
+  // Neither allocates: a miss costs little more than the get itself.
   void fetch(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
-    get(local, regions_[server].slice(offset, bytes)).get();
+    blocking_get(local, regions_[server].slice(offset, bytes));
   }
   void store(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
     const RemoteLocator target = regions_[server].slice(offset, bytes);
-    put(local, target).get();
-    // Remote completion: the next read may come from another thread, whose
-    // endpoint is not ordered after this one's.
+    post_put(local, target);
+    // Remote completion, which also frees `local`: the next read may come
+    // from another thread, whose endpoint is not ordered after this one's.
     flush(target.process);
   }
   // Gets in flight; finishing waits for every one before it throws.
