@@ -145,9 +145,11 @@ class OneSidedDevice final : public JobDevice {
     // from another thread, whose endpoint is not ordered after this one's.
     flush(target.process);
   }
-  // Gets in flight; finishing waits for every one before it throws.
+  // Gets in flight, issued unsignaled (no future each: two heap
+  // allocations a get); finishing flushes every process they went to,
+  // which completes them all, and then throws the first failure.
   struct Gets final : Reads {
-    std::vector<Future<void>> pending;
+    std::vector<std::uint32_t> processes;  // each once
     std::exception_ptr failure;
     ~Gets() override {
       try {
@@ -156,22 +158,26 @@ class OneSidedDevice final : public JobDevice {
       }
     }
     void finish() override {
-      for (auto& f : pending) {
+      for (std::uint32_t process : processes) {
         try {
-          f.get();
+          flush(process);
         } catch (...) {
           if (!failure) failure = std::current_exception();
         }
       }
-      pending.clear();
+      processes.clear();
       if (failure) std::rethrow_exception(std::exchange(failure, nullptr));
     }
   };
   std::unique_ptr<Reads> start_fetches(std::span<const Transfer> transfers) override {
     auto gets = std::make_unique<Gets>();
-    gets->pending.reserve(transfers.size());
     try {
-      for (const Transfer& t : transfers) gets->pending.push_back(get(t.local, regions_[t.server].slice(t.offset, t.bytes)));
+      for (const Transfer& t : transfers) {
+        const RemoteLocator source = regions_[t.server].slice(t.offset, t.bytes);
+        if (std::find(gets->processes.begin(), gets->processes.end(), source.process) == gets->processes.end())
+          gets->processes.push_back(source.process);  // before the get: a get that throws may have been issued
+        post_get(t.local, source);
+      }
     } catch (...) {
       gets->failure = std::current_exception();  // finish() waits for those issued, then throws it
     }

@@ -555,6 +555,7 @@ InFlight Manager::deref_start(std::span<std::atomic<std::uint64_t>* const> words
   if (&scope.manager() != this) throw Error(Errc::invalid_argument, "far: the DerefScope belongs to another far::Manager");
   if (out.size() < words.size()) throw Error(Errc::invalid_argument, "far: a batch needs an output entry per pointer");
   auto b = std::make_unique<InFlight::State>(InFlight::State{this, &m, &scope, access, bytes, words, out, {}, {}, nullptr});
+  b->claims.reserve(words.size());
   try {
     for (std::size_t i = 0; i < words.size(); ++i) {
       out[i] = nullptr;
