@@ -38,6 +38,8 @@
 // Array::reduce_remote on the server (`far_offload`), and over a
 // std::vector (`local`); seconds per sum, p50 over repetitions.
 //   --quick  --seconds=S (per variant, default 1)  --ops=N (most per variant, default 20000)
+//   --cases=LIST (of cold, inflight, granularity, aggregate, snappy, web; default all)
+//   --paths=LIST (of one_sided, two_sided; default both)
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -76,7 +78,31 @@ namespace far = rdmx::far;
 struct Options {
   double seconds = 1.0;
   std::size_t ops = 20000;
+  std::vector<std::string> cases;  // empty: all
+  std::vector<std::string> paths;  // empty: both
+  bool runs(const std::string& c) const { return cases.empty() || std::find(cases.begin(), cases.end(), c) != cases.end(); }
+  bool runs(far::Path p) const {
+    return paths.empty() || std::find(paths.begin(), paths.end(), std::string(far::to_string(p))) != paths.end();
+  }
 };
+
+// "a,b,c" as its items, each one of `known`.
+std::vector<std::string> parse_list(const std::string& option, const std::string& text, std::initializer_list<const char*> known) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (std::none_of(known.begin(), known.end(), [&](const char* k) { return item == k; })) {
+      std::string names;
+      for (const char* k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+      throw rdmx::Error(rdmx::Errc::invalid_argument, option + ": '" + item + "' is not one of " + names);
+    }
+    items.push_back(std::move(item));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -90,9 +116,13 @@ Options parse(int argc, char** argv) {
       if (!(o.seconds > 0 && o.seconds < 3600)) throw rdmx::Error(rdmx::Errc::invalid_argument, "--seconds wants 0 < S < 3600");
     } else if (a.rfind("--ops=", 0) == 0) {
       o.ops = rdmx::env::parse_count(a.substr(6), "--ops");
+    } else if (a.rfind("--cases=", 0) == 0) {
+      o.cases = parse_list("--cases", a.substr(8), {"cold", "inflight", "granularity", "aggregate", "snappy", "web"});
+    } else if (a.rfind("--paths=", 0) == 0) {
+      o.paths = parse_list("--paths", a.substr(8), {"one_sided", "two_sided"});
     } else {
-      throw rdmx::Error(rdmx::Errc::invalid_argument,
-                        "unknown argument '" + a + "'\nusage: rdmx-bench-far [--seconds=S] [--ops=N] [--quick]");
+      throw rdmx::Error(rdmx::Errc::invalid_argument, "unknown argument '" + a +
+                                                          "'\nusage: rdmx-bench-far [--seconds=S] [--ops=N] [--quick] [--cases=LIST] [--paths=LIST]");
     }
   }
   return o;
@@ -624,14 +654,17 @@ int main(int argc, char** argv) {
     JsonLine common;
     common.field("bench", "far").field("tls", tls);
     for (far::Path path : {far::Path::one_sided, far::Path::two_sided}) {
-      measure<64>(common, path, o);
-      measure<4096>(common, path, o);
-      inflight(common, path, o);
-      granularity(common, path, o);
-      aggregate(common, path, o);
+      if (!o.runs(path)) continue;
+      if (o.runs("cold")) {
+        measure<64>(common, path, o);
+        measure<4096>(common, path, o);
+      }
+      if (o.runs("inflight")) inflight(common, path, o);
+      if (o.runs("granularity")) granularity(common, path, o);
+      if (o.runs("aggregate")) aggregate(common, path, o);
 #ifdef RDMX_HAVE_SNAPPY
-      snappy_case(common, path, o);
-      web(common, path, o);
+      if (o.runs("snappy")) snappy_case(common, path, o);
+      if (o.runs("web")) web(common, path, o);
 #endif
     }
   } catch (const std::exception& e) {

@@ -182,6 +182,10 @@ Future<void> get(void* destination, const RemoteLocator& source) {
   check_access(source, "get");
   return transmitter(source.process).get(destination, source.length, resolve(source));
 }
+void blocking_get(void* destination, const RemoteLocator& source) {
+  check_access(source, "get");
+  transmitter(source.process).blocking_get(destination, source.length, resolve(source));
+}
 transfer::EpochTag post_put(const void* source, const RemoteLocator& target) {
   check_access(target, "post_put");
   return transmitter(target.process).post_put(source, target.length, resolve(target));

@@ -3,6 +3,7 @@
 // server's service thread (AIFM's TCP device, for comparison).
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <vector>
 #include <cstring>
@@ -57,16 +58,16 @@ class JobDevice : public Device {
   std::uint32_t rank_of(std::size_t server) const override { return regions_.at(server).process; }
   void read(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) final {
     check_range(server, offset, bytes);
-    naming_loss(describe(server), [&] { fetch(server, offset, local, bytes); });
+    naming_loss(server, [&] { fetch(server, offset, local, bytes); });
   }
   void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) final {
     check_range(server, offset, bytes);
-    naming_loss(describe(server), [&] { store(server, offset, local, bytes); });
+    naming_loss(server, [&] { store(server, offset, local, bytes); });
   }
   // Both paths: an offloaded function needs the server's CPU.
   void compute(std::size_t server, const Offload& work) final {
     check_range(server, 0, 0);  // a server that exists
-    naming_loss(describe(server), [&] {
+    naming_loss(server, [&] {
       Synchronizer sync;
       fabric::Outgoing call;
       call.destination = ThreadId{regions_[server].process, service_thread};
@@ -86,8 +87,8 @@ class JobDevice : public Device {
     for (const Transfer& t : transfers) check_range(t.server, t.offset, t.bytes);
     const std::size_t first = transfers.empty() ? 0 : transfers.front().server;
     const bool one = std::all_of(transfers.begin(), transfers.end(), [&](const Transfer& t) { return t.server == first; });
-    auto reads = std::make_unique<Named>(*this, one ? describe(first) : "one of the servers read from");
-    naming_loss(reads->who, [&] { reads->inner = start_fetches(transfers); });
+    auto reads = std::make_unique<Named>(*this, one ? first : many_servers);
+    naming_loss(reads->server, [&] { reads->inner = start_fetches(transfers); });
     return reads;
   }
 
@@ -101,26 +102,30 @@ class JobDevice : public Device {
  private:
   // Reads whose failures name the lost server, like read()'s.
   struct Named final : Reads {
-    Named(JobDevice& d, std::string w) : device(d), who(std::move(w)) {}
+    Named(JobDevice& d, std::size_t s) : device(d), server(s) {}
     void finish() override {
-      if (inner) device.naming_loss(who, [&] { std::exchange(inner, nullptr)->finish(); });
+      if (inner) device.naming_loss(server, [&] { std::exchange(inner, nullptr)->finish(); });
     }
     JobDevice& device;
-    std::string who;
+    std::size_t server;  // or many_servers
     std::unique_ptr<Reads> inner;
   };
+  static constexpr std::size_t many_servers = SIZE_MAX;
 
-  // A dead server's error says what it means for far memory.
+  // A dead server's error says what it means for far memory. Named only
+  // once it failed: every miss goes through here, and building the name
+  // (heap allocations) costs a sizable part of a shared-memory miss.
   std::string describe(std::size_t server) const {
+    if (server == many_servers) return "one of the servers read from";
     return "server " + std::to_string(server) + " (process " + std::to_string(rank_of(server)) + ")";
   }
   template <class F>
-  void naming_loss(const std::string& who, F&& f) {
+  void naming_loss(std::size_t server, F&& f) {
     try {
       f();
     } catch (const Error& e) {
       if (e.code() != Errc::peer_failed) throw;
-      throw Error(Errc::peer_failed, "far: " + who + " is lost, and its objects with it: " + e.what());
+      throw Error(Errc::peer_failed, "far: " + describe(server) + " is lost, and its objects with it: " + e.what());
     }
   }
 };
@@ -129,19 +134,22 @@ class OneSidedDevice final : public JobDevice {
  public:
   using JobDevice::JobDevice;
   const char* name() const noexcept override { return "one_sided"; }
+  // Neither allocates: a miss costs little more than the get itself.
   void fetch(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
-    get(local, regions_[server].slice(offset, bytes)).get();
+    blocking_get(local, regions_[server].slice(offset, bytes));
   }
   void store(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
     const RemoteLocator target = regions_[server].slice(offset, bytes);
-    put(local, target).get();
-    // Remote completion: the next read may come from another thread, whose
-    // endpoint is not ordered after this one's.
+    post_put(local, target);
+    // Remote completion, which also frees `local`: the next read may come
+    // from another thread, whose endpoint is not ordered after this one's.
     flush(target.process);
   }
-  // Gets in flight; finishing waits for every one before it throws.
+  // Gets in flight, issued unsignaled (no future each: two heap
+  // allocations a get); finishing flushes every process they went to,
+  // which completes them all, and then throws the first failure.
   struct Gets final : Reads {
-    std::vector<Future<void>> pending;
+    std::vector<std::uint32_t> processes;  // each once
     std::exception_ptr failure;
     ~Gets() override {
       try {
@@ -150,22 +158,26 @@ class OneSidedDevice final : public JobDevice {
       }
     }
     void finish() override {
-      for (auto& f : pending) {
+      for (std::uint32_t process : processes) {
         try {
-          f.get();
+          flush(process);
         } catch (...) {
           if (!failure) failure = std::current_exception();
         }
       }
-      pending.clear();
+      processes.clear();
       if (failure) std::rethrow_exception(std::exchange(failure, nullptr));
     }
   };
   std::unique_ptr<Reads> start_fetches(std::span<const Transfer> transfers) override {
     auto gets = std::make_unique<Gets>();
-    gets->pending.reserve(transfers.size());
     try {
-      for (const Transfer& t : transfers) gets->pending.push_back(get(t.local, regions_[t.server].slice(t.offset, t.bytes)));
+      for (const Transfer& t : transfers) {
+        const RemoteLocator source = regions_[t.server].slice(t.offset, t.bytes);
+        if (std::find(gets->processes.begin(), gets->processes.end(), source.process) == gets->processes.end())
+          gets->processes.push_back(source.process);  // before the get: a get that throws may have been issued
+        post_get(t.local, source);
+      }
     } catch (...) {
       gets->failure = std::current_exception();  // finish() waits for those issued, then throws it
     }

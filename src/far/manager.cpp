@@ -193,7 +193,7 @@ struct Manager::Impl {
 
   // A slot of `size_class`, evicting cold objects while the budget is spent.
   std::uint32_t take_slot(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
-    auto deadline = std::chrono::steady_clock::now() + pinned_patience;
+    std::chrono::steady_clock::time_point deadline{};  // read the clock only once everything is pinned
     for (;;) {
       if (auto slot = slabs->take(size_class)) {
         peak_resident = std::max(peak_resident, slabs->resident_bytes());
@@ -201,7 +201,9 @@ struct Manager::Impl {
       }
       if (evict_one()) continue;
       // Everything is pinned: other threads' scopes may end soon.
-      if (std::chrono::steady_clock::now() > deadline)
+      const auto now = std::chrono::steady_clock::now();
+      if (deadline == std::chrono::steady_clock::time_point{}) deadline = now + pinned_patience;
+      else if (now > deadline)
         throw Error(Errc::out_of_memory, "far: the local budget of " + std::to_string(config.cache_bytes) +
                                              " bytes is exhausted: every cached object is pinned by a DerefScope "
                                              "(end scopes sooner or raise RDMX_FAR_CACHE)");
@@ -553,6 +555,7 @@ InFlight Manager::deref_start(std::span<std::atomic<std::uint64_t>* const> words
   if (&scope.manager() != this) throw Error(Errc::invalid_argument, "far: the DerefScope belongs to another far::Manager");
   if (out.size() < words.size()) throw Error(Errc::invalid_argument, "far: a batch needs an output entry per pointer");
   auto b = std::make_unique<InFlight::State>(InFlight::State{this, &m, &scope, access, bytes, words, out, {}, {}, nullptr});
+  b->claims.reserve(words.size());
   try {
     for (std::size_t i = 0; i < words.size(); ++i) {
       out[i] = nullptr;
@@ -640,7 +643,8 @@ void Manager::unpin(std::uint32_t slot) noexcept { impl_->pins[slot].fetch_sub(1
 
 DerefScope::DerefScope() : manager_(&Manager::current()) {}
 DerefScope::~DerefScope() {
-  for (std::uint32_t slot : slots_) manager_->unpin(slot);
+  for (std::size_t i = 0; i < std::min(pinned_, inline_pins); ++i) manager_->unpin(first_[i]);
+  for (std::uint32_t slot : more_) manager_->unpin(slot);
 }
 
 }  // namespace rdmx::far

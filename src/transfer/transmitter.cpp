@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "rdmx/core/backoff.hpp"
 #include "rdmx/core/env.hpp"
 #include "rdmx/transfer/endpoint.hpp"
 #include "rdmx/transfer/status.hpp"
@@ -124,6 +125,25 @@ Future<void> Transmitter::get(void* destination, std::size_t length, RemoteAddre
   return issue_with_future<void>(hook_, "get", [&](ucp_request_param_t& param, Pending<void>&) {
     return ucp_get_nbx(endpoint_->get(), destination, length, source.address, source.rkey, &param);
   });
+}
+
+void Transmitter::blocking_get(void* destination, std::size_t length, RemoteAddress source) {
+  endpoint_->check_alive();
+  // No callback: done at once (shared memory copies inside the call), or a
+  // request of UCX's own that is polled here and then freed.
+  void* request = ucp_get_nbx(ep_, destination, length, source.address, source.rkey, &unsignaled_);
+  if (request == nullptr) return;
+  if (UCS_PTR_IS_ERR(request)) throw_status(UCS_PTR_STATUS(request), "get from " + endpoint_->peer_name());
+  ucs_status_t status = UCS_INPROGRESS;
+  try {
+    Backoff backoff;
+    while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) backoff(progress());
+  } catch (...) {
+    ucp_request_free(request);  // a failed endpoint: UCX completes it with an error and releases it
+    throw;
+  }
+  ucp_request_free(request);
+  if (status != UCS_OK) throw_status(status, "get from " + endpoint_->peer_name());
 }
 
 Future<std::uint64_t> Transmitter::fetch_add(RemoteAddress target, std::uint64_t value) {

@@ -8,62 +8,16 @@
 // hundred passes, and the first allocation's stack is printed either way.
 #include <gtest/gtest.h>
 
-#include <execinfo.h>
-#include <unistd.h>
-
 #include <array>
-#include <cstdio>
-#include <cstdlib>
-#include <new>
 
+#include "../counted_allocations.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 
-namespace {
-thread_local bool counting = false;
-thread_local std::size_t allocations = 0;
-// The first counted allocation's stack, printed when the count is checked.
-thread_local void* first_stack[32];
-thread_local int first_depth = 0;
-
-void* allocate(std::size_t n, std::size_t align) {
-  if (counting && ++allocations == 1) {
-    counting = false;  // backtrace() may allocate the first time it runs
-    first_depth = backtrace(first_stack, 32);
-    counting = true;
-  }
-  void* p = align <= alignof(std::max_align_t) ? std::malloc(n == 0 ? 1 : n)
-                                               : std::aligned_alloc(align, (n + align - 1) / align * align);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(std::size_t n) { return allocate(n, alignof(std::max_align_t)); }
-void* operator new[](std::size_t n) { return allocate(n, alignof(std::max_align_t)); }
-void* operator new(std::size_t n, std::align_val_t a) { return allocate(n, static_cast<std::size_t>(a)); }
-void* operator new[](std::size_t n, std::align_val_t a) { return allocate(n, static_cast<std::size_t>(a)); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-
 using namespace rdmx;
+using namespace rdmx::testing;
 
 namespace {
-// Fewer than one allocation per hundred round trips; prints where the first came from.
-void expect_none_per_call(std::size_t round_trips, const char* what) {
-  if (allocations != 0) {
-    std::fprintf(stderr, "%zu heap allocations during %zu %s; the first from:\n", allocations, round_trips, what);
-    backtrace_symbols_fd(first_stack, first_depth, STDERR_FILENO);
-  }
-  EXPECT_LT(allocations, round_trips / 100) << "heap allocations during " << round_trips << " " << what;
-}
-
 Job& job() { return Job::current(); }
 ThreadId peer() { return ThreadId{(job().rank() + 1) % job().size(), 0}; }
 
@@ -98,7 +52,7 @@ TEST(CallAllocations, SmallCallReturnRoundTripAllocatesNothing) {
   counting = false;
   job().barrier();
   EXPECT_EQ(wrong, 0);
-  expect_none_per_call(2000, "call_return round trips (and serving the peer's)");
+  expect_none_per(2000, "call_return round trips (and serving the peer's)");
 }
 
 TEST(CallAllocations, ConsumedCallRoundTripAllocatesNothing) {
@@ -109,5 +63,5 @@ TEST(CallAllocations, ConsumedCallRoundTripAllocatesNothing) {
   consumed_round_trips(2000);
   counting = false;
   job().barrier();
-  expect_none_per_call(2000, "consumed round trips (and serving the peer's)");
+  expect_none_per(2000, "consumed round trips (and serving the peer's)");
 }

@@ -93,6 +93,13 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     if (e.code() != Errc::peer_failed) return fail(e.what());
   }
+  try {
+    std::uint64_t v = 0;
+    blocking_get(&v, victim_memory.slice(0, 8));
+    return fail("a blocking_get from a dead process succeeded");
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) return fail(e.what());
+  }
   // The layers hear of it right after the fabric's own waits failed, maybe
   // on another thread: give that a moment.
   for (auto until = Clock::now() + std::chrono::seconds(10); failed_reports.load() == 0 && Clock::now() < until;) progress();

@@ -56,6 +56,9 @@ TEST(Rma, PutThenGetRoundTrips) {
     flush(remote.process);
     get(in.data(), remote).get();
     EXPECT_EQ(in, out) << size << " bytes";
+    std::vector<std::uint8_t> blocking(size, 0);
+    blocking_get(blocking.data(), remote);  // over TCP it waits for the owner's progress
+    EXPECT_EQ(blocking, out) << size << " bytes, blocking_get";
     free_remote(remote);
   }
   job().barrier();
@@ -118,6 +121,9 @@ TEST(RmaErrors, BadLocatorsAreRejected) {
   RemoteLocator no_process = remote;
   no_process.process = job().size() + 3;
   expect_code([&] { get(&word, no_process).get(); }, Errc::no_such_destination);
+  expect_code([&] { blocking_get(&word, outside); }, Errc::invalid_argument);
+  expect_code([&] { blocking_get(&word, no_region); }, Errc::invalid_argument);
+  expect_code([&] { blocking_get(&word, no_process); }, Errc::no_such_destination);
   expect_code([&] { fetch_add(remote.slice(1, 8), 1).get(); }, Errc::invalid_argument);  // misaligned
   expect_code([&] { allocate_remote(next_process(), std::size_t{1} << 40); }, Errc::out_of_memory);
   free_remote(remote);

@@ -46,6 +46,10 @@ transfer::Endpoint& endpoint_to(ThreadId peer);
 // put's future: `source` may be reused (remote completion: flush(process)).
 Future<void> put(const void* source, const RemoteLocator& target);
 Future<void> get(void* destination, const RemoteLocator& source);
+// get that returns once the bytes are in `destination` (progressing while
+// they are not), allocating nothing: for the latency-bound path that would
+// wait on the future at once anyway.
+void blocking_get(void* destination, const RemoteLocator& source);
 // Fire-and-forget: `source`/`destination` may be reused (hold data) once the tag is free.
 transfer::EpochTag post_put(const void* source, const RemoteLocator& target);
 transfer::EpochTag post_get(void* destination, const RemoteLocator& source);

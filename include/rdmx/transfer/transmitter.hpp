@@ -43,6 +43,10 @@ class Transmitter {
   // what guarantees remote completion. get's future means the data is here.
   Future<void> put(const void* source, std::size_t length, RemoteAddress target);
   Future<void> get(void* destination, std::size_t length, RemoteAddress source);
+  // get without a future: returns once the data is here, progressing while
+  // it is not. No heap allocation (a future's state costs two, as much as
+  // a shared-memory get itself); what far memory's misses use.
+  void blocking_get(void* destination, std::size_t length, RemoteAddress source);
   Future<std::uint64_t> fetch_add(RemoteAddress target, std::uint64_t value);
   // Returns the old value; the swap happened iff it equals `expected`.
   Future<std::uint64_t> compare_swap(RemoteAddress target, std::uint64_t expected, std::uint64_t desired);
