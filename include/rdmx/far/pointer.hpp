@@ -13,13 +13,13 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <type_traits>
 #include <utility>
 
 #include "rdmx/core/error.hpp"
+#include "rdmx/core/log.hpp"
 #include "rdmx/far/config.hpp"
 #include "rdmx/far/dereference.hpp"
 #include "rdmx/far/manager.hpp"
@@ -46,7 +46,7 @@ class UniquePtr : public Dereference<UniquePtr<T>, T> {
     try {
       reset();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "rdmx::far: destroying a far pointer failed: %s\n", e.what());
+      rdmx::log(LogLevel::error, "far: destroying a far pointer failed: %s", e.what());
       std::abort();
     }
   }

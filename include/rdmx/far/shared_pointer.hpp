@@ -11,13 +11,13 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <type_traits>
 #include <utility>
 
 #include "rdmx/core/error.hpp"
+#include "rdmx/core/log.hpp"
 #include "rdmx/far/config.hpp"
 #include "rdmx/far/dereference.hpp"
 #include "rdmx/far/manager.hpp"
@@ -58,7 +58,7 @@ class SharedPtr : public Dereference<SharedPtr<T>, T> {
       try {
         Manager::current().free(word);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "rdmx::far: freeing a shared far object failed: %s\n", e.what());
+        rdmx::log(LogLevel::error, "far: freeing a shared far object failed: %s", e.what());
         std::abort();
       }
     }
