@@ -41,8 +41,13 @@ enum Flag : std::uint8_t {
 
 // Travels as the one-sided call's captures; the archive is the call's buffer.
 struct Header {
-  std::uint64_t action = 0;  // request: the action's id; rendezvous reply: the replier's token to release
-  std::uint64_t token = 0;   // the caller's entry (0: none): a request's answers go to it, a reply completes it
+  // The first word is read as the member `kind` selects: the two never
+  // travel together, so they share it and the header stays 32 bytes.
+  union {
+    std::uint64_t action = 0;  // kind_request: the id of the action to run
+    std::uint64_t release;     // kind_reply: the replier's entry to release once the chunks are pulled (0: none)
+  };
+  std::uint64_t token = 0;  // the caller's entry (0: none): a request's answers go to it, a reply completes it
   std::uint32_t source_process = 0;
   std::uint32_t source_thread = 0;
   std::uint16_t errc = 0;  // failed reply
@@ -438,15 +443,15 @@ void WorkerParcels::send_reply(ThreadId to, std::uint64_t caller_token, std::uni
   h.kind = kind_reply;
   if (chunks) {
     h.flags = rendezvous;
-    h.action = add_entry(to.process, 0);
-    Entry& e = *find(h.action);
+    h.release = add_entry(to.process, 0);
+    Entry& e = *find(h.release);
     e.awaiting_release = true;
     e.archive = std::move(archive);
   }
   try {
     transmit(module, to, h, message);
   } catch (const Error& e) {
-    forget(h.action);
+    forget(h.release);
     rdmx::log(rdmx::LogLevel::error, "process %u: a reply to %s could not be sent: %s\n", self.process, name(to).c_str(), e.what());
   }
 }
@@ -561,7 +566,7 @@ void WorkerParcels::fail_pull(const Pull& p, Errc code, const std::string& text)
       rdmx::log(rdmx::LogLevel::error, "process %u: a posted %s was dropped: %s\n", self.process, action_name(h.action).c_str(),
                    text.c_str());
   } else {
-    send_release(source, h.action);
+    send_release(source, h.release);
     failed(h.token, code, "the result could not be received: " + text);
   }
 }
@@ -577,7 +582,7 @@ void WorkerParcels::complete_pull(std::unique_ptr<Pull> p) {
     if (h.token != 0 && module.one_sided(source.process)) MessengerGlobal().flush();
     run_request(h, in);
   } else {
-    send_release(source, h.action);
+    send_release(source, h.release);
     deliver(h.token, in);
   }
 }
