@@ -5,9 +5,7 @@
 //   action_peer_failure [--quiet]
 // --quiet: the caller posts small actions around the deadly one and waits
 // in rdmx::quiet() instead, which must throw peer_failed naming the dead
-// process, never hang and never return as if everything had run. The
-// deadly action's argument is pulled, so its parcel (and any marker behind
-// it) has arrived well before it runs.
+// process, never hang and never return as if everything had run.
 #include <signal.h>
 
 #include <atomic>
@@ -26,12 +24,16 @@ using Clock = std::chrono::steady_clock;
 namespace {
 std::atomic<bool> released{false};
 
-// The pause lets the one-sided writes this process already sent be
-// acknowledged before it dies: over TCP, UCX 1.13 emulates them, and a write
-// from a peer whose endpoint has failed makes the receiver's UCX abort while
-// acknowledging it (docs/fabric.md, "Failures"). What is tested is the
-// caller's future, not that UCX limitation.
+// It serves first: the calls behind it (a quiet() marker among them) run
+// meanwhile, so only a quiet() that counts actions finished can tell that
+// this one never finished. The pause then lets the one-sided writes this
+// process already sent be acknowledged before it dies: over TCP, UCX 1.13
+// emulates them, and a write from a peer whose endpoint has failed makes the
+// receiver's UCX abort while acknowledging it (docs/fabric.md, "Failures").
+// What is tested is the caller's wait, not that UCX limitation.
 void die(serial::serialize_buffer<char>) {
+  const auto until = Clock::now() + std::chrono::milliseconds(300);
+  while (Clock::now() < until) progress();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   raise(SIGKILL);
 }
@@ -82,6 +84,7 @@ int wait_in_quiet(Job& job) {
   const auto start = Clock::now();
   try {
     rdmx::quiet();
+    check_bystanders(job);  // let them go at once
     return fail("quiet() returned although process 1 died before running every action sent to it");
   } catch (const Error& e) {
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
