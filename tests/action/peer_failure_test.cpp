@@ -24,18 +24,22 @@ using Clock = std::chrono::steady_clock;
 namespace {
 std::atomic<bool> released{false};
 
-// It serves first: the calls behind it (a quiet() marker among them) run
-// meanwhile, so only a quiet() that counts actions finished can tell that
-// this one never finished. The pause then lets the one-sided writes this
-// process already sent be acknowledged before it dies: over TCP, UCX 1.13
-// emulates them, and a write from a peer whose endpoint has failed makes the
-// receiver's UCX abort while acknowledging it (docs/fabric.md, "Failures").
-// What is tested is the caller's wait, not that UCX limitation.
+// The pause lets the one-sided writes this process already sent be
+// acknowledged before it dies: over TCP, UCX 1.13 emulates them, and a write
+// from a peer whose endpoint has failed makes the receiver's UCX abort while
+// acknowledging it (docs/fabric.md, "Failures"). What is tested is the
+// caller's wait, not that UCX limitation.
 void die(serial::serialize_buffer<char>) {
-  const auto until = Clock::now() + std::chrono::milliseconds(300);
-  while (Clock::now() < until) progress();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   raise(SIGKILL);
+}
+// For quiet(): serves first, so the calls behind it (the in-order markers of
+// the send path and the messengers) run meanwhile, and only a quiet() that
+// counts finished actions can tell that this one never finished.
+void serve_then_die(serial::serialize_buffer<char> argument) {
+  const auto until = Clock::now() + std::chrono::milliseconds(300);
+  while (Clock::now() < until) progress();
+  die(std::move(argument));
 }
 int add(int a, int b) { return a + b; }
 void ignore(int) {}
@@ -79,7 +83,7 @@ int wait_for_the_future(Job& job) {
 
 int wait_in_quiet(Job& job) {
   for (int i = 0; i < 100; ++i) post(action<&ignore>, {1, 0}, i);
-  post(action<&die>, {1, 0}, serial::serialize_buffer<char>(std::size_t{1} << 20));
+  post(action<&serve_then_die>, {1, 0}, serial::serialize_buffer<char>(std::size_t{1} << 20));
   for (int i = 0; i < 100; ++i) post(action<&ignore>, {1, 0}, i);
   const auto start = Clock::now();
   try {
