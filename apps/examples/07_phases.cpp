@@ -11,8 +11,8 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/collective.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/quiet.hpp"
 #include "rdmx/invoke/messenger.hpp"
-#include "rdmx/invoke/quiet.hpp"
 
 // Calls run on their destination worker thread: its own tally, no lock.
 thread_local std::uint64_t tally = 0;

@@ -11,6 +11,7 @@
 #include "rdmx/core/token_table.hpp"
 #include "rdmx/action/parcel.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/rma.hpp"
+#include "rdmx/fabric/synchronizer.hpp"
 #include "rdmx/invoke/messenger.hpp"
 #include "rdmx/serial/registration_cache.hpp"
 #include "rdmx/serial/rma_memory.hpp"
@@ -41,8 +43,13 @@ enum Flag : std::uint8_t {
 
 // Travels as the one-sided call's captures; the archive is the call's buffer.
 struct Header {
-  std::uint64_t action = 0;  // request: the action's id; rendezvous reply: the replier's token to release
-  std::uint64_t token = 0;   // the caller's entry (0: none): a request's answers go to it, a reply completes it
+  // The first word is read as the member `kind` selects: the two never
+  // travel together, so they share it and the header stays 32 bytes.
+  union {
+    std::uint64_t action = 0;  // kind_request: the id of the action to run
+    std::uint64_t release;     // kind_reply: the replier's entry to release once the chunks are pulled (0: none)
+  };
+  std::uint64_t token = 0;  // the caller's entry (0: none): a request's answers go to it, a reply completes it
   std::uint32_t source_process = 0;
   std::uint32_t source_thread = 0;
   std::uint16_t errc = 0;  // failed reply
@@ -53,6 +60,8 @@ struct Header {
 static_assert(std::is_trivially_copyable_v<Header> && sizeof(Header) == 32);
 
 std::string name(ThreadId t) { return std::to_string(t.process) + "/" + std::to_string(t.thread); }
+std::uint64_t key_of(ThreadId t) { return (std::uint64_t{t.process} << 32) | t.thread; }
+ThreadId thread_of(std::uint64_t key) { return {static_cast<std::uint32_t>(key >> 32), static_cast<std::uint32_t>(key)}; }
 
 // A parcel this thread sent that still waits for something: the peer to
 // pull its chunks (the archive is held until then), a reply, or both.
@@ -64,6 +73,35 @@ struct Entry {
   std::unique_ptr<serial::OutputArchive> archive;
   Completion completion;
   SentCallback callback;
+};
+
+// quiet(): actions travel unordered (an eager parcel overtakes a pulled
+// one, and runs before it has landed), so no marker can follow them in
+// order. Instead a thread counts the requests it sent to each destination
+// thread, a destination counts those it has run from each source, and
+// quiet() sends each destination with requests not yet confirmed one marker
+// "I sent you n", which it answers once it has run n from that source.
+
+// Requests this thread sent to one destination thread.
+struct SentTo {
+  std::uint64_t sent = 0;
+  std::uint64_t confirmed = 0;  // of those, known to have run (a marker answered)
+};
+// A marker waiting at the destination until `count` requests of its source have run.
+struct Marker {
+  std::uint64_t count = 0;
+  std::uint64_t token = 0;  // the source's QuietWait
+};
+// Requests run here from one source thread (ran or failed: either way, done).
+struct RanFrom {
+  std::uint64_t count = 0;
+  std::vector<Marker> waiting;
+};
+// A marker this thread sent in quiet(), awaiting its answer.
+struct QuietWait {
+  ThreadId dest;
+  std::uint64_t count = 0;
+  Synchronizer* sync = nullptr;
 };
 
 // A rendezvous parcel whose chunks this thread is pulling.
@@ -128,6 +166,12 @@ class WorkerParcels {
 
   std::size_t poll();
   bool settled() const noexcept { return pulls_.empty(); }  // no arrived parcel waits for its chunks
+
+  // quiet(): the sender's side, and the destination's.
+  void count_request(ThreadId dest) { ++sent_[key_of(dest)].sent; }  // a request went to dest
+  void quiet();
+  void answered(std::uint64_t quiet_token);
+  void marker(ThreadId source, std::uint64_t count, std::uint64_t quiet_token);
   serial::InputOptions input_options() noexcept { return serial::InputOptions{&landing}; }
   void count_sent(const serial::OutputArchive& ar, std::size_t message_bytes) {
     const std::size_t chunk_bytes = ar.out_of_line_bytes();
@@ -139,6 +183,8 @@ class WorkerParcels {
 
  private:
   void complete_pull(std::unique_ptr<Pull> p);
+  void count_ran(ThreadId source);
+  void answer(ThreadId source, std::uint64_t quiet_token);
   void fail_pull(const Pull& p, Errc code, const std::string& text);
   void check_failures();
   std::shared_ptr<transfer::RemoteKey> rkey(ThreadId owner, transfer::Endpoint& ep, std::span<const std::byte> packed);
@@ -150,6 +196,9 @@ class WorkerParcels {
   std::vector<std::unique_ptr<serial::OutputArchive>> archives_;
   std::unordered_map<std::string, std::shared_ptr<transfer::RemoteKey>> rkeys_;  // by thread + packed bytes
   std::unordered_map<std::uint64_t, std::unique_ptr<transfer::Transmitter>> thread_transmitters_;
+  std::unordered_map<std::uint64_t, SentTo> sent_;   // by destination thread (key_of)
+  std::unordered_map<std::uint64_t, RanFrom> ran_;   // by source thread (key_of)
+  TokenTable<QuietWait> quiet_waits_;
 };
 
 class Parcels final : public fabric::Layer {
@@ -158,6 +207,7 @@ class Parcels final : public fabric::Layer {
   std::size_t poll(std::uint32_t slot) override { return slots_[slot]->poll(); }
   void flush(std::uint32_t) override {}  // parcels travel as one-sided calls: invoke's flush publishes them
   bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
+  void quiet(std::uint32_t slot) override { slots_[slot]->quiet(); }
   // Each slot fails its own entries when it next polls (WorkerParcels::check_failures).
   void process_failed(std::uint32_t, const std::string&) override { failures.store(true, std::memory_order_release); }
   WorkerParcels& worker(std::uint32_t thread) { return *slots_.at(thread); }
@@ -407,21 +457,24 @@ void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Comp
     slot.forget(h.token);
     throw;
   }
+  slot.count_request(dest);  // only once it went: quiet() waits for as many to run
   if (callback != nullptr && *callback) (*callback)(nullptr);  // eager: the message was copied out, the arguments may be reused
 }
 
 // ---- the destination's side ----
 
 void WorkerParcels::run_request(const Header& h, const Received& in) {
-  RequestResponder out(*this, h);
-  Handler handle = ActionRegistry::instance().find_cached(h.action);
-  if (handle == nullptr) {
-    out.fail(Errc::unknown_function, "process " + std::to_string(self.process) + " has no remote action with id " +
-                                         action_name(h.action) +
-                                         " (were caller and destination built from the same program?)");
-    return;
+  {
+    RequestResponder out(*this, h);
+    Handler handle = ActionRegistry::instance().find_cached(h.action);
+    if (handle == nullptr)
+      out.fail(Errc::unknown_function, "process " + std::to_string(self.process) + " has no remote action with id " +
+                                           action_name(h.action) +
+                                           " (were caller and destination built from the same program?)");
+    else
+      handle(in, out);  // catches what the action throws
   }
-  handle(in, out);
+  count_ran({h.source_process, h.source_thread});
 }
 
 void WorkerParcels::send_reply(ThreadId to, std::uint64_t caller_token, std::unique_ptr<serial::OutputArchive>& archive) {
@@ -438,15 +491,15 @@ void WorkerParcels::send_reply(ThreadId to, std::uint64_t caller_token, std::uni
   h.kind = kind_reply;
   if (chunks) {
     h.flags = rendezvous;
-    h.action = add_entry(to.process, 0);
-    Entry& e = *find(h.action);
+    h.release = add_entry(to.process, 0);
+    Entry& e = *find(h.release);
     e.awaiting_release = true;
     e.archive = std::move(archive);
   }
   try {
     transmit(module, to, h, message);
   } catch (const Error& e) {
-    forget(h.action);
+    forget(h.release);
     rdmx::log(rdmx::LogLevel::error, "process %u: a reply to %s could not be sent: %s\n", self.process, name(to).c_str(), e.what());
   }
 }
@@ -560,8 +613,9 @@ void WorkerParcels::fail_pull(const Pull& p, Errc code, const std::string& text)
     else
       rdmx::log(rdmx::LogLevel::error, "process %u: a posted %s was dropped: %s\n", self.process, action_name(h.action).c_str(),
                    text.c_str());
+    count_ran(source);  // done with, if not run: the sender's quiet() must not wait for it
   } else {
-    send_release(source, h.action);
+    send_release(source, h.release);
     failed(h.token, code, "the result could not be received: " + text);
   }
 }
@@ -577,7 +631,7 @@ void WorkerParcels::complete_pull(std::unique_ptr<Pull> p) {
     if (h.token != 0 && module.one_sided(source.process)) MessengerGlobal().flush();
     run_request(h, in);
   } else {
-    send_release(source, h.action);
+    send_release(source, h.release);
     deliver(h.token, in);
   }
 }
@@ -596,7 +650,8 @@ std::size_t WorkerParcels::poll() {
     complete_pull(std::move(p));
     ++ran;
   }
-  if ((entries_.in_use() != 0 || !pulls_.empty()) && (++tick_ & 255) == 0) check_failures();
+  if ((entries_.in_use() != 0 || !pulls_.empty() || quiet_waits_.in_use() != 0) && (++tick_ & 255) == 0)
+    check_failures();
   // Pulls in flight count as work, so that waiting keeps spinning until
   // they have landed.
   return ran + (pulls_.empty() ? 0 : 1);
@@ -622,6 +677,94 @@ void WorkerParcels::check_failures() {
     if (callback) callback(&error);
     if (reply && c.state) c.state->set_error(error.code(), error.what());
   });
+  quiet_waits_.for_each([&](std::uint64_t token, QuietWait& w) {
+    if (!job.process_failed(w.dest.process)) return;
+    w.sync->fail(Errc::peer_failed, "process " + std::to_string(w.dest.process) + " failed before it ran every action " +
+                                        name(self) + " sent to " + name(w.dest));
+    quiet_waits_.erase(token);
+  });
+}
+
+// ---- quiet() ----
+
+void WorkerParcels::quiet() {
+  // The markers' waits refer to `sync`: whatever ends this function takes
+  // them out, so that a late answer finds nothing.
+  Synchronizer sync;
+  std::vector<std::uint64_t> waits;
+  struct Forget {
+    TokenTable<QuietWait>& table;
+    std::vector<std::uint64_t>& tokens;
+    ~Forget() {
+      for (std::uint64_t t : tokens) table.erase(t);
+    }
+  } forget{quiet_waits_, waits};
+  // Listed first: sending may progress, and what runs meanwhile may send more.
+  std::vector<std::pair<ThreadId, std::uint64_t>> unconfirmed;
+  for (const auto& [key, to] : sent_)
+    if (to.sent != to.confirmed) unconfirmed.emplace_back(thread_of(key), to.sent);
+  if (unconfirmed.empty()) return;
+  bool one_sided = false;
+  for (const auto& [dest, count] : unconfirmed) {
+    if (job.process_failed(dest.process))
+      throw Error(Errc::peer_failed, "process " + std::to_string(dest.process) + " has failed: not every action " +
+                                         name(self) + " sent to " + name(dest) + " is known to have run");
+    auto added = quiet_waits_.add();
+    added.value = {dest, count, &sync};
+    const std::uint64_t token = added.token;
+    waits.push_back(token);
+    sync.add();
+    // Send-based, whatever path the parcels took: one small call per
+    // destination and phase, answered the same way.
+    rdmx::call(dest, [source = self, count, token] { current_slot().marker(source, count, token); });
+    one_sided = one_sided || module.one_sided(dest.process);
+  }
+  // Parcels sent as one-sided calls may still wait in this thread's
+  // messengers: publish them, or the destinations never see them.
+  if (one_sided) MessengerGlobal().flush();
+  sync.wait();
+}
+
+void WorkerParcels::answered(std::uint64_t quiet_token) {
+  QuietWait* w = quiet_waits_.find(quiet_token);
+  if (w == nullptr) return;  // its quiet() has ended (failed)
+  SentTo& to = sent_[key_of(w->dest)];
+  to.confirmed = std::max(to.confirmed, w->count);
+  Synchronizer* sync = w->sync;
+  quiet_waits_.erase(quiet_token);
+  sync->notify();
+}
+
+void WorkerParcels::marker(ThreadId source, std::uint64_t count, std::uint64_t quiet_token) {
+  RanFrom& from = ran_[key_of(source)];
+  if (from.count >= count)
+    answer(source, quiet_token);
+  else
+    from.waiting.push_back({count, quiet_token});
+}
+
+void WorkerParcels::count_ran(ThreadId source) {
+  RanFrom& from = ran_[key_of(source)];
+  ++from.count;
+  if (from.waiting.empty()) return;
+  // Answering sends, which may progress and run more requests (and change
+  // from.waiting): take the ready markers out first.
+  std::vector<Marker> ready;
+  std::erase_if(from.waiting, [&](const Marker& m) {
+    if (m.count > from.count) return false;
+    ready.push_back(m);
+    return true;
+  });
+  for (const Marker& m : ready) answer(source, m.token);
+}
+
+void WorkerParcels::answer(ThreadId source, std::uint64_t quiet_token) {
+  try {
+    rdmx::call(source, [quiet_token] { current_slot().answered(quiet_token); });
+  } catch (const Error& e) {
+    rdmx::log(rdmx::LogLevel::error, "process %u: could not answer the quiet() of %s: %s\n", self.process,
+              name(source).c_str(), e.what());
+  }
 }
 
 // ---- public pieces ----

@@ -193,11 +193,6 @@ ThreadId this_thread() {
   return current_context->id();
 }
 
-std::vector<ThreadId> send_destinations() {
-  if (current_context == nullptr) return {};
-  return current_context->contacted_workers();
-}
-
 std::size_t progress() {
   if (current_context == nullptr) return 0;
   return current_context->progress();

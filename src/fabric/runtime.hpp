@@ -373,6 +373,11 @@ class Runtime {
     for (std::size_t i = 0; i < count; ++i) n += layer_list_[i].load(std::memory_order_relaxed)->poll(slot);
     return n;
   }
+  // Quiet every layer for worker `slot`, one after the other (rdmx::quiet).
+  void quiet_layers(std::uint32_t slot) {
+    for (std::size_t i = 0; i < layer_count_.load(std::memory_order_acquire); ++i)
+      layer_list_[i].load(std::memory_order_relaxed)->quiet(slot);
+  }
   // Arenas by NUMA node (-1: no binding), created on first use.
   memory::Arena& arena_for(int numa_node);
   int numa_node_of(std::uint32_t thread) const;

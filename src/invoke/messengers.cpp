@@ -223,6 +223,28 @@ std::size_t Messengers::poll(std::uint32_t worker) { return workers_[worker]->po
 
 void Messengers::flush(std::uint32_t worker) { workers_[worker]->publish_all(); }
 
+void Messengers::quiet(std::uint32_t worker) {
+  // One-sided calls from one thread to another run in the order they were
+  // made, so a marker with Notify::consumed after everything else, one per
+  // messenger, runs last. The markers sent refer to `sync`: should a later
+  // one fail to go, they are still waited for before it goes.
+  Synchronizer sync;
+  MessengerGlobal messenger;
+  try {
+    for (const ThreadId dest : workers_[worker]->messenger_destinations())
+      messenger.call<Notify::consumed>(dest, [] {}, &sync);
+  } catch (const Error&) {
+    try {
+      messenger.flush();
+      sync.wait();
+    } catch (const Error&) {  // the first error is the one to report
+    }
+    throw;
+  }
+  messenger.flush();
+  sync.wait();
+}
+
 void Messengers::process_failed(std::uint32_t process, const std::string& why) {
   {
     std::lock_guard lock(failures_mutex_);

@@ -247,7 +247,7 @@ class WorkerState {
   ~WorkerState();
 
   Messenger& messenger(ThreadId dest);
-  // The destinations of the messengers this thread has made (quiet()).
+  // The destinations of the messengers this thread has made (Messengers::quiet).
   std::vector<ThreadId> messenger_destinations() const;
   std::size_t poll();
   // Helper threads (RDMX_HELPERS): this helper runs `worker`'s calls, which
@@ -341,6 +341,7 @@ class Messengers final : public fabric::Layer {
   explicit Messengers(Job& job);
   std::size_t poll(std::uint32_t worker) override;
   void flush(std::uint32_t worker) override;
+  void quiet(std::uint32_t worker) override;
   bool settled(std::uint32_t worker) const override { return workers_[worker]->settled(); }
   // Any thread: recorded here; each worker fails its waits on `process` when
   // its thread next progresses (WorkerState::check_failures).

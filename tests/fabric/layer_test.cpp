@@ -1,6 +1,6 @@
 // The fabric's extension point (fabric/layer.hpp), as a layer above it uses
 // it: one instance per process, polled by every wait of the worker acting,
-// flushed and asked whether it has settled while the job is left, per-worker
+// quieted by rdmx::quiet() for the worker calling it, flushed and asked whether it has settled while the job is left, per-worker
 // words that follow the worker, and destroyed after leaving. Own main: what
 // happens at teardown is checked after ~Job.
 #include <atomic>
@@ -13,6 +13,7 @@
 #include "rdmx/fabric/collective.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/layer.hpp"
+#include "rdmx/fabric/quiet.hpp"
 
 using namespace rdmx;
 
@@ -51,11 +52,17 @@ class Recorder final : public fabric::Layer {
     if (worker >= workers_) bad_worker.fetch_add(1);
     return settle_asks.fetch_add(1) >= 3 * static_cast<int>(workers_);
   }
+  void quiet(std::uint32_t worker) override {
+    if (worker >= workers_) bad_worker.fetch_add(1);
+    else quiets_[worker].fetch_add(1, std::memory_order_relaxed);
+  }
   std::uint64_t polls(std::uint32_t worker) const { return polls_[worker].load(); }
+  std::uint64_t quiets(std::uint32_t worker) const { return quiets_[worker].load(); }
 
  private:
   std::uint32_t workers_;
   std::atomic<std::uint64_t> polls_[64] = {};
+  std::atomic<std::uint64_t> quiets_[64] = {};
 };
 
 struct WordTag;  // names this test's per-worker word
@@ -84,6 +91,12 @@ int main(int argc, char** argv) {
       call<Notify::consumed>(ThreadId{(me.process + 1) % job.size(), me.thread}, [] {}, sync);
       sync.wait();
       check(mine.polls(me.thread) > before, "waiting polls the layer for worker " + std::to_string(me.thread));
+      // quiet() asks the layer, as this worker, once per call.
+      const std::uint64_t quieted = mine.quiets(me.thread);
+      rdmx::quiet();
+      rdmx::quiet();
+      check(mine.quiets(me.thread) == quieted + 2,
+            "quiet() asks the layer for worker " + std::to_string(me.thread) + " once per call");
     });
     // The words belong to the workers: each is distinct and still holds its value.
     for (std::size_t t = 0; t < words.size(); ++t)

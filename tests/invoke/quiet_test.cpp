@@ -11,16 +11,18 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/collective.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/quiet.hpp"
 #include "rdmx/invoke/aggregator.hpp"
 #include "rdmx/invoke/messenger.hpp"
-#include "rdmx/invoke/quiet.hpp"
+#include "../phase_counts.hpp"
 
 using namespace rdmx;
 
+using rdmx::testing::Counts;
+using rdmx::testing::max_workers;
+
 namespace {
 Job& job() { return Job::current(); }
-constexpr std::uint32_t max_workers = 16;
-using Counts = std::array<std::uint64_t, max_workers>;
 // ran[t] on this process: calls its worker thread t has run in this phase.
 std::array<std::atomic<std::uint64_t>, max_workers> ran;
 void arrive(std::uint32_t thread) { ran[thread].fetch_add(1, std::memory_order_relaxed); }
@@ -55,16 +57,7 @@ TEST(Quiet, EveryCallHasRunAfterQuietAndBarrier) {
       aggregator.flush();
       rdmx::quiet();
       rdmx::barrier();
-      const Counts total = rdmx::allreduce(made, [](Counts a, Counts b) {
-        for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
-        return a;
-      });
-      const std::uint32_t mine = me.process * threads + me.thread;
-      if (ran[me.thread].load() != total[mine]) {
-        ADD_FAILURE() << "phase " << phase << ": thread " << to_string(me) << " ran " << ran[me.thread].load()
-                      << " calls, " << total[mine] << " were made to it";
-        wrong.fetch_add(1);
-      }
+      if (!rdmx::testing::ran_what_was_sent(made, ran[me.thread].load(), me, threads, phase)) wrong.fetch_add(1);
       rdmx::barrier();  // nobody resets the counts while another still reads them
     }
   });

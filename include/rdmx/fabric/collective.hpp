@@ -15,7 +15,7 @@
 //
 // A barrier orders execution, not delivery: calls sent before it may still
 // be on their way. To end a phase, wait for what was sent (rdmx::quiet() in
-// rdmx/invoke/quiet.hpp, or Notify::consumed and Synchronizer::wait,
+// rdmx/fabric/quiet.hpp, or Notify::consumed and Synchronizer::wait,
 // futures), then meet at the barrier.
 //
 // Values are trivially copyable. Contributions are combined at one root

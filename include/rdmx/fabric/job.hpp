@@ -152,9 +152,6 @@ class Job {
 
 // The calling thread's id; throws unless it is a worker or service thread.
 ThreadId this_thread();
-// The worker threads the calling thread has made send-based calls to (it
-// holds endpoints to them), for markers that must follow every such call.
-std::vector<ThreadId> send_destinations();
 // Handle calls that arrived for the calling thread (Seriema's process_calls);
 // returns how many ran. Waiting in rdmx (Synchronizer, Future) does this too.
 std::size_t progress();

@@ -1,9 +1,9 @@
 // The fabric's extension point: how a layer above it (invoke, far memory,
 // distributed shared memory) keeps per-process state that the fabric drives,
 // without the fabric knowing the layer. Waiting anywhere in rdmx polls every
-// layer, leaving a job flushes and settles them, and a failed process is
-// reported to each, so a layer's traffic is served, drained and failed like
-// the fabric's own.
+// layer, rdmx::quiet() quiets each, leaving a job flushes and settles them,
+// and a failed process is reported to each, so a layer's traffic is served,
+// awaited, drained and failed like the fabric's own.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +30,11 @@ class Layer {
   // Leaving the job: false while something `worker` received still waits on
   // the network before it can run; the leave rounds go on meanwhile.
   virtual bool settled(std::uint32_t /*worker*/) const { return true; }
+  // rdmx::quiet() on `worker` (fabric/quiet.hpp), on the thread acting as
+  // it: return once everything it issued through this layer so far has run
+  // at its destinations, progressing while it waits; throw Errc::peer_failed
+  // naming the process when a destination process fails first.
+  virtual void quiet(std::uint32_t /*worker*/) {}
   // `process` failed (`why` names it). Called once per process, from
   // whichever thread learnt it: fail what this layer waits for from it, so
   // that nothing waits on a dead process for ever.
