@@ -118,11 +118,11 @@ class Parcels;
 
 class WorkerParcels {
  public:
-  WorkerParcels(Job& job, Parcels& module, std::uint32_t thread)
-      : job(job), module(module), self{job.rank(), thread}, landing(job.arena_near(thread)) {}
+  WorkerParcels(Job& job, Parcels& layer, std::uint32_t thread)
+      : job(job), layer(layer), self{job.rank(), thread}, landing(job.arena_near(thread)) {}
 
   Job& job;
-  Parcels& module;
+  Parcels& layer;
   ThreadId self;
   serial::RmaMemory landing;  // where pulled chunks land (registered: rma_vector keeps it)
 
@@ -204,13 +204,13 @@ class WorkerParcels {
 class Parcels final : public fabric::Layer {
  public:
   explicit Parcels(Job& job);
-  std::size_t poll(std::uint32_t slot) override { return slots_[slot]->poll(); }
+  std::size_t poll(std::uint32_t worker) override { return workers_[worker]->poll(); }
   void flush(std::uint32_t) override {}  // parcels travel as one-sided calls: invoke's flush publishes them
-  bool settled(std::uint32_t slot) const override { return slots_[slot]->settled(); }
-  void quiet(std::uint32_t slot) override { slots_[slot]->quiet(); }
-  // Each slot fails its own entries when it next polls (WorkerParcels::check_failures).
+  bool settled(std::uint32_t worker) const override { return workers_[worker]->settled(); }
+  void quiet(std::uint32_t worker) override { workers_[worker]->quiet(); }
+  // Each worker fails its own entries when it next polls (WorkerParcels::check_failures).
   void process_failed(std::uint32_t, const std::string&) override { failures.store(true, std::memory_order_release); }
-  WorkerParcels& worker(std::uint32_t thread) { return *slots_.at(thread); }
+  WorkerParcels& worker(std::uint32_t thread) { return *workers_.at(thread); }
 
   serial::RegistrationCache registrations;
   std::atomic<bool> failures{false};  // some process has failed: slots look for what waits on it
@@ -223,7 +223,7 @@ class Parcels final : public fabric::Layer {
   std::size_t eager_limit(std::uint32_t process) { return one_sided(process) ? one_sided_limit_ : 0; }
 
  private:
-  std::vector<std::unique_ptr<WorkerParcels>> slots_;
+  std::vector<std::unique_ptr<WorkerParcels>> workers_;
   enum Choice : std::int8_t { unknown, yes, no };
   Choice forced_ = unknown;                          // RDMX_PARCEL_CALLS=one-sided|send
   std::vector<std::atomic<std::int8_t>> chosen_;     // auto, by process
@@ -250,7 +250,7 @@ Parcels::Parcels(Job& job)
   // their destination thread runs itself.
   if (job.helpers_per_process() != 0) forced_ = no;
   for (std::uint32_t t = 0; t < job.workers_per_process(); ++t)
-    slots_.push_back(std::make_unique<WorkerParcels>(job, *this, t));
+    workers_.push_back(std::make_unique<WorkerParcels>(job, *this, t));
 }
 
 bool Parcels::one_sided(std::uint32_t process) {
@@ -265,7 +265,7 @@ bool Parcels::one_sided(std::uint32_t process) {
   return c == yes;
 }
 
-WorkerParcels& current_slot() {
+WorkerParcels& current_worker() {
   void** word = fabric::acting_word<WorkerParcels>();
   if (word != nullptr && *word != nullptr) [[likely]]
     return *static_cast<WorkerParcels*>(*word);
@@ -298,35 +298,35 @@ void on_message(const Header& h, std::span<std::byte> data);
 // One parcel message to thread `to`: a one-sided call (one RDMA write) when
 // it fits the destination's chunks comfortably and one-sided writes to its
 // process are not emulated, else a send-based call.
-void transmit(Parcels& module, ThreadId to, const Header& h, std::span<const std::byte> message) {
+void transmit(Parcels& layer, ThreadId to, const Header& h, std::span<const std::byte> message) {
   auto call = [h](std::span<std::byte> data) { on_message(h, data); };
-  if (message.size() <= module.eager_limit(to.process))
+  if (message.size() <= layer.eager_limit(to.process))
     MessengerGlobal().call_buffer(to, call, message);
   else
     rdmx::call_buffer(to, call, message);  // returns once `message` may be reused
 }
 
-void on_release(std::uint64_t token) { current_slot().released(token); }
+void on_release(std::uint64_t token) { current_worker().released(token); }
 
 void on_message(const Header& h, std::span<std::byte> data) {
-  WorkerParcels& slot = current_slot();
+  WorkerParcels& worker = current_worker();
   const ThreadId source{h.source_process, h.source_thread};
-  const Received in{data, {}, slot.input_options(), source};
+  const Received in{data, {}, worker.input_options(), source};
   if (h.kind == kind_request) {
     if (h.flags & rendezvous)
-      slot.start_pull(h, data);
+      worker.start_pull(h, data);
     else
-      slot.run_request(h, in);
+      worker.run_request(h, in);
   } else if (h.kind == kind_reply) {
     if (h.flags & is_failure)
-      slot.failed(h.token, static_cast<Errc>(h.errc),
+      worker.failed(h.token, static_cast<Errc>(h.errc),
                   std::string(reinterpret_cast<const char*>(data.data()), data.size()));
     else if (h.flags & rendezvous)
-      slot.start_pull(h, data);
+      worker.start_pull(h, data);
     else
-      slot.deliver(h.token, in);
+      worker.deliver(h.token, in);
   } else {
-    rdmx::log(rdmx::LogLevel::error, "process %u: a parcel of unknown kind %u from %s was dropped\n", slot.self.process,
+    rdmx::log(rdmx::LogLevel::error, "process %u: a parcel of unknown kind %u from %s was dropped\n", worker.self.process,
                  unsigned{h.kind}, name(source).c_str());
   }
 }
@@ -334,36 +334,36 @@ void on_message(const Header& h, std::span<std::byte> data) {
 // The destination's answer to one request.
 class RequestResponder final : public Responder {
  public:
-  RequestResponder(WorkerParcels& slot, const Header& h) : slot_(slot), h_(h) {}
+  RequestResponder(WorkerParcels& worker, const Header& h) : worker_(worker), h_(h) {}
   ~RequestResponder() {
-    if (archive_) slot_.give_archive(std::move(archive_));
+    if (archive_) worker_.give_archive(std::move(archive_));
   }
   bool wants_result() const noexcept override { return (h_.flags & wants_reply) != 0; }
   serial::OutputArchive& archive() override {
-    if (!archive_) archive_ = slot_.take_archive();
+    if (!archive_) archive_ = worker_.take_archive();
     return *archive_;
   }
   void reply() override {
     if (!wants_result()) return;
     try {
-      slot_.send_reply(source(), h_.token, archive_);
+      worker_.send_reply(source(), h_.token, archive_);
     } catch (const Error& e) {
       // E.g. the result holds more pointer chunks than the registration budget.
-      slot_.send_failure(source(), h_.token, e.code(), "the result of " + action_name(h_.action) + " could not be sent: " + e.what());
+      worker_.send_failure(source(), h_.token, e.code(), "the result of " + action_name(h_.action) + " could not be sent: " + e.what());
     }
   }
   void fail(Errc code, const std::string& text) override {
     if (wants_result()) {
-      slot_.send_failure(source(), h_.token, code, text);
+      worker_.send_failure(source(), h_.token, code, text);
     } else {
-      rdmx::log(rdmx::LogLevel::error, "process %u: a posted %s from %s failed (nobody waits for it): %s\n", slot_.self.process,
+      rdmx::log(rdmx::LogLevel::error, "process %u: a posted %s from %s failed (nobody waits for it): %s\n", worker_.self.process,
                    action_name(h_.action).c_str(), name(source()).c_str(), text.c_str());
     }
   }
 
  private:
   ThreadId source() const noexcept { return {h_.source_process, h_.source_thread}; }
-  WorkerParcels& slot_;
+  WorkerParcels& worker_;
   const Header& h_;
   std::unique_ptr<serial::OutputArchive> archive_;
 };
@@ -415,30 +415,30 @@ void WorkerParcels::failed(std::uint64_t token, Errc code, const std::string& te
 
 void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Completion* completion,
                   SentCallback* callback) {
-  WorkerParcels& slot = current_slot();
-  slot.job.check_destination(dest);
+  WorkerParcels& worker = current_worker();
+  worker.job.check_destination(dest);
   if (dest.is_service())
     throw Error(Errc::invalid_argument, "remote actions run on worker threads; " + name(dest) + " is a service thread");
-  if (slot.job.process_failed(dest.process))
+  if (worker.job.process_failed(dest.process))
     throw Error(Errc::peer_failed, "process " + std::to_string(dest.process) + " has failed");
   serial::OutputArchive& ar = *lease;
   const bool chunks = !ar.out_of_line_chunks().empty();
-  if (chunks) serial::register_pointer_chunks(ar, slot.module.registrations);
+  if (chunks) serial::register_pointer_chunks(ar, worker.layer.registrations);
   const std::span<const std::byte> message = ar.flatten();
-  slot.count_sent(ar, message.size());
+  worker.count_sent(ar, message.size());
   SentCallback* const caller_callback = callback;
 
   Header h;
   h.action = action;
-  h.source_process = slot.self.process;
-  h.source_thread = slot.self.thread;
+  h.source_process = worker.self.process;
+  h.source_thread = worker.self.thread;
   h.kind = kind_request;
   h.flags = static_cast<std::uint8_t>((completion != nullptr ? wants_reply : 0) | (chunks ? rendezvous : 0));
   if (completion != nullptr || chunks) {
     // Registered before sending: the answer can come back while we are still
     // in transmit (it progresses when the destination's ring is full).
-    h.token = slot.add_entry(dest.process, action);
-    Entry& e = *slot.find(h.token);
+    h.token = worker.add_entry(dest.process, action);
+    Entry& e = *worker.find(h.token);
     e.awaiting_reply = completion != nullptr;
     if (completion != nullptr) e.completion = std::move(*completion);
     if (chunks) {
@@ -449,15 +449,15 @@ void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Comp
     }
   }
   try {
-    transmit(slot.module, dest, h, message);
+    transmit(worker.layer, dest, h, message);
   } catch (...) {
     // The caller fails its future with what is thrown, and runs the callback.
-    if (Entry* e = slot.find(h.token); e != nullptr && e->callback && caller_callback != nullptr)
+    if (Entry* e = worker.find(h.token); e != nullptr && e->callback && caller_callback != nullptr)
       *caller_callback = std::move(e->callback);
-    slot.forget(h.token);
+    worker.forget(h.token);
     throw;
   }
-  slot.count_request(dest);  // only once it went: quiet() waits for as many to run
+  worker.count_request(dest);  // only once it went: quiet() waits for as many to run
   if (callback != nullptr && *callback) (*callback)(nullptr);  // eager: the message was copied out, the arguments may be reused
 }
 
@@ -481,7 +481,7 @@ void WorkerParcels::send_reply(ThreadId to, std::uint64_t caller_token, std::uni
   if (!archive) archive = take_archive();  // a handler that wrote nothing (cannot happen for typed actions)
   serial::OutputArchive& ar = *archive;
   const bool chunks = !ar.out_of_line_chunks().empty();
-  if (chunks) serial::register_pointer_chunks(ar, module.registrations);
+  if (chunks) serial::register_pointer_chunks(ar, layer.registrations);
   const std::span<const std::byte> message = ar.flatten();
   count_sent(ar, message.size());
   Header h;
@@ -497,7 +497,7 @@ void WorkerParcels::send_reply(ThreadId to, std::uint64_t caller_token, std::uni
     e.archive = std::move(archive);
   }
   try {
-    transmit(module, to, h, message);
+    transmit(layer, to, h, message);
   } catch (const Error& e) {
     forget(h.release);
     rdmx::log(rdmx::LogLevel::error, "process %u: a reply to %s could not be sent: %s\n", self.process, name(to).c_str(), e.what());
@@ -515,7 +515,7 @@ void WorkerParcels::send_failure(ThreadId to, std::uint64_t caller_token, Errc c
   // Long texts are cut: a reply must fit a one-sided call.
   const std::size_t n = std::min(text.size(), std::size_t{16384});
   try {
-    transmit(module, to, h, std::as_bytes(std::span(text.data(), n)));
+    transmit(layer, to, h, std::as_bytes(std::span(text.data(), n)));
   } catch (const Error& e) {
     rdmx::log(rdmx::LogLevel::error, "process %u: a failure could not be reported to %s (%s): %s\n", self.process,
                  name(to).c_str(), e.what(), text.c_str());
@@ -526,7 +526,7 @@ void WorkerParcels::send_release(ThreadId to, std::uint64_t token) {
   if (token == 0) return;
   try {
     auto release = [token] { on_release(token); };
-    if (module.one_sided(to.process))
+    if (layer.one_sided(to.process))
       MessengerGlobal().call(to, release);
     else
       rdmx::call(to, release);
@@ -628,7 +628,7 @@ void WorkerParcels::complete_pull(std::unique_ptr<Pull> p) {
     // The sender may reuse its buffers before the action runs (async_cb):
     // publish the release now, the action may run long without progressing.
     send_release(source, h.token);
-    if (h.token != 0 && module.one_sided(source.process)) MessengerGlobal().flush();
+    if (h.token != 0 && layer.one_sided(source.process)) MessengerGlobal().flush();
     run_request(h, in);
   } else {
     send_release(source, h.release);
@@ -658,7 +658,7 @@ std::size_t WorkerParcels::poll() {
 }
 
 void WorkerParcels::check_failures() {
-  if (!module.failures.load(std::memory_order_acquire)) return;
+  if (!layer.failures.load(std::memory_order_acquire)) return;
   for (std::size_t i = 0; i < pulls_.size();) {
     if (job.process_failed(pulls_[i]->header.source_process))
       pulls_.erase(pulls_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -716,8 +716,8 @@ void WorkerParcels::quiet() {
     sync.add();
     // Send-based, whatever path the parcels took: one small call per
     // destination and phase, answered the same way.
-    rdmx::call(dest, [source = self, count, token] { current_slot().marker(source, count, token); });
-    one_sided = one_sided || module.one_sided(dest.process);
+    rdmx::call(dest, [source = self, count, token] { current_worker().marker(source, count, token); });
+    one_sided = one_sided || layer.one_sided(dest.process);
   }
   // Parcels sent as one-sided calls may still wait in this thread's
   // messengers: publish them, or the destinations never see them.
@@ -760,7 +760,7 @@ void WorkerParcels::count_ran(ThreadId source) {
 
 void WorkerParcels::answer(ThreadId source, std::uint64_t quiet_token) {
   try {
-    rdmx::call(source, [quiet_token] { current_slot().answered(quiet_token); });
+    rdmx::call(source, [quiet_token] { current_worker().answered(quiet_token); });
   } catch (const Error& e) {
     rdmx::log(rdmx::LogLevel::error, "process %u: could not answer the quiet() of %s: %s\n", self.process,
               name(source).c_str(), e.what());
@@ -769,12 +769,12 @@ void WorkerParcels::answer(ThreadId source, std::uint64_t quiet_token) {
 
 // ---- public pieces ----
 
-ArchiveLease::ArchiveLease() : slot_(&current_slot()) { archive_ = static_cast<WorkerParcels*>(slot_)->take_archive(); }
+ArchiveLease::ArchiveLease() : worker_(&current_worker()) { archive_ = static_cast<WorkerParcels*>(worker_)->take_archive(); }
 ArchiveLease::~ArchiveLease() {
-  if (archive_) static_cast<WorkerParcels*>(slot_)->give_archive(std::move(archive_));
+  if (archive_) static_cast<WorkerParcels*>(worker_)->give_archive(std::move(archive_));
 }
 
-Stats stats() { return current_slot().stats; }
+Stats stats() { return current_worker().stats; }
 
 ProgressHook progress_hook() noexcept {
   return {[](void*) { return rdmx::progress() != 0; }, nullptr};

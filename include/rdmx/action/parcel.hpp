@@ -91,7 +91,7 @@ class ArchiveLease {
   std::unique_ptr<serial::OutputArchive>& owned() noexcept { return archive_; }
 
  private:
-  void* slot_;  // the thread's parcel state
+  void* worker_;  // the thread's parcel state
   std::unique_ptr<serial::OutputArchive> archive_;
 };
 
