@@ -117,11 +117,12 @@ TEST(FarEvacuation, HandlersDereferenceDuringAWriteBack) {
   UniquePtr<Obj>* third = nullptr;
   bool hooked = false;
   std::string failure;
+  std::future<bool> missed;  // out here: a miss stuck behind the write-back must not block the hook's return
   Manager manager(std::make_unique<HookedDevice>([&] {
                     if (victim == nullptr || hooked) return;
                     hooked = true;
                     // Another thread misses while this write-back is in flight.
-                    auto missed = std::async(std::launch::async, [&] {
+                    missed = std::async(std::launch::async, [&] {
                       DerefScope scope;
                       return other->deref(scope)->is(2);
                     });
@@ -148,6 +149,7 @@ TEST(FarEvacuation, HandlersDereferenceDuringAWriteBack) {
   third = &c;
   // The handler called this eviction off: the object stays, with its new value.
   EXPECT_FALSE(a.evict());
+  if (missed.valid()) missed.wait();
   EXPECT_TRUE(hooked);
   EXPECT_EQ(failure, "");
   EXPECT_TRUE(a.is_local());
