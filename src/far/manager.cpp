@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -56,7 +57,30 @@ struct Slot {
   std::atomic<std::atomic<std::uint64_t>*> owner{nullptr};
   std::uint64_t remote = 0;                     // the owner's word once the object is remote again
   std::uint32_t bytes = 0;                      // the object's size: what travels
+  // Under the lock: its write-back is on the network, the lock released.
+  // The slot is neither evicted again nor freed until it has landed, so two
+  // write-backs of one object never race and none reads a reused slot.
+  bool evicting = false;
 };
+
+namespace {
+// The write-backs this thread waits on, innermost first. A call handler
+// that the thread runs while it waits (progress runs them inline) and that
+// dereferences the very object on its way out cannot wait for it: it
+// cancels that eviction instead (Manager::Impl::cancel_own_eviction).
+struct Evicting {
+  std::uint32_t slot;
+  bool cancelled = false;
+  Evicting* outer = nullptr;
+};
+thread_local Evicting* evicting_here = nullptr;
+
+bool evicting_on_this_thread(std::uint32_t slot) noexcept {
+  for (Evicting* e = evicting_here; e != nullptr; e = e->outer)
+    if (e->slot == slot) return true;
+  return false;
+}
+}  // namespace
 
 struct Manager::Impl {
   Config config;
@@ -88,12 +112,16 @@ struct Manager::Impl {
   }
   std::byte* address(std::uint32_t slot) const noexcept { return cache + std::size_t{slot} * min_object_bytes; }
 
-  enum class Outcome { evicted, cooled, skipped, cleaned };
+  // in_flight: passed over because another eviction's write-back is on the network.
+  enum class Outcome { evicted, cooled, skipped, in_flight, cleaned };
 
-  // Under the lock. CLOCK: a hot object gets a second chance; a pinned or
-  // busy one is passed over. `keep`: only written back, it stays local.
-  Outcome try_evict(std::uint32_t slot, bool second_chance, bool patient = false, bool keep = false) {
+  // Called with the lock held, returns with it held; releases it while a
+  // dirty victim travels. CLOCK: a hot object gets a second chance; a
+  // pinned or busy one is passed over. `keep`: only written back, it stays local.
+  Outcome try_evict(std::unique_lock<std::mutex>& lock, std::uint32_t slot, bool second_chance, bool patient = false,
+                    bool keep = false) {
     Slot& m = slots[slot];
+    if (m.evicting) return Outcome::in_flight;
     std::atomic<std::uint64_t>* word = m.owner.load(std::memory_order_relaxed);
     std::uint64_t s = word->load(std::memory_order_acquire);
     if ((s & state::present) == 0 || (s & state::busy) != 0 || state::slot_of(s) != slot) return Outcome::skipped;
@@ -118,13 +146,35 @@ struct Manager::Impl {
     }
     s = word->load(std::memory_order_acquire);
     if ((s & state::dirty) != 0) {
+      // The write-back travels without the lock: other threads keep
+      // hitting, missing and evicting meanwhile, and a call handler that
+      // dereferences far memory can take the lock. The object stays busy,
+      // so nobody changes it under the transfer (dereferences of it wait),
+      // and its slot stays `evicting` until the transfer has ended.
+      m.evicting = true;
+      Evicting mine{slot, false, evicting_here};
+      evicting_here = &mine;
+      const std::uint64_t remote = m.remote;
+      const std::uint32_t bytes = m.bytes;
+      lock.unlock();
+      std::exception_ptr failure;
       try {
-        device->write(state::server_of(m.remote), state::offset_of(m.remote), address(slot), m.bytes);
+        device->write(state::server_of(remote), state::offset_of(remote), address(slot), bytes);
       } catch (...) {
-        word->fetch_and(~state::busy, std::memory_order_release);
-        throw;
+        failure = std::current_exception();
       }
+      evicting_here = mine.outer;
+      lock.lock();
+      m.evicting = false;
+      // A move() may have handed the object to another pointer meanwhile.
+      word = m.owner.load(std::memory_order_relaxed);
+      if (!mine.cancelled && failure) word->fetch_and(~state::busy, std::memory_order_release);
+      if (failure) std::rethrow_exception(failure);
       ++write_backs;
+      // Cancelled by a handler of this thread that needed the object: it is
+      // local, unclaimed and still dirty (what travelled may predate it).
+      if (mine.cancelled) return Outcome::skipped;
+      s = word->load(std::memory_order_acquire);
     }
     if (keep) {
       word->store(s & ~(state::busy | state::dirty), std::memory_order_release);
@@ -136,14 +186,38 @@ struct Manager::Impl {
     return Outcome::evicted;
   }
 
+  // A dereference on a thread whose own write-back of `word`'s object is
+  // in flight (from a handler run while it waits): waiting would never end,
+  // so the eviction is called off and the object stays local and dirty.
+  bool cancel_own_eviction(std::atomic<std::uint64_t>& word, std::uint64_t s) noexcept {
+    if ((s & state::present) == 0) return false;
+    const std::uint32_t slot = state::slot_of(s);
+    for (Evicting* e = evicting_here; e != nullptr; e = e->outer) {
+      if (e->slot != slot || e->cancelled || slots[slot].owner.load(std::memory_order_acquire) != &word) continue;
+      e->cancelled = true;
+      word.store((s & ~state::busy) | state::dirty, std::memory_order_release);
+      return true;
+    }
+    return false;
+  }
+
   // An explicit eviction, or only a write-back (`keep`): false when pinned.
   bool make_current(std::atomic<std::uint64_t>& word, bool keep) {
-    std::lock_guard lock(mutex);
-    const std::uint64_t s = word.load(std::memory_order_acquire);
-    if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction or write-back of a null far pointer");
-    if ((s & state::present) == 0) return true;
-    const Outcome done = try_evict(state::slot_of(s), false, true, keep);
-    return done == (keep ? Outcome::cleaned : Outcome::evicted);
+    std::unique_lock lock(mutex);
+    for (;;) {
+      const std::uint64_t s = word.load(std::memory_order_acquire);
+      if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction or write-back of a null far pointer");
+      if ((s & state::present) == 0) return true;
+      const Outcome done = try_evict(lock, state::slot_of(s), false, true, keep);
+      if (done == Outcome::in_flight && !evicting_on_this_thread(state::slot_of(s))) {
+        // Another thread's write-back of it is on the network: wait for it.
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+        continue;
+      }
+      return done == (keep ? Outcome::cleaned : Outcome::evicted);
+    }
   }
 
   void occupy(std::uint32_t slot, std::atomic<std::uint64_t>& word, std::uint64_t remote, std::size_t bytes) {
@@ -156,8 +230,12 @@ struct Manager::Impl {
     slabs->release(slot);
   }
 
-  // Under the lock: evicts one object; false when three sweeps found none.
-  bool evict_one() {
+  enum class Sweep { evicted, in_flight, none };
+  // Under the lock (released during a write-back): evicts one object.
+  // in_flight: none now, but other threads' write-backs will free slots;
+  // none: three sweeps found only pinned or busy objects.
+  Sweep evict_one(std::unique_lock<std::mutex>& lock) {
+    bool others_in_flight = false;
     // Steps count 64-byte units; an object is passed over whole.
     for (std::size_t step = 0; step < 3 * units;) {
       const auto slot = static_cast<std::uint32_t>(hand);
@@ -170,9 +248,11 @@ struct Manager::Impl {
       hand = (hand + std::max<std::size_t>(stride, 1)) % units;
       const bool second_chance = step < 2 * units;
       step += std::max<std::size_t>(stride, 1);
-      if (try_evict(slot, second_chance) == Outcome::evicted) return true;
+      const Outcome done = try_evict(lock, slot, second_chance);
+      if (done == Outcome::evicted) return Sweep::evicted;
+      if (done == Outcome::in_flight && !evicting_on_this_thread(slot)) others_in_flight = true;
     }
-    return false;
+    return others_in_flight ? Sweep::in_flight : Sweep::none;
   }
 
   // A remote object whose fetch this thread has claimed (its word is busy).
@@ -199,10 +279,14 @@ struct Manager::Impl {
         peak_resident = std::max(peak_resident, slabs->resident_bytes());
         return *slot;
       }
-      if (evict_one()) continue;
-      // Everything is pinned: other threads' scopes may end soon.
+      const Sweep sweep = evict_one(lock);
+      if (sweep == Sweep::evicted) continue;
+      // Everything is pinned (other threads' scopes may end soon), or is on
+      // its way out (write-backs end in bounded time, a lost server's with
+      // an error): only pins count towards the patience.
       const auto now = std::chrono::steady_clock::now();
-      if (deadline == std::chrono::steady_clock::time_point{}) deadline = now + pinned_patience;
+      if (sweep == Sweep::in_flight) deadline = {};
+      else if (deadline == std::chrono::steady_clock::time_point{}) deadline = now + pinned_patience;
       else if (now > deadline)
         throw Error(Errc::out_of_memory, "far: the local budget of " + std::to_string(config.cache_bytes) +
                                              " bytes is exhausted: every cached object is pinned by a DerefScope "
@@ -258,7 +342,11 @@ void* Manager::Impl::pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t 
         finish(*b);  // this thread's own batch is fetching it
         continue;
       }
-      std::this_thread::yield();  // another thread fetches or evicts it
+      if (cancel_own_eviction(word, s)) continue;
+      // Another thread fetches or evicts it. Waiting for an eviction rather
+      // than calling it off: its write-back is already on the network, and
+      // the object must not change while the transfer reads it.
+      std::this_thread::yield();
       continue;
     }
     if ((s & state::present) != 0) {
@@ -588,8 +676,19 @@ InFlight Manager::deref_start(std::span<std::atomic<std::uint64_t>* const> words
 
 void Manager::free(std::atomic<std::uint64_t>& word) {
   Impl& m = *impl_;
-  std::lock_guard lock(m.mutex);
-  const std::uint64_t s = word.load(std::memory_order_acquire);
+  std::unique_lock lock(m.mutex);
+  std::uint64_t s = word.load(std::memory_order_acquire);
+  // An object on its way out is freed once its write-back has landed: the
+  // transfer still reads the slot and writes the far block.
+  while ((s & state::present) != 0 && m.slots[state::slot_of(s)].evicting &&
+         m.slots[state::slot_of(s)].owner.load(std::memory_order_relaxed) == &word) {
+    if (evicting_on_this_thread(state::slot_of(s)))
+      throw Error(Errc::invalid_argument, "far: a far object was freed by a handler run during its own write-back");
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+    s = word.load(std::memory_order_acquire);
+  }
   if ((s & state::valid) == 0) return;
   if ((s & state::busy) != 0)
     throw Error(Errc::invalid_argument, "far: a far object was freed while another thread dereferences it");
