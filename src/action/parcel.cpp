@@ -297,11 +297,16 @@ void on_message(const Header& h, std::span<std::byte> data);
 
 // One parcel message to thread `to`: a one-sided call (one RDMA write) when
 // it fits the destination's chunks comfortably and one-sided writes to its
-// process are not emulated, else a send-based call.
+// process are not emulated, else a send-based call. A reply, and a request
+// whose future the caller will wait on, is published at once: batched, a
+// window of requests reached the destination only when the caller began to
+// wait, and their replies came back only after the last had run (0.54-0.64x
+// MPI's request rate at 64 outstanding, against 0.8-0.95x at once).
 void transmit(Parcels& layer, ThreadId to, const Header& h, std::span<const std::byte> message) {
   auto call = [h](std::span<std::byte> data) { on_message(h, data); };
+  const bool awaited = h.kind == kind_reply || (h.flags & wants_reply) != 0;
   if (message.size() <= layer.eager_limit(to.process))
-    MessengerGlobal().call_buffer(to, call, message);
+    MessengerGlobal(Policy::retry, awaited ? Publish::at_once : Publish::batched).call_buffer(to, call, message);
   else
     rdmx::call_buffer(to, call, message);  // returns once `message` may be reused
 }

@@ -347,7 +347,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   if (write_ - put_from_ >= mode.put_bytes) put_pending();
   // A caller that asked to hear back is about to wait: publish now rather
   // than at its next progress.
-  if (write_ - published_ >= owner_.options.publish_bytes || consumed)
+  if (write_ - published_ >= owner_.options.publish_bytes || consumed || mode.publish == Publish::at_once)
     write_word(false, 0);
   else
     mark_unpublished();

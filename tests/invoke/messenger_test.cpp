@@ -336,6 +336,25 @@ TEST(Messenger, CallBufferCarriesItsBytes) {
   job().barrier();
 }
 
+// A call made with Publish::at_once reaches its destination while the
+// caller does not progress at all; a batched one would wait for the
+// caller's next progress (or publish_bytes more calls). Where UCX emulates
+// RDMA (TCP), the write itself needs the caller's progress to leave.
+TEST(Messenger, PublishAtOnceNeedsNoProgressFromTheCaller) {
+  static std::atomic<bool> heard{false};
+  heard = false;
+  job().barrier();
+  if (job().size() >= 2 && job().rank() == 0 && !rma_emulated(1)) {
+    MessengerGlobal(Policy::retry, Publish::at_once).call({1, 0}, [] {
+      call(ThreadId{0, service_thread}, [] { heard = true; });  // rank 0's service thread progresses by itself
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!heard.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(heard.load()) << "a call published at once did not run while its caller was idle";
+  }
+  job().barrier();
+}
+
 TEST(Messenger, RemoteExceptionReachesTheCaller) {
   MessengerGlobal messenger;
   Synchronizer sync;

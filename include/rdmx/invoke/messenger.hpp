@@ -55,6 +55,12 @@ struct MessengerOptions {
   static MessengerOptions from_env();   // throws Errc::invalid_argument for inconsistent values
 };
 
+// When a call becomes visible to its destination.
+enum class Publish {
+  batched,  // every publish_bytes of calls, or when this thread progresses: the most calls per poll
+  at_once,  // as soon as it is written: for calls whose answers the caller is about to wait for
+};
+
 namespace invoke::detail {
 // How one call is handed to its messenger.
 struct Mode {
@@ -63,6 +69,7 @@ struct Mode {
   bool overflow = false;              // full messenger: queue locally instead (Aggregation::ovfl)
   std::size_t overflow_limit = 0;     // bytes of queued calls before a call fails
   bool refuse = false;                // no room: return false at once (the try_ calls)
+  Publish publish = Publish::batched;
 };
 // A call_buffer whose buffer is moved by RDMA instead of inside the call.
 struct BufferTransfer {
@@ -78,10 +85,21 @@ void flush();
 
 // The calling worker thread's messengers, one per destination thread,
 // created on first use (Seriema's RDMAMessengerGlobal). Holds only its
-// Policy: any number of these on one thread share that thread's messengers.
+// Policy and Publish: any number of these on one thread share that thread's
+// messengers.
+//
+// Publish::batched (the default) lets a stream of calls reach the
+// destination in batches, which it runs many per poll. A caller that waits
+// for answers right after its calls (request/response, a window of
+// requests) wants Publish::at_once: the destination starts on the first
+// while the next ones are written, instead of receiving the window whole when
+// the caller starts waiting (Notify::consumed calls are published at once
+// anyway). Over shared memory publishing is one store; over RDMA it is one
+// more 8-byte write per call.
 class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
  public:
-  explicit MessengerGlobal(Policy policy = Policy::retry) noexcept : policy_(policy) {}
+  explicit MessengerGlobal(Policy policy = Policy::retry, Publish publish = Publish::batched) noexcept
+      : policy_(policy), publish_(publish) {}
 
   // Seriema's second call_buffer: `orig` is RDMA-written into `dest_buffer`
   // (registered memory in dest's process, e.g. from allocate_remote), then
@@ -176,18 +194,25 @@ class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
   }
   // Most calls: straight into the chunk the messenger left open (shared
   // memory). The Outgoing description is built only for the messenger.
+  // Published with the lane, so only for batched calls.
   template <class F>
-  static bool write_inline(ThreadId dest, std::uint64_t function, const F& func) noexcept {
-    return invoke::detail::write_in_lane(dest, function, func);
+  bool write_inline(ThreadId dest, std::uint64_t function, const F& func) const noexcept {
+    return publish_ == Publish::batched && invoke::detail::write_in_lane(dest, function, func);
   }
 
  private:
-  invoke::detail::Mode mode() const noexcept { return {0, policy_}; }
+  invoke::detail::Mode mode() const noexcept {
+    invoke::detail::Mode m;
+    m.policy = policy_;
+    m.publish = publish_;
+    return m;
+  }
   template <Notify N, class F>
   static fabric::Outgoing buffer_call(ThreadId dest, const F& func, SynchronizerRef sync) {
     return fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync.get(), N);
   }
   Policy policy_;
+  Publish publish_;
 };
 
 // Inside a one-sided call: the worker thread it was addressed to. That is
