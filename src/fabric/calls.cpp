@@ -362,6 +362,9 @@ ucs_status_t ThreadContext::on_call(void* arg, const void* header, std::size_t h
       delete flag;
       r.arrived->store(true, std::memory_order_release);
     }
+  } else if (length == 0) {
+    // Nothing to keep (the captures travel in the header): holding UCX's
+    // buffer would cost a retained descriptor and a release per call.
   } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
     r.ucx_data = data;  // keep UCX's buffer until the call has run
     r.ucx_length = length;
