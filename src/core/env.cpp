@@ -33,7 +33,7 @@ constexpr Variable table[] = {
     {"RDMX_PROGRESS", "progress", Kind::choice, 0, 0, "auto|spin|yield|block", "auto",
      "what an idle wait does after RDMX_IDLE_SPINS idle polls: keep spinning, yield its core, or sleep until "
      "its network worker has an event (auto: yield)"},
-    {"RDMX_IDLE_SPINS", nullptr, Kind::count, 0, 0xffffffffull, nullptr, "65536 (64 when threads outnumber cores)",
+    {"RDMX_IDLE_SPINS", nullptr, Kind::count, 0, 0xffffffffull, nullptr, "65536 (1 when threads outnumber cores)",
      "idle polls before a waiting thread yields or sleeps"},
     {"RDMX_EAGER_ENDPOINTS", nullptr, Kind::flag, 0, 1, nullptr, "0", "create every endpoint at start-up"},
     {"RDMX_SERVE_IDLE", nullptr, Kind::flag, 0, 1, nullptr, "0",

@@ -34,7 +34,7 @@ struct Sleeper {
 class Backoff {
  public:
   static constexpr unsigned default_spins = 65536;  // some milliseconds of idle polls
-  static constexpr unsigned shared_core_spins = 64;  // threads outnumber cores: yield soon
+  static constexpr unsigned shared_core_spins = 1;   // threads outnumber cores: yield at the first idle poll
   static constexpr int block_timeout_ms = 1;          // bounds the wait for one-sided traffic
 
   static unsigned idle_spins() noexcept { return idle_spins_.load(std::memory_order_relaxed); }
