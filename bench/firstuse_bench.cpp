@@ -10,7 +10,9 @@
 // beforehand (its pages exist), as real data would be. The memory is fresh
 // for every size (mmap), so "first" pays for everything a program meets the
 // first time: the sender's registration, the receiver's landing memory and
-// its page faults, the pull. MPI: rank 0 MPI_Send, rank 1 MPI_Recv into a
+// its page faults, the pull. Then a serialize_buffer over another fresh
+// buffer ("other"): the sender's first use again, the receiver already warm.
+// MPI: rank 0 MPI_Send, rank 1 MPI_Recv into a
 // fresh buffer and a 1-byte answer, first and second time.
 //
 // The breakdown of the first serialize_buffer call, measured apart on fresh
@@ -31,6 +33,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -123,6 +126,7 @@ void serve() {
 
 struct Times {
   double first = 0, second = 0;
+  double other = 0;  // serialize_buffer: a call with another fresh buffer, the receiver warm
 };
 
 // Rank 0: the first and the second action on fresh data of `size` bytes.
@@ -154,6 +158,11 @@ Times time_calls(std::size_t size, bool rma, serial::RmaMemory& memory, double& 
     t0 = Clock::now();
     check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, buffer).get());
     t.second = seconds_since(t0);
+    Fresh more(size);
+    std::memset(more.data(), 'x', size);
+    t0 = Clock::now();
+    check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, serial::serialize_buffer<char>::reference(more.data(), size)).get());
+    t.other = seconds_since(t0);
   }
   return t;
 }
@@ -239,7 +248,7 @@ int run(rdmx::Job& job, const Options& o, const std::string& pml) {
   if (root) {
     std::fprintf(stderr, "rdmx-bench-firstuse: UCX_TLS=%s, Open MPI pml %s, registration budget %zu MiB\n",
                  tls != nullptr ? tls : "default", pml.c_str(), serial::RegistrationCacheOptions::env_budget() >> 20);
-    std::fprintf(stderr, "%6s %8s %8s %8s %8s %8s %8s | %8s %8s %8s (seconds)\n", "MiB", "sbuf 1st", "sbuf 2nd",
+    std::fprintf(stderr, "%6s %8s %8s %8s %8s %8s %8s %8s | %8s %8s %8s (seconds)\n", "MiB", "sbuf 1st", "sbuf 2nd", "sbuf new",
                  "rma 1st", "rma 2nd", "mpi 1st", "mpi 2nd", "register", "rkeypack", "fault");
   }
   // Endpoints, messengers and MPI's connections are made by a small call
@@ -261,17 +270,19 @@ int run(rdmx::Job& job, const Options& o, const std::string& pml) {
   for (std::size_t size : o.sizes) {
     Times sbuf, rma;
     double write_s = 0, make_rma_s = 0;
-    std::string error;
+    std::string sbuf_error, rma_error;  // a variant that failed at this size (e.g. a limit), reported
+    auto attempt = [&](bool is_rma) {
+      try {
+        (is_rma ? rma : sbuf) = time_calls(size, is_rma, memory, is_rma ? make_rma_s : write_s);
+      } catch (const rdmx::Error& e) {
+        (is_rma ? rma_error : sbuf_error) = e.what();
+      }
+    };
     job.barrier();
     job.run([&](rdmx::ThreadId me) {
       if (me.process == 0) {
-        try {
-          if (o.rma_first) rma = time_calls(size, true, memory, make_rma_s);
-          sbuf = time_calls(size, false, memory, write_s);
-          if (!o.rma_first) rma = time_calls(size, true, memory, make_rma_s);
-        } catch (const rdmx::Error& e) {
-          error = e.what();
-        }
+        attempt(o.rma_first);
+        attempt(!o.rma_first);
         rdmx::async(rdmx::action<&stop>, {1, 0}).get();
       } else {
         serve();
@@ -281,23 +292,32 @@ int run(rdmx::Job& job, const Options& o, const std::string& pml) {
     const Times mpi = mpi_calls(size, rank);
     const Breakdown b = breakdown(job, size);
     if (!root) continue;
-    if (!error.empty()) {
-      std::fprintf(stderr, "%6zu failed: %s\n", size >> 20, error.c_str());
-      cfg.with("variant", "error").field("size", size).field("metric", error).print();
-      continue;
+    for (const auto& [variant, error] : {std::pair{"serialize_buffer", &sbuf_error}, std::pair{"rma_vector", &rma_error}})
+      if (!error->empty()) {
+        std::fprintf(stderr, "%6zu %s failed: %s\n", size >> 20, variant, error->c_str());
+        cfg.with("variant", std::string(variant) + "-error").field("size", size).field("metric", *error).print();
+      }
+    if (sbuf_error.empty()) {
+      emit(cfg, "serialize_buffer-first", size, "s", sbuf.first);
+      emit(cfg, "serialize_buffer-second", size, "s", sbuf.second);
+      emit(cfg, "serialize_buffer-other", size, "s", sbuf.other);
     }
-    emit(cfg, "serialize_buffer-first", size, "s", sbuf.first);
-    emit(cfg, "serialize_buffer-second", size, "s", sbuf.second);
-    emit(cfg, "rma_vector-first", size, "s", rma.first);
-    emit(cfg, "rma_vector-second", size, "s", rma.second);
-    emit(cfg, "rma_vector-make", size, "s", make_rma_s);
+    if (rma_error.empty()) {
+      emit(cfg, "rma_vector-first", size, "s", rma.first);
+      emit(cfg, "rma_vector-second", size, "s", rma.second);
+      emit(cfg, "rma_vector-make", size, "s", make_rma_s);
+    }
     emit(cfg, "mpi-first", size, "s", mpi.first);
     emit(cfg, "mpi-second", size, "s", mpi.second);
     emit(cfg, "ucp_mem_map", size, "s", b.register_s);
     emit(cfg, "ucp_rkey_pack", size, "s", b.rkey_pack_s);
     emit(cfg, "first-touch", size, "s", b.fault_s);
-    std::fprintf(stderr, "%6zu %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f\n", size >> 20, sbuf.first,
-                 sbuf.second, rma.first, rma.second, mpi.first, mpi.second, b.register_s, b.rkey_pack_s, b.fault_s);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    auto or_nan = [&](const std::string& error, double v) { return error.empty() ? v : nan; };
+    std::fprintf(stderr, "%6zu %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f\n", size >> 20,
+                 or_nan(sbuf_error, sbuf.first), or_nan(sbuf_error, sbuf.second), or_nan(sbuf_error, sbuf.other),
+                 or_nan(rma_error, rma.first), or_nan(rma_error, rma.second), mpi.first, mpi.second, b.register_s,
+                 b.rkey_pack_s, b.fault_s);
   }
   if (job.rank() == 1) std::fprintf(stderr, "receiver: %s\n", job.describe().c_str());
   job.barrier();
