@@ -24,11 +24,15 @@
 // The receiver's landing memory comes from its arena, which grows on first
 // use and keeps its segments: whichever variant goes first at a size pays
 // for that (--first=serialize_buffer|rma_vector picks it).
+// Every call also counts the receiver's page faults (getrusage, minor
+// faults, asked of rank 1 just before and after): they show where fresh
+// memory was touched even when the machine is too busy for stable timings.
 // Flags: --sizes=1M,16M,...  --first=serialize_buffer|rma_vector  --quick
 // Output: JSON lines on stdout (rank 0), a table on stderr.
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cstdio>
@@ -124,10 +128,33 @@ void serve() {
   stop_serving = false;
 }
 
-struct Times {
-  double first = 0, second = 0;
-  double other = 0;  // serialize_buffer: a call with another fresh buffer, the receiver warm
+// The receiver's page faults so far (minor: fresh memory touched).
+std::uint64_t faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_minflt);
+}
+
+struct Call {
+  double seconds = 0;
+  std::uint64_t receiver_faults = 0;  // the receiver's page faults during the call: robust where timings are noisy
 };
+struct Times {
+  Call first, second;
+  Call other;  // serialize_buffer: a call with another fresh buffer, the receiver warm
+};
+
+// One call of `f` from rank 0: its wall time, and the faults rank 1 took meanwhile.
+template <class F>
+Call timed(F&& f) {
+  const std::uint64_t before = rdmx::async(rdmx::action<&faults>, {1, 0}).get();
+  const auto t0 = Clock::now();
+  f();
+  Call c;
+  c.seconds = seconds_since(t0);
+  c.receiver_faults = rdmx::async(rdmx::action<&faults>, {1, 0}).get() - before;
+  return c;
+}
 
 // Rank 0: the first and the second action on fresh data of `size` bytes.
 Times time_calls(std::size_t size, bool rma, serial::RmaMemory& memory, double& make_seconds) {
@@ -140,35 +167,29 @@ Times time_calls(std::size_t size, bool rma, serial::RmaMemory& memory, double& 
     auto t0 = Clock::now();
     serial::rma_vector<char> v(size, 'x', &memory);
     make_seconds = seconds_since(t0);
-    t0 = Clock::now();
-    check(rdmx::async(rdmx::action<&sink_rma>, {1, 0}, v).get());
-    t.first = seconds_since(t0);
-    t0 = Clock::now();
-    check(rdmx::async(rdmx::action<&sink_rma>, {1, 0}, v).get());
-    t.second = seconds_since(t0);
+    t.first = timed([&] { check(rdmx::async(rdmx::action<&sink_rma>, {1, 0}, v).get()); });
+    t.second = timed([&] { check(rdmx::async(rdmx::action<&sink_rma>, {1, 0}, v).get()); });
   } else {
     Fresh data(size);
     auto t0 = Clock::now();
     std::memset(data.data(), 'x', size);
     make_seconds = seconds_since(t0);
     auto buffer = serial::serialize_buffer<char>::reference(data.data(), size);
-    t0 = Clock::now();
-    check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, buffer).get());
-    t.first = seconds_since(t0);
-    t0 = Clock::now();
-    check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, buffer).get());
-    t.second = seconds_since(t0);
+    t.first = timed([&] { check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, buffer).get()); });
+    t.second = timed([&] { check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, buffer).get()); });
     Fresh more(size);
     std::memset(more.data(), 'x', size);
-    t0 = Clock::now();
-    check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, serial::serialize_buffer<char>::reference(more.data(), size)).get());
-    t.other = seconds_since(t0);
+    auto other = serial::serialize_buffer<char>::reference(more.data(), size);
+    t.other = timed([&] { check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, other).get()); });
   }
   return t;
 }
 
-Times mpi_calls(std::size_t size, int rank) {
-  Times t;
+struct MpiTimes {
+  double first = 0, second = 0;
+};
+MpiTimes mpi_calls(std::size_t size, int rank) {
+  MpiTimes t;
   Fresh out(size), in(size);
   if (rank == 0) std::memset(out.data(), 'x', size);
   char ack = 0;
@@ -229,6 +250,14 @@ Breakdown breakdown(rdmx::Job& job, std::size_t size) {
 void emit(const JsonLine& common, const char* variant, std::size_t size, const char* metric, double value) {
   common.with("variant", variant).field("size", size).field("metric", metric).field("value", value).print();
 }
+void emit(const JsonLine& common, const char* variant, std::size_t size, const Call& c) {
+  common.with("variant", variant)
+      .field("size", size)
+      .field("metric", "s")
+      .field("value", c.seconds)
+      .field("receiver_faults", c.receiver_faults)
+      .print();
+}
 
 int run(rdmx::Job& job, const Options& o, const std::string& pml) {
   if (job.size() != 2)
@@ -248,8 +277,9 @@ int run(rdmx::Job& job, const Options& o, const std::string& pml) {
   if (root) {
     std::fprintf(stderr, "rdmx-bench-firstuse: UCX_TLS=%s, Open MPI pml %s, registration budget %zu MiB\n",
                  tls != nullptr ? tls : "default", pml.c_str(), serial::RegistrationCacheOptions::env_budget() >> 20);
-    std::fprintf(stderr, "%6s %8s %8s %8s %8s %8s %8s %8s | %8s %8s %8s (seconds)\n", "MiB", "sbuf 1st", "sbuf 2nd", "sbuf new",
-                 "rma 1st", "rma 2nd", "mpi 1st", "mpi 2nd", "register", "rkeypack", "fault");
+    std::fprintf(stderr, "%6s %8s %8s %8s %8s %8s %8s %8s | %8s %8s %8s | %7s %7s %7s %7s (seconds | receiver page faults)\n", "MiB", "sbuf 1st",
+                 "sbuf 2nd", "sbuf new", "rma 1st", "rma 2nd", "mpi 1st", "mpi 2nd", "register", "rkeypack", "fault",
+                 "pf sb1", "pf sb2", "pf sbnew", "pf rma1");
   }
   // Endpoints, messengers and MPI's connections are made by a small call
   // first: they are not what this measures.
@@ -289,7 +319,7 @@ int run(rdmx::Job& job, const Options& o, const std::string& pml) {
       }
     });
     job.barrier();
-    const Times mpi = mpi_calls(size, rank);
+    const MpiTimes mpi = mpi_calls(size, rank);
     const Breakdown b = breakdown(job, size);
     if (!root) continue;
     for (const auto& [variant, error] : {std::pair{"serialize_buffer", &sbuf_error}, std::pair{"rma_vector", &rma_error}})
@@ -298,13 +328,13 @@ int run(rdmx::Job& job, const Options& o, const std::string& pml) {
         cfg.with("variant", std::string(variant) + "-error").field("size", size).field("metric", *error).print();
       }
     if (sbuf_error.empty()) {
-      emit(cfg, "serialize_buffer-first", size, "s", sbuf.first);
-      emit(cfg, "serialize_buffer-second", size, "s", sbuf.second);
-      emit(cfg, "serialize_buffer-other", size, "s", sbuf.other);
+      emit(cfg, "serialize_buffer-first", size, sbuf.first);
+      emit(cfg, "serialize_buffer-second", size, sbuf.second);
+      emit(cfg, "serialize_buffer-other", size, sbuf.other);
     }
     if (rma_error.empty()) {
-      emit(cfg, "rma_vector-first", size, "s", rma.first);
-      emit(cfg, "rma_vector-second", size, "s", rma.second);
+      emit(cfg, "rma_vector-first", size, rma.first);
+      emit(cfg, "rma_vector-second", size, rma.second);
       emit(cfg, "rma_vector-make", size, "s", make_rma_s);
     }
     emit(cfg, "mpi-first", size, "s", mpi.first);
@@ -313,11 +343,15 @@ int run(rdmx::Job& job, const Options& o, const std::string& pml) {
     emit(cfg, "ucp_rkey_pack", size, "s", b.rkey_pack_s);
     emit(cfg, "first-touch", size, "s", b.fault_s);
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    auto or_nan = [&](const std::string& error, double v) { return error.empty() ? v : nan; };
-    std::fprintf(stderr, "%6zu %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f\n", size >> 20,
+    auto or_nan = [&](const std::string& error, const Call& c) { return error.empty() ? c.seconds : nan; };
+    auto faults_or_0 = [&](const std::string& error, const Call& c) { return error.empty() ? c.receiver_faults : 0; };
+    std::fprintf(stderr, "%6zu %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f | %7lu %7lu %7lu %7lu\n", size >> 20,
                  or_nan(sbuf_error, sbuf.first), or_nan(sbuf_error, sbuf.second), or_nan(sbuf_error, sbuf.other),
                  or_nan(rma_error, rma.first), or_nan(rma_error, rma.second), mpi.first, mpi.second, b.register_s,
-                 b.rkey_pack_s, b.fault_s);
+                 b.rkey_pack_s, b.fault_s, static_cast<unsigned long>(faults_or_0(sbuf_error, sbuf.first)),
+                 static_cast<unsigned long>(faults_or_0(sbuf_error, sbuf.second)),
+                 static_cast<unsigned long>(faults_or_0(sbuf_error, sbuf.other)),
+                 static_cast<unsigned long>(faults_or_0(rma_error, rma.first)));
   }
   if (job.rank() == 1) std::fprintf(stderr, "receiver: %s\n", job.describe().c_str());
   job.barrier();
