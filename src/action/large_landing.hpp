@@ -13,6 +13,11 @@
 // already faulted; a larger one replaces a smaller spare. So a worker keeps
 // at most one such mapping beyond those in use, no larger than the largest
 // chunk it received. Thread-safe (a holder may drop it on any thread).
+//
+// The bytes mapped (in use and spare) are bounded, as the arena's are
+// (RDMX_ARENA_MAX), so that parcels arriving at once cannot map without
+// limit: past the bound the spare is dropped first, and then the pull fails
+// with Errc::out_of_memory naming the bound.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -22,17 +27,19 @@ namespace rdmx::parcel {
 
 class LargeLanding {
  public:
-  LargeLanding();
+  // `limit`: the most bytes mapped at once (> 0).
+  explicit LargeLanding(std::size_t limit);
   ~LargeLanding();
   LargeLanding(const LargeLanding&) = delete;
   LargeLanding& operator=(const LargeLanding&) = delete;
 
-  // n > 0 writable bytes, page-aligned. Throws Errc::out_of_memory when no
-  // mapping can be made.
+  // n > 0 writable bytes, page-aligned. Throws Errc::out_of_memory past the
+  // limit or when no mapping can be made.
   std::shared_ptr<std::byte> allocate(std::size_t n);
 
-  // Bytes of the spare mapping (0: none), for tests.
+  // Bytes of the spare mapping (0: none), and of all mappings, for tests.
   std::size_t spare_bytes() const;
+  std::size_t mapped_bytes() const;
 
  private:
   struct Spare;

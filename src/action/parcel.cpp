@@ -125,6 +125,7 @@ class WorkerParcels {
         layer(layer),
         self{job.rank(), thread},
         landing(job.arena_near(thread)),
+        large_landing(job.arena_near(thread).max_size()),
         landing_segment(job.arena_near(thread).segment_size()) {}
 
   Job& job;
@@ -132,7 +133,7 @@ class WorkerParcels {
   ThreadId self;
   serial::RmaMemory landing;  // where pulled chunks land (registered: rma_vector keeps it)
   // Where pointer chunks larger than an arena segment land instead (never
-  // in the arena: they would not fit a segment).
+  // in the arena: they would not fit a segment), bounded like the arena.
   LargeLanding large_landing;
   std::size_t landing_segment;
 

@@ -2,11 +2,13 @@
 // RDMX_ARENA_SEGMENT): a serialize_buffer or std::vector argument, and a
 // result, that the receiver's arena could never hold arrive intact, land in
 // memory of their own, and stay intact while the receiver keeps them and
-// more arrive. Before, the pull failed with "does not fit in a segment".
+// more arrive, within the arena's limit. Before, the pull failed with "does
+// not fit in a segment".
 // Rank r calls rank r+1's thread 0.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "rdmx/action/action.hpp"
@@ -106,6 +108,31 @@ TEST(LargeArgument, ResultLargerThanASegmentArrivesIntact) {
   auto result = async(action<&make>, next_rank(), 5u, n).get();
   ASSERT_EQ(result.size(), n);
   EXPECT_EQ(first_wrong(result, 5), n);
+  job().barrier();
+}
+
+TEST(LargeArgument, LandedChunksBeyondTheArenaLimitAreAClearError) {
+  // The receiver keeps what it received; the mappings it landed in are
+  // bounded like the arena (RDMX_ARENA_MAX), so one of these must fail,
+  // cleanly, and after they are let go the next one lands again.
+  const std::size_t limit = job().arena().max_size();
+  if (limit > (std::size_t{256} << 20)) GTEST_SKIP() << "run with a small RDMX_ARENA_MAX";
+  const std::size_t n = beyond_segment(3.5);
+  const std::size_t sends = limit / (n * sizeof(std::uint32_t)) + 2;
+  bool refused = false;
+  for (std::uint32_t k = 0; k < sends && !refused; ++k) {
+    try {
+      EXPECT_EQ(async(action<&check_buffer>, next_rank(), pattern(k, n), k, true).get(), n);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::out_of_memory) << e.what();
+      EXPECT_NE(std::string(e.what()).find("RDMX_ARENA_MAX"), std::string::npos) << e.what();
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused) << sends << " chunks of " << n * sizeof(std::uint32_t) << " bytes kept within " << limit;
+  EXPECT_TRUE(async(action<&kept_intact>, next_rank()).get());
+  async(action<&forget_kept>, next_rank()).get();
+  EXPECT_EQ(async(action<&check_buffer>, next_rank(), pattern(3, n), 3u, false).get(), n);
   job().barrier();
 }
 

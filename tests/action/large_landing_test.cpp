@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 
 #include "rdmx/core/error.hpp"
 
@@ -12,9 +13,10 @@ namespace {
 
 using rdmx::parcel::LargeLanding;
 constexpr std::size_t MiB = std::size_t{1} << 20;
+constexpr std::size_t GiB = std::size_t{1} << 30;
 
 TEST(LargeLanding, GivesWritablePageAlignedMemory) {
-  LargeLanding landing;
+  LargeLanding landing(GiB);
   auto p = landing.allocate(3 * MiB + 5);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p.get()) % 4096, 0u);
@@ -24,7 +26,7 @@ TEST(LargeLanding, GivesWritablePageAlignedMemory) {
 }
 
 TEST(LargeLanding, KeepsTheReleasedMappingAndServesTheNextChunkFromIt) {
-  LargeLanding landing;
+  LargeLanding landing(GiB);
   std::byte* first = nullptr;
   {
     auto p = landing.allocate(4 * MiB);
@@ -37,7 +39,7 @@ TEST(LargeLanding, KeepsTheReleasedMappingAndServesTheNextChunkFromIt) {
 }
 
 TEST(LargeLanding, NeverHandsOutASpareThatIsStillHeld) {
-  LargeLanding landing;
+  LargeLanding landing(GiB);
   auto held = landing.allocate(2 * MiB);
   std::memset(held.get(), 1, 2 * MiB);
   auto other = landing.allocate(2 * MiB);
@@ -47,7 +49,7 @@ TEST(LargeLanding, NeverHandsOutASpareThatIsStillHeld) {
 }
 
 TEST(LargeLanding, KeepsOnlyTheLargerOfTwoReleasedMappings) {
-  LargeLanding landing;
+  LargeLanding landing(GiB);
   auto small = landing.allocate(1 * MiB);
   auto large = landing.allocate(8 * MiB);
   std::byte* large_address = large.get();
@@ -64,7 +66,7 @@ TEST(LargeLanding, KeepsOnlyTheLargerOfTwoReleasedMappings) {
 TEST(LargeLanding, MemoryOutlivesTheLandingThatGaveIt) {
   std::shared_ptr<std::byte> p;
   {
-    LargeLanding landing;
+    LargeLanding landing(GiB);
     p = landing.allocate(MiB);
   }
   std::memset(p.get(), 3, MiB);  // still mapped; unmapped when p goes
@@ -72,7 +74,7 @@ TEST(LargeLanding, MemoryOutlivesTheLandingThatGaveIt) {
 }
 
 TEST(LargeLanding, RefusesHostileSizes) {
-  LargeLanding landing;
+  LargeLanding landing(GiB);
   EXPECT_THROW(landing.allocate(0), rdmx::Error);
   EXPECT_THROW(landing.allocate(~std::size_t{0}), rdmx::Error);
   try {
@@ -82,5 +84,40 @@ TEST(LargeLanding, RefusesHostileSizes) {
     EXPECT_EQ(e.code(), rdmx::Errc::out_of_memory);
   }
 }
+
+TEST(LargeLanding, BoundsTheBytesMappedAtOnce) {
+  LargeLanding landing(8 * MiB);
+  auto a = landing.allocate(6 * MiB);
+  try {
+    landing.allocate(4 * MiB);  // 6 + 4 > 8, all of it in use
+    FAIL() << "mapped past the limit";
+  } catch (const rdmx::Error& e) {
+    EXPECT_EQ(e.code(), rdmx::Errc::out_of_memory);
+    EXPECT_NE(std::string(e.what()).find("RDMX_ARENA_MAX"), std::string::npos) << e.what();
+  }
+  std::byte* first = a.get();
+  a.reset();  // the spare now: still mapped, still counted
+  EXPECT_EQ(landing.mapped_bytes(), 6 * MiB);
+  auto b = landing.allocate(4 * MiB);  // served by the spare
+  EXPECT_EQ(b.get(), first);
+  auto c = landing.allocate(2 * MiB);
+  EXPECT_EQ(landing.mapped_bytes(), 8 * MiB);
+  EXPECT_THROW(landing.allocate(1), rdmx::Error);
+  b.reset();
+  c.reset();
+  EXPECT_EQ(landing.mapped_bytes(), 6 * MiB);  // the larger one stays as the spare
+}
+
+TEST(LargeLanding, GivesUpTheSpareRatherThanRefuseAChunkThatFitsWithoutIt) {
+  LargeLanding landing(8 * MiB);
+  landing.allocate(6 * MiB).reset();
+  EXPECT_EQ(landing.spare_bytes(), 6 * MiB);
+  auto b = landing.allocate(7 * MiB);  // too large for the spare, too large beside it
+  EXPECT_EQ(landing.spare_bytes(), 0u);
+  EXPECT_EQ(landing.mapped_bytes(), 7 * MiB);
+  std::memset(b.get(), 1, 7 * MiB);
+}
+
+TEST(LargeLanding, RefusesAZeroLimit) { EXPECT_THROW(LargeLanding(0), rdmx::Error); }
 
 }  // namespace
