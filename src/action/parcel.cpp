@@ -10,6 +10,7 @@
 #include "rdmx/core/log.hpp"
 #include "rdmx/core/token_table.hpp"
 #include "rdmx/action/parcel.hpp"
+#include "large_landing.hpp"
 
 #include <algorithm>
 #include <array>
@@ -26,6 +27,7 @@
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
 #include "rdmx/invoke/messenger.hpp"
+#include "rdmx/memory/arena.hpp"
 #include "rdmx/serial/registration_cache.hpp"
 #include "rdmx/serial/rma_memory.hpp"
 #include "rdmx/serial/wire.hpp"
@@ -119,12 +121,21 @@ class Parcels;
 class WorkerParcels {
  public:
   WorkerParcels(Job& job, Parcels& layer, std::uint32_t thread)
-      : job(job), layer(layer), self{job.rank(), thread}, landing(job.arena_near(thread)) {}
+      : job(job),
+        layer(layer),
+        self{job.rank(), thread},
+        landing(job.arena_near(thread)),
+        large_landing(job.arena_near(thread).max_size()),
+        landing_segment(job.arena_near(thread).segment_size()) {}
 
   Job& job;
   Parcels& layer;
   ThreadId self;
   serial::RmaMemory landing;  // where pulled chunks land (registered: rma_vector keeps it)
+  // Where pointer chunks larger than an arena segment land instead (never
+  // in the arena: they would not fit a segment), bounded like the arena.
+  LargeLanding large_landing;
+  std::size_t landing_segment;
 
   std::unique_ptr<serial::OutputArchive> take_archive() {
     if (archives_.empty()) return std::make_unique<serial::OutputArchive>();
@@ -584,7 +595,10 @@ void WorkerParcels::start_pull(const Header& h, std::span<const std::byte> data)
       if (d.size > job.max_message() || total > job.max_message())
         throw Error(Errc::message_too_large, "a parcel of " + std::to_string(total) + "+ bytes exceeds RDMX_MAX_MESSAGE (" +
                                                  std::to_string(job.max_message()) + ")");
-      serial::RmaBytes landing = this->landing.allocate(d.size, 64);
+      // A pointer chunk larger than an arena segment lands in a mapping of its own (large_landing.hpp).
+      const bool large = d.kind == serial::ChunkKind::pointer && d.size > landing_segment;
+      serial::RmaBytes landing = large ? serial::RmaBytes{large_landing.allocate(d.size), d.size, {}}
+                                       : this->landing.allocate(d.size, 64);
       if (d.kind == serial::ChunkKind::rma) {
         const transfer::RemoteAddress from = rdmx::resolve(d.key.locator(source.process, d.size));  // checks the bounds
         p->rma_done = tx.post_get(landing.data.get(), d.size, from);

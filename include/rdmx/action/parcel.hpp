@@ -10,7 +10,8 @@
 //    chunks: the sender's region and offset; pointer chunks: registered on
 //    the fly through a RegistrationCache, packed rkey in the message). The
 //    destination copies the (small) message, pulls every chunk with an RDMA
-//    get into registered landing memory, tells the sender it may release
+//    get into landing memory (registered; a pointer chunk above an arena
+//    segment: a mapping of its own), tells the sender it may release
 //    the buffers, runs the action, and replies.
 //
 // Replies are parcels too (a large result is pulled back the same way).
