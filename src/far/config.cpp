@@ -42,6 +42,9 @@ Path Config::env_path() {
 }
 
 std::size_t Config::env_replication() { return env::get_count("RDMX_FAR_REPLICATION", 1); }
+bool Config::env_evacuator() { return env::get_bool("RDMX_FAR_EVACUATOR", true); }
+double Config::env_free_low() { return static_cast<double>(env::get_count("RDMX_FAR_FREE_LOW", 5)) / 100; }
+double Config::env_free_high() { return static_cast<double>(env::get_count("RDMX_FAR_FREE_HIGH", 10)) / 100; }
 
 std::uint32_t size_class_of(std::size_t bytes) {
   if (bytes > max_object_bytes)
