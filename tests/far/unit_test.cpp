@@ -385,6 +385,12 @@ TEST(FarUnit, SettingsFromTheEnvironment) {
   EXPECT_EQ(c.servers, (std::vector<std::uint32_t>{1, 2}));
   EXPECT_EQ(c.path, Path::two_sided);
   EXPECT_EQ(c.cache_bytes, std::size_t{1} << 20);
+  ::setenv("RDMX_FAR_EVACUATOR", "off", 1);
+  ::setenv("RDMX_FAR_FREE_LOW", "20", 1);
+  ::setenv("RDMX_FAR_FREE_HIGH", "30", 1);
+  EXPECT_FALSE(Config{}.evacuator);
+  EXPECT_DOUBLE_EQ(Config{}.free_low, 0.2);
+  EXPECT_DOUBLE_EQ(Config{}.free_high, 0.3);
   for (const char* junk : {"x", "1,", ",1", "1,,2", "1 2", "-1", "99999999999"}) {
     ::setenv("RDMX_FAR_SERVERS", junk, 1);
     const Error e = rdmx::testing::error_from([] { Config::env_servers(); });
@@ -395,12 +401,6 @@ TEST(FarUnit, SettingsFromTheEnvironment) {
   EXPECT_EQ(error_of([] { Config::env_path(); }), Errc::invalid_argument);
   ::setenv("RDMX_FAR_REPLICATION", "0", 1);
   EXPECT_EQ(error_of([] { Config::env_replication(); }), Errc::invalid_argument);
-  ::setenv("RDMX_FAR_EVACUATOR", "off", 1);
-  ::setenv("RDMX_FAR_FREE_LOW", "20", 1);
-  ::setenv("RDMX_FAR_FREE_HIGH", "30", 1);
-  EXPECT_FALSE(Config{}.evacuator);
-  EXPECT_DOUBLE_EQ(Config{}.free_low, 0.2);
-  EXPECT_DOUBLE_EQ(Config{}.free_high, 0.3);
   for (const char* junk : {"0", "51", "5%", "0.1"}) {
     ::setenv("RDMX_FAR_FREE_LOW", junk, 1);
     const Error e = rdmx::testing::error_from([] { Config::env_free_low(); });
