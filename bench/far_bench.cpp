@@ -677,7 +677,7 @@ int main(int argc, char** argv) {
     common.field("bench", "far").field("tls", tls);
     // The background evacuator's setting (RDMX_FAR_EVACUATOR, RDMX_FAR_FREE_LOW/HIGH), so runs with it off and on compare.
     const far::Config settings;
-    common.field("evacuator", settings.evacuator ? "on" : "off")
+    common.field("evacuator", far::to_string(settings.evacuator))
         .field("free_low", settings.free_low)
         .field("free_high", settings.free_high);
     for (far::Path path : {far::Path::one_sided, far::Path::two_sided}) {

@@ -15,6 +15,7 @@
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
 #include "rdmx/far/scope.hpp"
 #include "rdmx/far/state.hpp"
 #include "rdmx/memory/arena.hpp"
@@ -53,7 +54,7 @@ void check_config(const Config& c) {
                                             std::to_string(4 * slab_bytes) + ", four slabs of the largest size class)");
   if (c.cache_bytes / min_object_bytes > state::slot_mask)
     throw Error(Errc::invalid_argument, "far: a cache of " + std::to_string(c.cache_bytes) + " bytes exceeds what a far pointer can name");
-  if (c.evacuator && !(c.free_low > 0 && c.free_low <= c.free_high && c.free_high <= 0.5))
+  if (c.evacuator != Evacuator::off && !(c.free_low > 0 && c.free_low <= c.free_high && c.free_high <= 0.5))
     throw Error(Errc::invalid_argument, "far: the evacuator's free-space marks " + std::to_string(c.free_low) + " and " +
                                             std::to_string(c.free_high) +
                                             " need 0 < low <= high <= 0.5 (RDMX_FAR_FREE_LOW, RDMX_FAR_FREE_HIGH)");
@@ -142,7 +143,7 @@ struct Manager::Impl {
     units = slabs->units();
     slots = std::make_unique<Slot[]>(units);
     pins = std::make_unique<std::atomic<std::uint32_t>[]>(slabs->units());
-    if (config.evacuator) {
+    if (config.evacuator != Evacuator::off) {
       const double budget = static_cast<double>(units * min_object_bytes);
       free_low = static_cast<std::size_t>(budget * config.free_low);
       free_high = std::max(free_low, static_cast<std::size_t>(budget * config.free_high));
@@ -359,6 +360,10 @@ struct Manager::Impl {
   void wake_evacuator() {
     if (evacuation_wanted.load(std::memory_order_relaxed) || evacuator_stopping.load(std::memory_order_relaxed)) return;
     if (!evacuator.joinable()) {
+      if (!evacuator_fits()) {
+        free_low = 0;  // for good: every eviction inline
+        return;
+      }
       try {
         evacuator = std::thread([this] { evacuate(); });
       } catch (const std::exception& e) {
@@ -373,6 +378,23 @@ struct Manager::Impl {
       evacuation_wanted.store(true, std::memory_order_relaxed);
     }
     wake.notify_one();
+  }
+
+  // Evacuator::automatic: only where its write-backs complete without this
+  // process's service thread. Over emulated RMA (TCP) or the two-sided path
+  // the shared worker it sends through needs that thread's progress, and on
+  // a machine short of cores the waits for it made misses far slower than
+  // inline write-backs (docs/results/far.md).
+  bool evacuator_fits() const {
+    if (config.evacuator == Evacuator::on || job == nullptr) return true;
+    if (config.path != Path::one_sided) return false;
+    try {
+      for (const RemoteLocator& region : regions)
+        if (rma_emulated(region.process)) return false;
+    } catch (const Error&) {
+      return false;  // a server already lost: not the moment to start a thread
+    }
+    return true;
   }
 
   void lock_as_evacuator(std::unique_lock<std::mutex>& lock) {

@@ -30,7 +30,7 @@ Config small_cache(std::size_t cache, bool evacuator = false) {
   Config c;
   c.cache_bytes = cache;
   c.region_bytes = 8 << 20;
-  c.evacuator = evacuator;
+  c.evacuator = evacuator ? Evacuator::on : Evacuator::off;
   c.free_low = 0.05;
   c.free_high = 0.10;
   return c;

@@ -238,6 +238,8 @@ int main(int argc, char** argv) {
   config.region_bytes = 16 << 20;
   config.servers = job.size() == 3 ? std::vector<std::uint32_t>{1, 2} : std::vector<std::uint32_t>{1};
   config.replication = config.servers.size();
+  // Over every transport and path, not only where `automatic` starts it.
+  if (scenario == "--background") config.evacuator = Evacuator::on;
   Manager manager(job, config);
   if (job.rank() != 0) {
     // Serve until rank 0 kills this process (rank 1) or releases it (rank 2).

@@ -388,7 +388,7 @@ TEST(FarUnit, SettingsFromTheEnvironment) {
   ::setenv("RDMX_FAR_EVACUATOR", "off", 1);
   ::setenv("RDMX_FAR_FREE_LOW", "20", 1);
   ::setenv("RDMX_FAR_FREE_HIGH", "30", 1);
-  EXPECT_FALSE(Config{}.evacuator);
+  EXPECT_EQ(Config{}.evacuator, Evacuator::off);
   EXPECT_DOUBLE_EQ(Config{}.free_low, 0.2);
   EXPECT_DOUBLE_EQ(Config{}.free_high, 0.3);
   for (const char* junk : {"x", "1,", ",1", "1,,2", "1 2", "-1", "99999999999"}) {
@@ -401,6 +401,10 @@ TEST(FarUnit, SettingsFromTheEnvironment) {
   EXPECT_EQ(error_of([] { Config::env_path(); }), Errc::invalid_argument);
   ::setenv("RDMX_FAR_REPLICATION", "0", 1);
   EXPECT_EQ(error_of([] { Config::env_replication(); }), Errc::invalid_argument);
+  ::setenv("RDMX_FAR_EVACUATOR", "on", 1);
+  EXPECT_EQ(Config::env_evacuator(), Evacuator::on);
+  ::setenv("RDMX_FAR_EVACUATOR", "sometimes", 1);
+  EXPECT_EQ(error_of([] { Config::env_evacuator(); }), Errc::invalid_argument);
   for (const char* junk : {"0", "51", "5%", "0.1"}) {
     ::setenv("RDMX_FAR_FREE_LOW", junk, 1);
     const Error e = rdmx::testing::error_from([] { Config::env_free_low(); });
@@ -412,7 +416,7 @@ TEST(FarUnit, SettingsFromTheEnvironment) {
     ::unsetenv(name);
   EXPECT_TRUE(Config{}.servers.empty());
   EXPECT_EQ(Config{}.path, Path::one_sided);
-  EXPECT_TRUE(Config{}.evacuator);
+  EXPECT_EQ(Config{}.evacuator, Evacuator::automatic);
   EXPECT_LT(Config{}.free_low, Config{}.free_high);
 }
 
