@@ -402,3 +402,17 @@ TEST(FarEvacuation, ReplicatedWriteBacksInTheBackgroundGoToTheSurvivor) {
   EXPECT_GT(s.background_evictions, 0u);
   EXPECT_EQ(s.background_failures, 0u);
 }
+
+// The default (Evacuator::automatic) runs the evacuator over an in-process
+// device: its write-backs need no service thread there.
+TEST(FarEvacuation, AutomaticRunsInProcess) {
+  Config c = small_cache(64 * 1024, true);
+  c.evacuator = Evacuator::automatic;
+  Manager manager(make_local_device(1, 8 << 20), c);
+  std::vector<UniquePtr<Obj>> v;
+  for (int i = 0; i < 128; ++i) v.push_back(make_unique<Obj>(Obj::of(i)));  // twice the cache
+  EXPECT_TRUE(eventually([&] {
+    for (int i = 0; i < 128; ++i) EXPECT_TRUE(v[i].read().is(i)) << i;
+    return manager.stats().background_evictions > 0;
+  }));
+}
