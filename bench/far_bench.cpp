@@ -186,6 +186,9 @@ void report(const JsonLine& common, const char* bench_case, const char* variant,
                       .field("outstanding", outstanding)
                       .field("local_fraction", r.local_fraction)
                       .field("threads", 1);
+  // The background evacuator's setting (RDMX_FAR_EVACUATOR, RDMX_FAR_FREE_LOW/HIGH), so runs with it off and on compare.
+  static const far::Config settings;
+  line.field("evacuator", far::to_string(settings.evacuator)).field("free_low", settings.free_low).field("free_high", settings.free_high);
   line.with("metric", "ns_p50").field("value", at(0.5)).print();
   line.with("metric", "ns_p90").field("value", at(0.9)).print();
   // A sample is a batch: `outstanding` operations.
@@ -675,11 +678,6 @@ int main(int argc, char** argv) {
     const std::string tls = tls_env != nullptr && std::string(tls_env).find("tcp") != std::string::npos ? "tcp" : "shm";
     JsonLine common;
     common.field("bench", "far").field("tls", tls);
-    // The background evacuator's setting (RDMX_FAR_EVACUATOR, RDMX_FAR_FREE_LOW/HIGH), so runs with it off and on compare.
-    const far::Config settings;
-    common.field("evacuator", far::to_string(settings.evacuator))
-        .field("free_low", settings.free_low)
-        .field("free_high", settings.free_high);
     for (far::Path path : {far::Path::one_sided, far::Path::two_sided}) {
       if (!o.runs(path)) continue;
       if (o.runs("cold")) {
