@@ -143,7 +143,24 @@ struct Result {
   double seconds = 0;
   double local_fraction = 0;
   double server_cpu_seconds = -1;  // measured for the cold path only
+  double background_share = -1;    // of the run's evictions, those the evacuator made; -1: not measured
 };
+
+// Of the evictions between two snapshots, the share the background
+// evacuator made rather than the thread that missed.
+double background_share(const far::Stats& before, const far::Stats& after) {
+  const double background = static_cast<double>(after.background_evictions - before.background_evictions);
+  const double inline_ = static_cast<double>(after.inline_evictions - before.inline_evictions);
+  return background + inline_ > 0 ? background / (background + inline_) : 0;
+}
+// `run` (which returns a Result), with its share of background evictions.
+template <class Run>
+Result with_eviction_share(far::Manager& manager, Run&& run) {
+  const far::Stats before = manager.stats();
+  Result r = run();
+  r.background_share = background_share(before, manager.stats());
+  return r;
+}
 
 // CPU seconds the service thread of `server` has used: the thread that
 // answers two-sided requests (and that one-sided ones leave alone).
@@ -169,6 +186,9 @@ void report(const JsonLine& common, const char* bench_case, const char* variant,
                       .field("outstanding", outstanding)
                       .field("local_fraction", r.local_fraction)
                       .field("threads", 1);
+  // The background evacuator's setting (RDMX_FAR_EVACUATOR, RDMX_FAR_FREE_LOW/HIGH), so runs with it off and on compare.
+  static const far::Config settings;
+  line.field("evacuator", far::to_string(settings.evacuator)).field("free_low", settings.free_low).field("free_high", settings.free_high);
   line.with("metric", "ns_p50").field("value", at(0.5)).print();
   line.with("metric", "ns_p90").field("value", at(0.9)).print();
   // A sample is a batch: `outstanding` operations.
@@ -176,10 +196,12 @@ void report(const JsonLine& common, const char* bench_case, const char* variant,
   line.with("metric", "seconds").field("value", r.seconds).print();
   if (r.server_cpu_seconds >= 0)
     line.with("metric", "server_cpu_s_per_mop").field("value", r.server_cpu_seconds / static_cast<double>(r.ns.size() * outstanding) * 1e6).print();
+  if (r.background_share >= 0) line.with("metric", "background_eviction_share").field("value", r.background_share).print();
   std::fprintf(stderr, "far %-10s %-11s %5zu B x%-2zu p50 %9.0f ns  p90 %9.0f ns  local %.3f  (%zu ops)", bench_case, variant,
                size, outstanding, at(0.5), at(0.9), r.local_fraction, r.ns.size());
   if (r.server_cpu_seconds >= 0)
     std::fprintf(stderr, "  server %.3f s/Mop", r.server_cpu_seconds / static_cast<double>(r.ns.size() * outstanding) * 1e6);
+  if (r.background_share >= 0) std::fprintf(stderr, "  background evictions %.0f %%", r.background_share * 100);
   std::fprintf(stderr, "\n");
 }
 
@@ -279,7 +301,8 @@ void measure(const JsonLine& common, far::Path path, const Options& o) {
   report(common, "cold_read", far::to_string(path), Size, counted([&] { return sweep(set, cursor, false, o.ops, o.seconds); }));
   // And one untimed write pass: from here on every victim is dirty.
   sweep(set, cursor, true, set.size(), 3600);
-  report(common, "cold_write", far::to_string(path), Size, counted([&] { return sweep(set, cursor, true, o.ops, o.seconds); }));
+  report(common, "cold_write", far::to_string(path), Size,
+         counted([&] { return with_eviction_share(manager, [&] { return sweep(set, cursor, true, o.ops, o.seconds); }); }));
   if (path == far::Path::one_sided) {
     report(common, "cold_read", "raw_get", Size, counted([&] { return raw(manager.server_region(0), Size, false, o); }));
     report(common, "cold_write", "raw_get_put", Size, counted([&] { return raw(manager.server_region(0), Size, true, o); }));
@@ -579,6 +602,7 @@ void web(const JsonLine& common, far::Path path, const Options& o) {
     std::uint64_t digest = 0;
     std::size_t requests = 0;
     const std::uint64_t misses_before = manager.stats().misses;
+    const far::Stats evictions_before = manager.stats();
     const auto start = Clock::now();
     while (requests < o.ops) {  // a fixed count: both variants serve the same requests, and must agree
       const std::uint64_t key = next();
@@ -589,6 +613,7 @@ void web(const JsonLine& common, far::Path path, const Options& o) {
     }
     r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     r.local_fraction = std::string(variant) == "local" ? 1.0 : static_cast<double>(cache) / (keys * 64 + pages * sizeof(Page));
+    if (std::string(variant) == "far") r.background_share = background_share(evictions_before, manager.stats());
     if (std::string(variant) == "far" && manager.stats().misses == misses_before)
       throw rdmx::Error(rdmx::Errc::protocol, "web: the far requests never missed: they did not measure far memory");
     report(common.with("path", far::to_string(path)), "web", variant, sizeof(Page), r);

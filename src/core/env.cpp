@@ -100,6 +100,12 @@ constexpr Variable table[] = {
      "far-memory servers holding each object (the servers form groups of this many)"},
     {"RDMX_FAR_PATH", nullptr, Kind::choice, 0, 0, "one_sided|two_sided", "one_sided",
      "how far objects travel: one-sided get/put, or requests served by the server's CPU"},
+    {"RDMX_FAR_EVACUATOR", nullptr, Kind::choice, 0, 0, "auto|on|off", "auto",
+     "a background thread per far::Manager keeps part of the cache free (auto: where its write-backs need no service thread)"},
+    {"RDMX_FAR_FREE_LOW", nullptr, Kind::count, 1, 50, nullptr, "5",
+     "percent of the far-memory cache kept free: below it the evacuator wakes"},
+    {"RDMX_FAR_FREE_HIGH", nullptr, Kind::count, 1, 50, nullptr, "10",
+     "percent of the far-memory cache the evacuator frees up to once woken"},
 };
 
 // RDMX_* variables that rdmx's own scripts set or read: not settings of the

@@ -42,6 +42,17 @@ Path Config::env_path() {
 }
 
 std::size_t Config::env_replication() { return env::get_count("RDMX_FAR_REPLICATION", 1); }
+const char* to_string(Evacuator evacuator) noexcept {
+  return evacuator == Evacuator::on ? "on" : evacuator == Evacuator::off ? "off" : "auto";
+}
+Evacuator Config::env_evacuator() {
+  auto text = env::get("RDMX_FAR_EVACUATOR");
+  if (!text) return Evacuator::automatic;
+  env::parse(*env::find("RDMX_FAR_EVACUATOR"), *text, "RDMX_FAR_EVACUATOR");  // throws on anything else
+  return *text == "on" ? Evacuator::on : *text == "off" ? Evacuator::off : Evacuator::automatic;
+}
+double Config::env_free_low() { return static_cast<double>(env::get_count("RDMX_FAR_FREE_LOW", 5)) / 100; }
+double Config::env_free_high() { return static_cast<double>(env::get_count("RDMX_FAR_FREE_HIGH", 10)) / 100; }
 
 std::uint32_t size_class_of(std::size_t bytes) {
   if (bytes > max_object_bytes)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
 #include "rdmx/far/scope.hpp"
 #include "rdmx/far/state.hpp"
 #include "rdmx/memory/arena.hpp"
@@ -29,6 +31,14 @@ std::atomic<Manager*> current_manager{nullptr};
 // How long a thread that needs a cache slot waits for other threads' scopes
 // to unpin something before the budget counts as exhausted.
 constexpr auto pinned_patience = std::chrono::seconds(2);
+// The evacuator's pause after a round that could not free enough: every
+// object pinned, busy or on its way out (the next misses would otherwise
+// wake it at once into another fruitless sweep of the whole cache), or a
+// write-back failed (a lost server). It doubles while rounds keep ending
+// so, up to the longest: the evacuator neither spins nor gives up for good.
+constexpr auto evacuator_pause = std::chrono::milliseconds(1);
+constexpr auto evacuator_pause_after_failure = std::chrono::milliseconds(10);
+constexpr auto evacuator_longest_pause = std::chrono::seconds(1);
 
 // What a process publishes at Manager construction (every process, server or not).
 struct Published {
@@ -44,6 +54,10 @@ void check_config(const Config& c) {
                                             std::to_string(4 * slab_bytes) + ", four slabs of the largest size class)");
   if (c.cache_bytes / min_object_bytes > state::slot_mask)
     throw Error(Errc::invalid_argument, "far: a cache of " + std::to_string(c.cache_bytes) + " bytes exceeds what a far pointer can name");
+  if (c.evacuator != Evacuator::off && !(c.free_low > 0 && c.free_low <= c.free_high && c.free_high <= 0.5))
+    throw Error(Errc::invalid_argument, "far: the evacuator's free-space marks " + std::to_string(c.free_low) + " and " +
+                                            std::to_string(c.free_high) +
+                                            " need 0 < low <= high <= 0.5 (RDMX_FAR_FREE_LOW, RDMX_FAR_FREE_HIGH)");
   if (c.region_bytes < slab_bytes || c.region_bytes > state::max_region_bytes)
     throw Error(Errc::invalid_argument, "far: a region of " + std::to_string(c.region_bytes) + " bytes is outside 16 KiB to 64 TiB");
 }
@@ -101,7 +115,27 @@ struct Manager::Impl {
   std::size_t peak_resident = 0;
   std::atomic<std::uint64_t> misses{0};
   std::uint64_t evictions = 0;
+  std::uint64_t inline_evictions = 0;
+  std::uint64_t background_evictions = 0;
+  std::uint64_t background_failures = 0;
   std::uint64_t write_backs = 0;
+
+  // The evacuator: started by the first miss that leaves less than
+  // `free_low` bytes free, woken by later ones, stopped by ~Manager. It
+  // sleeps on a mutex of its own, so that waking it never waits for the
+  // manager's lock.
+  std::size_t free_low = 0;   // bytes; 0: no evacuator
+  std::size_t free_high = 0;
+  std::size_t released_bytes = 0;  // ever: how much a round of the evacuator freed
+  std::thread evacuator;      // started under the lock
+  std::mutex wake_mutex;
+  std::condition_variable wake;
+  std::atomic<bool> evacuation_wanted{false};  // set and cleared under wake_mutex
+  std::atomic<bool> evacuator_stopping{false};
+  // The evacuator waits for the manager's lock. Threads that hold it in
+  // turn, evicting inline, would otherwise keep it from ever getting in
+  // (a mutex is not fair): they step aside instead.
+  std::atomic<bool> evacuator_knocking{false};
 
   void init_cache(std::byte* base) {
     cache = base;
@@ -109,6 +143,11 @@ struct Manager::Impl {
     units = slabs->units();
     slots = std::make_unique<Slot[]>(units);
     pins = std::make_unique<std::atomic<std::uint32_t>[]>(slabs->units());
+    if (config.evacuator != Evacuator::off) {
+      const double budget = static_cast<double>(units * min_object_bytes);
+      free_low = static_cast<std::size_t>(budget * config.free_low);
+      free_high = std::max(free_low, static_cast<std::size_t>(budget * config.free_high));
+    }
   }
   std::byte* address(std::uint32_t slot) const noexcept { return cache + std::size_t{slot} * min_object_bytes; }
 
@@ -227,7 +266,9 @@ struct Manager::Impl {
   }
   void release(std::uint32_t slot) {
     slots[slot].owner.store(nullptr, std::memory_order_relaxed);
+    const std::size_t before = slabs->resident_bytes();
     slabs->release(slot);
+    released_bytes += before - slabs->resident_bytes();
   }
 
   enum class Sweep { evicted, in_flight, none };
@@ -277,10 +318,25 @@ struct Manager::Impl {
     for (;;) {
       if (auto slot = slabs->take(size_class)) {
         peak_resident = std::max(peak_resident, slabs->resident_bytes());
+        if (free_low != 0 && free_bytes() < free_low) wake_evacuator();
         return *slot;
       }
+      // No slot of this class and no free slab, although free bytes may be
+      // above the low mark (the free slots are in slabs of other classes):
+      // the reserve did not serve this miss, so the evacuator runs a round.
+      if (free_low != 0) wake_evacuator();
+      if (evacuator_knocking.load(std::memory_order_relaxed)) {
+        // The evacuator is about to free slots ahead of time: let it in.
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+        continue;
+      }
       const Sweep sweep = evict_one(lock);
-      if (sweep == Sweep::evicted) continue;
+      if (sweep == Sweep::evicted) {
+        ++inline_evictions;
+        continue;
+      }
       // Everything is pinned (other threads' scopes may end soon), or is on
       // its way out (write-backs end in bounded time, a lost server's with
       // an error): only pins count towards the patience.
@@ -295,6 +351,143 @@ struct Manager::Impl {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
       lock.lock();
     }
+  }
+
+  std::size_t free_bytes() const noexcept { return units * min_object_bytes - slabs->resident_bytes(); }
+
+  // Under the lock: the evacuator should run a round (started on first need,
+  // so a process that never fills its cache, a server's, runs no thread).
+  void wake_evacuator() {
+    if (evacuation_wanted.load(std::memory_order_relaxed) || evacuator_stopping.load(std::memory_order_relaxed)) return;
+    if (!evacuator.joinable()) {
+      if (!evacuator_fits()) {
+        free_low = 0;  // for good: every eviction inline
+        return;
+      }
+      try {
+        evacuator = std::thread([this] { evacuate(); });
+      } catch (const std::exception& e) {
+        // No thread to be had: misses keep evicting inline, as with the evacuator off.
+        rdmx::log(rdmx::LogLevel::warn, "far: cannot start the evacuator thread, evicting on demand only: %s", e.what());
+        free_low = 0;
+        return;
+      }
+    }
+    {
+      std::lock_guard w(wake_mutex);
+      evacuation_wanted.store(true, std::memory_order_relaxed);
+    }
+    wake.notify_one();
+  }
+
+  // Evacuator::automatic: only where its write-backs complete without this
+  // process's service thread. Over emulated RMA (TCP) or the two-sided path
+  // the shared worker it sends through needs that thread's progress, and on
+  // a machine short of cores the waits for it made misses far slower than
+  // inline write-backs (docs/results/far.md).
+  bool evacuator_fits() const {
+    if (config.evacuator == Evacuator::on || job == nullptr) return true;
+    if (config.path != Path::one_sided) return false;
+    try {
+      for (const RemoteLocator& region : regions)
+        if (rma_emulated(region.process)) return false;
+    } catch (const Error&) {
+      return false;  // a server already lost: not the moment to start a thread
+    }
+    return true;
+  }
+
+  void lock_as_evacuator(std::unique_lock<std::mutex>& lock) {
+    evacuator_knocking.store(true, std::memory_order_relaxed);
+    lock.lock();
+    evacuator_knocking.store(false, std::memory_order_relaxed);
+  }
+
+  // The evacuator's thread. Its write-backs are try_evict's, as inline ones:
+  // the victim is busy while it travels, so a dereference of it waits, and
+  // the lock is released meanwhile. Not a worker thread of the job, it sends
+  // through the process's shared service worker (fabric::Runtime's
+  // calling_context for threads of the program's own), whose progress the
+  // service thread drives.
+  void evacuate() {
+    auto pause = std::chrono::milliseconds(0);  // after a round that fell short; 0: the last one did not
+    bool failing = false;
+    std::unique_lock lock(mutex, std::defer_lock);
+    for (;;) {
+      {
+        std::unique_lock w(wake_mutex);
+        wake.wait(w, [&] { return evacuation_wanted.load() || evacuator_stopping.load(); });
+      }
+      if (evacuator_stopping.load()) return;
+      lock_as_evacuator(lock);
+      bool evicted = false, failed = false;
+      // A round frees up to the high mark, and at least the gap between the
+      // marks: woken by a miss that found no slot of its class while the
+      // free bytes lay in other classes' slabs, it still makes room.
+      const std::size_t released_before = released_bytes;
+      const auto short_of_goal = [&] {
+        return free_bytes() < free_high || released_bytes - released_before < free_high - free_low;
+      };
+      while (!evacuator_stopping.load(std::memory_order_relaxed) && short_of_goal()) {
+        Sweep sweep = Sweep::none;
+        try {
+          sweep = evict_one(lock);
+        } catch (const std::exception& e) {
+          // The victim stays local and dirty (try_evict); a program that
+          // needs its server learns of the loss from its own operations.
+          ++background_failures;
+          if (!failing)
+            rdmx::log(rdmx::LogLevel::warn, "far: the evacuator's write-back failed, retrying with back-off: %s", e.what());
+          failed = failing = true;
+          break;
+        }
+        if (sweep != Sweep::evicted) break;
+        ++background_evictions;
+        evicted = true;
+        failing = false;
+        // Misses waiting for the lock get their turn between victims.
+        lock.unlock();
+        lock_as_evacuator(lock);
+      }
+      const bool enough = !short_of_goal();
+      lock.unlock();
+      {
+        std::lock_guard w(wake_mutex);
+        evacuation_wanted.store(false, std::memory_order_relaxed);
+      }
+      if (enough || evacuator_stopping.load()) {
+        pause = {};
+        continue;
+      }
+      if (failed)
+        pause = pause.count() == 0 || evicted ? std::chrono::duration_cast<std::chrono::milliseconds>(evacuator_pause_after_failure)
+                                              : std::min<std::chrono::milliseconds>(pause * 2, evacuator_longest_pause);
+      else
+        pause = pause.count() == 0 || evicted ? evacuator_pause : std::min<std::chrono::milliseconds>(pause * 2, evacuator_longest_pause);
+      {
+        std::unique_lock w(wake_mutex);
+        if (wake.wait_for(w, pause, [&] { return evacuator_stopping.load(); })) return;
+      }
+      // Still short of free space: go again without waiting for a miss.
+      lock_as_evacuator(lock);
+      const bool short_of_space = free_bytes() < free_low;
+      lock.unlock();
+      if (short_of_space) {
+        std::lock_guard w(wake_mutex);
+        evacuation_wanted.store(true, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // Teardown: a write-back in flight ends (landed or failed) before the
+  // thread does, so nothing it touches is freed under it.
+  void stop_evacuator() noexcept {
+    {
+      std::lock_guard w(wake_mutex);
+      evacuator_stopping.store(true);
+    }
+    wake.notify_all();
+    if (evacuator.joinable()) evacuator.join();
   }
 };
 
@@ -526,6 +719,7 @@ Manager::Manager(std::unique_ptr<Device> device, Config config) : impl_(std::mak
 
 Manager::~Manager() {
   Impl& m = *impl_;
+  m.stop_evacuator();
   Manager* self = this;
   current_manager.compare_exchange_strong(self, nullptr);
   if (m.job == nullptr) return;
@@ -562,6 +756,9 @@ Stats Manager::stats() const {
   s.objects = m.remote->live();
   s.misses = m.misses.load(std::memory_order_relaxed);
   s.evictions = m.evictions;
+  s.inline_evictions = m.inline_evictions;
+  s.background_evictions = m.background_evictions;
+  s.background_failures = m.background_failures;
   s.write_backs = m.write_backs;
   return s;
 }

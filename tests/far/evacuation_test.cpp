@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <future>
+#include <string>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -20,26 +24,38 @@ using namespace rdmx::far;
 
 namespace {
 
-Config small_cache(std::size_t cache) {
+// `evacuator`: off, eviction happens only on the thread that needs a slot,
+// which the tests of inline write-backs rely on.
+Config small_cache(std::size_t cache, bool evacuator = false) {
   Config c;
   c.cache_bytes = cache;
   c.region_bytes = 8 << 20;
+  c.evacuator = evacuator ? Evacuator::on : Evacuator::off;
+  c.free_low = 0.05;
+  c.free_high = 0.10;
   return c;
 }
 
 // The in-process device with a hook in every write-back (a slow network,
-// or a call handler that progress runs while the write waits).
+// or a call handler that progress runs while the write waits), whose
+// servers can be lost: then every operation on them fails with
+// Errc::peer_failed, as a dead process's would.
 class HookedDevice final : public Device {
  public:
-  explicit HookedDevice(std::function<void()> on_write) : inner_(make_local_device(1, 8 << 20)), on_write_(std::move(on_write)) {}
+  explicit HookedDevice(std::function<void()> on_write, std::size_t servers = 1)
+      : inner_(make_local_device(servers, 8 << 20)), on_write_(std::move(on_write)), lost_(servers) {}
+  void kill(std::size_t server) { lost_.at(server).store(true); }
+  void revive(std::size_t server) { lost_.at(server).store(false); }
   const char* name() const noexcept override { return "hooked"; }
   std::size_t servers() const noexcept override { return inner_->servers(); }
   std::uint64_t region_bytes(std::size_t server) const override { return inner_->region_bytes(server); }
   std::uint32_t rank_of(std::size_t server) const override { return inner_->rank_of(server); }
   void read(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
+    check_alive(server);
     inner_->read(server, offset, local, bytes);
   }
   void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
+    check_alive(server);
     inner_->write(server, offset, local, bytes);  // the transfer's reads of the slot
     if (on_write_) on_write_();                   // then its wait
   }
@@ -47,8 +63,12 @@ class HookedDevice final : public Device {
   bool computes() const noexcept override { return inner_->computes(); }
 
  private:
+  void check_alive(std::size_t server) const {
+    if (lost_.at(server).load()) throw Error(Errc::peer_failed, "injected: server " + std::to_string(server) + " is lost");
+  }
   std::unique_ptr<Device> inner_;
   std::function<void()> on_write_;
+  std::vector<std::atomic<bool>> lost_;
 };
 
 using Obj = shadow::Pattern<1024>;
@@ -70,37 +90,10 @@ TEST(FarEvacuation, SlowWriteBacksUnderThreadsKeepEveryValue) {
                     --in_flight;
                   }),
                   small_cache(64 * 1024));
-  constexpr int objects = 256;  // 256 KiB of data, 64 KiB of cache
-  std::vector<UniquePtr<Obj>> v;
-  std::vector<std::uint64_t> version(objects, 0);
-  std::vector<std::mutex> locks(objects);
-  for (int i = 0; i < objects; ++i) v.push_back(make_unique<Obj>(Obj::of(0)));
-  std::vector<std::thread> threads;
-  std::atomic<int> bad{0};
-  std::atomic<std::size_t> checked{0};
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&, t] {
-      std::mt19937 rng(t);
-      for (int op = 0; op < 1500; ++op) {
-        const int i = static_cast<int>(rng() % objects);
-        std::lock_guard lock(locks[i]);
-        DerefScope scope;
-        if (rng() % 2 == 0) {
-          if (!v[i].deref(scope)->is(version[i])) ++bad;
-          *v[i].deref_mut(scope) = Obj::of(++version[i]);
-        } else if (!v[i].deref(scope)->is(version[i])) {
-          ++bad;
-        }
-        ++checked;
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int i = 0; i < objects; ++i) {
-    DerefScope scope;
-    if (!v[i].deref(scope)->is(version[i])) ++bad;
-  }
-  EXPECT_EQ(bad.load(), 0);
-  EXPECT_EQ(checked.load(), 4 * 1500u);
+  // 256 KiB of data, 64 KiB of cache; every other access writes.
+  const shadow::SharedRun run = shadow::shared_objects<1024>(256, 4, 1500, 2);
+  EXPECT_EQ(run.wrong, 0u);
+  EXPECT_EQ(run.checked, 4 * 1500u + 256);
   EXPECT_GT(manager.stats().write_backs, 100u);
   EXPECT_LE(manager.stats().peak_resident_bytes, manager.stats().cache_bytes);
   // Write-backs overlapped: none of them held the lock while it waited.
@@ -210,4 +203,216 @@ TEST(FarEvacuation, AFailedWriteBackKeepsTheObject) {
   fail = false;
   for (int i = 0; i < 64; ++i) EXPECT_TRUE(v[i].read().is(100 + i)) << i;
   EXPECT_TRUE(spare.read().is(7));
+}
+
+// ---- The background evacuator ----
+
+namespace {
+// Threads of this process, from /proc: the evacuator is one while it runs.
+int threads_now() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+// Polls `done` until it holds or `patience` ends.
+bool eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+}  // namespace
+
+// Threads read and write shared and private objects (both sizes, batches,
+// explicit evictions, nested scopes) while the evacuator writes victims
+// back behind them, each write-back slow: every value read is the last
+// one written and the budget holds.
+TEST(FarEvacuation, BackgroundEvacuationUnderThreadsKeepsEveryValue) {
+  Manager manager(std::make_unique<HookedDevice>([] { std::this_thread::sleep_for(std::chrono::microseconds(100)); }),
+                  small_cache(256 * 1024, true));
+  std::atomic<std::size_t> checked{0};
+  std::thread shared([&] {
+    const shadow::SharedRun run = shadow::shared_objects<1024>(512, 2, 1500, 2, std::chrono::microseconds(20));
+    EXPECT_EQ(run.wrong, 0u);
+    checked += run.checked;
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) threads.emplace_back([t, &checked] { checked += shadow::random_operations(60, 800, 300 + t); });
+  shared.join();
+  for (auto& t : threads) t.join();
+  EXPECT_GT(checked.load(), 2 * 1500u + 2 * 800u);
+  const Stats s = manager.stats();
+  EXPECT_LE(s.peak_resident_bytes, s.cache_bytes);
+  EXPECT_GT(s.background_evictions, 0u) << s.inline_evictions << " inline, " << s.evictions << " in all, " << s.misses << " misses";
+  EXPECT_EQ(s.background_failures, 0u);
+  EXPECT_GE(s.evictions, s.inline_evictions + s.background_evictions);
+  EXPECT_EQ(s.objects, 0u);
+}
+
+// With work between accesses (think time) the evacuator keeps up: most
+// misses find a free slot, and most evictions happen in the background. A
+// count, not a timing: the bound is lenient (more than half) so that a
+// busy machine that delays the evacuator now and then still passes.
+TEST(FarEvacuation, WithThinkTimeMostEvictionsAreBackground) {
+  const int before = threads_now();
+  {
+    Manager manager(make_local_device(1, 8 << 20), small_cache(64 * 1024, true));
+    std::vector<UniquePtr<Obj>> v;
+    std::vector<std::uint64_t> version(256, 0);  // 256 KiB of objects, 64 KiB of cache
+    for (int i = 0; i < 256; ++i) v.push_back(make_unique<Obj>(Obj::of(0)));
+    const Stats warm = manager.stats();
+    std::mt19937 rng(5);
+    std::size_t wrong = 0;
+    for (int op = 0; op < 3000; ++op) {
+      const std::size_t i = rng() % v.size();
+      {
+        DerefScope scope;
+        if (!v[i].deref(scope)->is(version[i])) ++wrong;
+        if (rng() % 2 == 0) *v[i].deref_mut(scope) = Obj::of(++version[i]);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));  // the program's own work
+    }
+    EXPECT_EQ(wrong, 0u);
+    const Stats s = manager.stats();
+    const std::uint64_t background = s.background_evictions - warm.background_evictions;
+    const std::uint64_t inline_ = s.inline_evictions - warm.inline_evictions;
+    EXPECT_GT(s.misses - warm.misses, 1000u);
+    EXPECT_GT(background, inline_) << background << " evictions in the background, " << inline_ << " inline";
+    EXPECT_EQ(threads_now(), before + 1);  // the evacuator
+  }
+  EXPECT_EQ(threads_now(), before);  // joined by the Manager's destructor
+}
+
+// The evacuator off (Config::evacuator, RDMX_FAR_EVACUATOR=off): no thread,
+// every eviction on the thread that needs a slot, as before it existed.
+TEST(FarEvacuation, OffByConfigEvictsOnlyInline) {
+  const int before = threads_now();
+  Manager manager(make_local_device(2, 8 << 20), small_cache(64 * 1024, false));
+  EXPECT_GT(shadow::random_operations(200, 2000, 9), 2000u);
+  const Stats s = manager.stats();
+  EXPECT_EQ(s.background_evictions, 0u);
+  EXPECT_GT(s.inline_evictions, 100u);
+  EXPECT_LE(s.peak_resident_bytes, s.cache_bytes);
+  EXPECT_EQ(threads_now(), before);
+}
+
+TEST(FarEvacuation, BadMarksAreRefused) {
+  for (auto [low, high] : {std::pair{0.0, 0.1}, std::pair{0.2, 0.1}, std::pair{0.1, 0.6}, std::pair{-0.1, 0.1}}) {
+    Config c = small_cache(64 * 1024, true);
+    c.free_low = low;
+    c.free_high = high;
+    const Error e = rdmx::testing::error_from([&] { Manager m(make_local_device(1, 1 << 20), c); });
+    EXPECT_EQ(e.code(), Errc::invalid_argument) << low << " " << high;
+    EXPECT_NE(std::string(e.what()).find("RDMX_FAR_FREE_LOW"), std::string::npos) << e.what();
+  }
+  Config off = small_cache(64 * 1024, false);
+  off.free_low = 0;  // not used with the evacuator off
+  Manager m(make_local_device(1, 1 << 20), off);
+}
+
+// The Manager is destroyed while the evacuator's write-back is on the
+// network: the destructor waits for it to land and for the thread to end,
+// so nothing is freed under the transfer (the sanitizer builds would see it).
+TEST(FarEvacuation, TeardownWhileTheEvacuatorWritesBack) {
+  const auto main_thread = std::this_thread::get_id();
+  std::promise<void> writing;
+  std::atomic<bool> signalled{false}, landed{false};
+  auto manager = std::make_unique<Manager>(std::make_unique<HookedDevice>([&] {
+                                             if (std::this_thread::get_id() == main_thread || signalled.exchange(true)) return;
+                                             writing.set_value();
+                                             // Teardown starts meanwhile.
+                                             std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                                             landed = true;
+                                           }),
+                                           small_cache(64 * 1024, true));
+  // Objects through the type-erased interface, so that nothing has to be
+  // freed before the Manager goes: every one dirty from its allocation.
+  std::vector<std::atomic<std::uint64_t>> words(128);
+  std::future<void> written = writing.get_future();
+  for (auto& w : words) {
+    std::memset(manager->allocate(w, sizeof(Obj)), 1, sizeof(Obj));
+    manager->commit(w);
+  }
+  ASSERT_EQ(written.wait_for(patience), std::future_status::ready);
+  manager.reset();
+  EXPECT_TRUE(landed.load());
+}
+
+// Replication 1: the only server of the victims is lost while the
+// evacuator works. Its write-backs fail, counted and logged, with back-off
+// (it does not spin), the victims stay local, dirty and intact, and the
+// program learns of the loss from its own next operation that needs the
+// server. Once the server is back the evacuator works again: it never died.
+TEST(FarEvacuation, ALostServerStopsNeitherTheEvacuatorNorTheProgram) {
+  auto owned = std::make_unique<HookedDevice>(nullptr);
+  HookedDevice& device = *owned;
+  Manager manager(std::move(owned), small_cache(64 * 1024, true));
+  std::vector<UniquePtr<Obj>> v;
+  for (int i = 0; i < 56; ++i) v.push_back(make_unique<Obj>(Obj::of(100 + i)));  // dirty, 56 of 64 KiB
+  device.kill(0);
+  // New objects take slots without the server: the evacuator wakes, and
+  // once the cache is full the program's own eviction fails.
+  std::optional<Errc> program_saw;
+  for (int i = 56; i < 200 && !program_saw; ++i) {
+    try {
+      v.push_back(make_unique<Obj>(Obj::of(100 + i)));
+    } catch (const Error& e) {
+      program_saw = e.code();
+    }
+  }
+  EXPECT_EQ(program_saw, std::optional(Errc::peer_failed));
+  ASSERT_TRUE(eventually([&] { return manager.stats().background_failures > 0; }));
+  const std::uint64_t failures = manager.stats().background_failures;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Backing off: a handful of tries at most in 300 ms, not thousands.
+  EXPECT_LE(manager.stats().background_failures - failures, 10u);
+  EXPECT_EQ(manager.stats().background_evictions, 0u);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    EXPECT_TRUE(v[i].is_local()) << i;
+    DerefScope scope;
+    EXPECT_TRUE(v[i].deref(scope)->is(100 + i)) << i;
+  }
+  device.revive(0);
+  ASSERT_TRUE(eventually([&] { return manager.stats().background_evictions > 0; }));
+  for (std::size_t i = 0; i < 300; ++i) {
+    if (i >= v.size()) v.push_back(make_unique<Obj>(Obj::of(100 + i)));
+    EXPECT_TRUE(v[i].read().is(100 + i)) << i;
+  }
+  EXPECT_LE(manager.stats().peak_resident_bytes, manager.stats().cache_bytes);
+}
+
+// Replication 2: one copy of the group is lost; the evacuator's write-backs
+// go to the survivor, and every value reads back.
+TEST(FarEvacuation, ReplicatedWriteBacksInTheBackgroundGoToTheSurvivor) {
+  auto owned = std::make_unique<HookedDevice>(nullptr, 2);
+  HookedDevice& device = *owned;
+  Config c = small_cache(64 * 1024, true);
+  c.replication = 2;
+  Manager manager(std::move(owned), c);
+  std::vector<UniquePtr<Obj>> v;
+  for (int i = 0; i < 40; ++i) v.push_back(make_unique<Obj>(Obj::of(i)));
+  device.kill(1);
+  const shadow::SharedRun run = shadow::shared_objects<1024>(256, 2, 2000, 2, std::chrono::microseconds(20));
+  EXPECT_EQ(run.wrong, 0u);
+  for (int i = 0; i < 40; ++i) EXPECT_TRUE(v[i].read().is(i)) << i;
+  const Stats s = manager.stats();
+  EXPECT_GT(s.background_evictions, 0u);
+  EXPECT_EQ(s.background_failures, 0u);
+}
+
+// The default (Evacuator::automatic) runs the evacuator over an in-process
+// device: its write-backs need no service thread there.
+TEST(FarEvacuation, AutomaticRunsInProcess) {
+  Config c = small_cache(64 * 1024, true);
+  c.evacuator = Evacuator::automatic;
+  Manager manager(make_local_device(1, 8 << 20), c);
+  std::vector<UniquePtr<Obj>> v;
+  for (int i = 0; i < 128; ++i) v.push_back(make_unique<Obj>(Obj::of(i)));  // twice the cache
+  EXPECT_TRUE(eventually([&] {
+    for (int i = 0; i < 128; ++i) EXPECT_TRUE(v[i].read().is(i)) << i;
+    return manager.stats().background_evictions > 0;
+  }));
 }

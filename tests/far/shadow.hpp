@@ -5,9 +5,13 @@
 
 #include <algorithm>
 #include <array>
-#include <span>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <random>
+#include <span>
+#include <thread>
 #include <vector>
 
 #include "rdmx/far/pointer.hpp"
@@ -106,6 +110,50 @@ inline std::size_t random_operations(std::size_t count, std::size_t ops, std::ui
     checked += 2;
   }
   return checked;
+}
+
+// Threads sharing objects: `objects` objects of `Bytes`, each ordered by
+// its own mutex (as the program must order any data it shares), and
+// `threads` threads making `ops` random accesses each. Every access checks
+// the value against the object's version; one in `write_one_in` then writes
+// the next version. `think`: work between accesses, during which the thread
+// holds no scope. Eviction runs wherever it runs, holding none of those
+// mutexes.
+struct SharedRun {
+  std::size_t wrong = 0;    // values that were not the last one written
+  std::size_t checked = 0;
+};
+template <std::size_t Bytes>
+SharedRun shared_objects(int objects, int threads, int ops, int write_one_in, std::chrono::microseconds think = {}) {
+  using Obj = Pattern<Bytes>;
+  std::vector<UniquePtr<Obj>> v;
+  std::vector<std::uint64_t> version(objects, 0);
+  std::vector<std::mutex> locks(objects);
+  for (int i = 0; i < objects; ++i) v.push_back(make_unique<Obj>(Obj::of(0)));
+  std::atomic<std::size_t> wrong{0}, checked{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int op = 0; op < ops; ++op) {
+        const int i = static_cast<int>(rng() % objects);
+        {
+          std::lock_guard lock(locks[i]);
+          DerefScope scope;
+          if (!v[i].deref(scope)->is(version[i])) ++wrong;
+          if (rng() % write_one_in == 0) *v[i].deref_mut(scope) = Obj::of(++version[i]);
+          ++checked;
+        }
+        if (think.count() > 0) std::this_thread::sleep_for(think);
+      }
+    });
+  for (auto& w : workers) w.join();
+  for (int i = 0; i < objects; ++i) {
+    DerefScope scope;
+    if (!v[i].deref(scope)->is(version[i])) ++wrong;
+    ++checked;
+  }
+  return {wrong.load(), checked.load()};
 }
 
 }  // namespace rdmx::far::shadow

@@ -111,30 +111,9 @@ TEST(FarUnit, ConcurrentReadersAndWritersAgreeWithTheirShadows) {
 // must see the last write.
 TEST(FarUnit, SharedObjectsUnderEviction) {
   Manager manager(make_local_device(1, 8 << 20), small_cache(64 * 1024));
-  using Obj = shadow::Pattern<1024>;
-  constexpr int objects = 128;
-  std::vector<UniquePtr<Obj>> v;
-  std::vector<std::uint64_t> version(objects, 0);
-  std::vector<std::mutex> locks(objects);
-  for (int i = 0; i < objects; ++i) v.push_back(make_unique<Obj>(Obj::of(0)));
-  std::vector<std::thread> threads;
-  std::atomic<int> bad{0};
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&, t] {
-      std::mt19937 rng(t);
-      for (int op = 0; op < 4000; ++op) {
-        const int i = static_cast<int>(rng() % objects);
-        std::lock_guard lock(locks[i]);
-        DerefScope scope;
-        if (rng() % 3 == 0) {
-          *v[i].deref_mut(scope) = Obj::of(++version[i]);
-        } else if (!v[i].deref(scope)->is(version[i])) {
-          ++bad;
-        }
-      }
-    });
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(bad.load(), 0);
+  const shadow::SharedRun run = shadow::shared_objects<1024>(128, 4, 4000, 3);
+  EXPECT_EQ(run.wrong, 0u);
+  EXPECT_EQ(run.checked, 4 * 4000u + 128);
   EXPECT_GT(manager.stats().evictions, 0u);
 }
 
@@ -406,6 +385,12 @@ TEST(FarUnit, SettingsFromTheEnvironment) {
   EXPECT_EQ(c.servers, (std::vector<std::uint32_t>{1, 2}));
   EXPECT_EQ(c.path, Path::two_sided);
   EXPECT_EQ(c.cache_bytes, std::size_t{1} << 20);
+  ::setenv("RDMX_FAR_EVACUATOR", "off", 1);
+  ::setenv("RDMX_FAR_FREE_LOW", "20", 1);
+  ::setenv("RDMX_FAR_FREE_HIGH", "30", 1);
+  EXPECT_EQ(Config{}.evacuator, Evacuator::off);
+  EXPECT_DOUBLE_EQ(Config{}.free_low, 0.2);
+  EXPECT_DOUBLE_EQ(Config{}.free_high, 0.3);
   for (const char* junk : {"x", "1,", ",1", "1,,2", "1 2", "-1", "99999999999"}) {
     ::setenv("RDMX_FAR_SERVERS", junk, 1);
     const Error e = rdmx::testing::error_from([] { Config::env_servers(); });
@@ -416,9 +401,23 @@ TEST(FarUnit, SettingsFromTheEnvironment) {
   EXPECT_EQ(error_of([] { Config::env_path(); }), Errc::invalid_argument);
   ::setenv("RDMX_FAR_REPLICATION", "0", 1);
   EXPECT_EQ(error_of([] { Config::env_replication(); }), Errc::invalid_argument);
-  for (const char* name : {"RDMX_FAR_SERVERS", "RDMX_FAR_PATH", "RDMX_FAR_CACHE", "RDMX_FAR_REPLICATION"}) ::unsetenv(name);
+  ::setenv("RDMX_FAR_EVACUATOR", "on", 1);
+  EXPECT_EQ(Config::env_evacuator(), Evacuator::on);
+  ::setenv("RDMX_FAR_EVACUATOR", "sometimes", 1);
+  EXPECT_EQ(error_of([] { Config::env_evacuator(); }), Errc::invalid_argument);
+  for (const char* junk : {"0", "51", "5%", "0.1"}) {
+    ::setenv("RDMX_FAR_FREE_LOW", junk, 1);
+    const Error e = rdmx::testing::error_from([] { Config::env_free_low(); });
+    EXPECT_EQ(e.code(), Errc::invalid_argument) << junk;
+    EXPECT_NE(std::string(e.what()).find("RDMX_FAR_FREE_LOW"), std::string::npos) << e.what();
+  }
+  for (const char* name : {"RDMX_FAR_SERVERS", "RDMX_FAR_PATH", "RDMX_FAR_CACHE", "RDMX_FAR_REPLICATION", "RDMX_FAR_EVACUATOR",
+                           "RDMX_FAR_FREE_LOW", "RDMX_FAR_FREE_HIGH"})
+    ::unsetenv(name);
   EXPECT_TRUE(Config{}.servers.empty());
   EXPECT_EQ(Config{}.path, Path::one_sided);
+  EXPECT_EQ(Config{}.evacuator, Evacuator::automatic);
+  EXPECT_LT(Config{}.free_low, Config{}.free_high);
 }
 
 // The two halves of a batch: work between starting the misses and using

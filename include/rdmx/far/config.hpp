@@ -18,12 +18,28 @@ enum class Path {
 const char* to_string(Path path) noexcept;
 Path parse_path(const std::string& text, const char* what);
 
+// Whether a Manager runs the background evacuator.
+enum class Evacuator {
+  // Where its write-backs complete without this process's service thread:
+  // in-process devices, and the one-sided path where RMA is native (shared
+  // memory, RDMA). Not where the service thread must progress them (TCP,
+  // the two-sided path): there, on the 2-core machine it was measured on,
+  // it made cold writes several times slower (docs/results/far.md).
+  automatic,
+  on,
+  off,
+};
+const char* to_string(Evacuator evacuator) noexcept;
+
 struct Config {
   static std::vector<std::uint32_t> env_servers();  // RDMX_FAR_SERVERS, default: the last process
   static std::size_t env_region_bytes();            // RDMX_FAR_REGION, default 16M
   static std::size_t env_cache_bytes();             // RDMX_FAR_CACHE, default 4M
   static Path env_path();                           // RDMX_FAR_PATH, default one_sided
   static std::size_t env_replication();             // RDMX_FAR_REPLICATION, default 1
+  static Evacuator env_evacuator();                 // RDMX_FAR_EVACUATOR, default auto
+  static double env_free_low();                     // RDMX_FAR_FREE_LOW (percent), default 5
+  static double env_free_high();                    // RDMX_FAR_FREE_HIGH (percent), default 10
 
   // Ranks that serve; empty: the last process of the job.
   std::vector<std::uint32_t> servers = env_servers();
@@ -36,6 +52,15 @@ struct Config {
   // Servers holding each object: the servers form groups of this many
   // (their count must divide by it); a group survives the loss of all but one.
   std::size_t replication = env_replication();
+  // Background evacuation: a thread of the Manager keeps free cache space
+  // between these fractions of the budget, so that a miss usually finds a
+  // free slot instead of paying for a write-back inline. It wakes when a
+  // miss leaves less than free_low free and evicts (CLOCK, writing dirty
+  // victims back) until free_high is free. Off: eviction happens only on
+  // the thread that needs a slot.
+  Evacuator evacuator = env_evacuator();
+  double free_low = env_free_low();
+  double free_high = env_free_high();
 };
 
 // Objects are placed in power-of-two size classes from 64 B to 16 KiB; a

@@ -3,7 +3,9 @@
 // currently local, places objects in size classes with no server round trip
 // (each process allocates from its own share of every server's region,
 // spreading objects round-robin over the servers) and evicts cold objects
-// with CLOCK when the cache is full, writing them back if they are dirty.
+// with CLOCK, writing them back if they are dirty: ahead of time on a
+// background thread (the evacuator) that keeps part of the cache free, and
+// on the thread that needs a slot when none is free.
 //
 // Constructing one is collective: every process of the job constructs its
 // Manager with the same servers; the servers map and register their region
@@ -49,7 +51,10 @@ struct Stats {
   std::size_t peak_resident_bytes = 0;
   std::size_t objects = 0;         // live far objects
   std::uint64_t misses = 0;        // dereferences that fetched the object
-  std::uint64_t evictions = 0;
+  std::uint64_t evictions = 0;     // every kind below, and explicit ones (evict())
+  std::uint64_t inline_evictions = 0;      // by a thread that needed a slot and found none free
+  std::uint64_t background_evictions = 0;  // by the evacuator, ahead of the misses
+  std::uint64_t background_failures = 0;   // the evacuator's write-backs that failed (the object stays local, dirty)
   std::uint64_t write_backs = 0;   // evictions of dirty objects
 };
 
