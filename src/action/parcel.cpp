@@ -304,6 +304,7 @@ serial::RmaMemory* job_rma_memory() {
 }
 [[maybe_unused]] const bool job_rma_memory_installed = (serial::RmaMemory::set_default_source(&job_rma_memory), true);
 
+
 void on_message(const Header& h, std::span<std::byte> data);
 
 // One parcel message to thread `to`: a one-sided call (one RDMA write) when
@@ -800,3 +801,9 @@ ProgressHook progress_hook() noexcept {
 }
 
 }  // namespace rdmx::parcel
+
+// rdmx links every program against this object file (src/CMakeLists.txt
+// names this symbol as undefined): the default memory for rma_vector, which
+// the initializer above installs, must be there in a program that makes no
+// action, which a static library's link would otherwise leave out.
+extern "C" const int rdmx_action_layer_linked = 1;
