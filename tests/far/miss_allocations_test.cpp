@@ -52,6 +52,9 @@ void cold_misses(Path path) {
   config.cache_bytes = cache_bytes;
   config.region_bytes = 8 << 20;
   config.path = path;
+  // Every miss below evicts exactly one victim, on this thread: counts of
+  // misses and write-backs are exact only without the background evacuator.
+  config.evacuator = Evacuator::off;
   Manager manager(job, config);
   if (manager.serving()) return;  // serve until the client is done (the destructor's barrier)
   // Twice the cache, swept in order: CLOCK has always just evicted the
