@@ -789,6 +789,12 @@ void Engine::invalidate_sharers(std::uint32_t block) {
   static constexpr std::uint8_t stale = 1;
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (p != rank_ && (seen >> p & 1) != 0) put(&stale, mailbox(p, block)).get();
+  // A put's future is local completion. The next acquirer reads its mailbox
+  // right after it takes the lock word, which this release frees next: the
+  // byte must have landed by then. Over TCP (RDMA emulated) it had not, and
+  // a sharer kept its stale copy (a mutex-protected counter lost increments).
+  for (std::uint32_t p = 0; p < processes_; ++p)
+    if (p != rank_ && (seen >> p & 1) != 0) flush(p);
 }
 
 void Engine::acquire_directory() {
