@@ -673,7 +673,11 @@ int main(int argc, char** argv) {
   rdmx::Job job(argc, argv);
   try {
     const Options o = parse(argc, argv);
-    if (job.size() < 2) throw rdmx::Error(rdmx::Errc::invalid_argument, "rdmx-bench-far needs 2 processes (a compute and a server)");
+    // AIFM's set-up: one compute process, one memory server. More processes would each
+    // take an equal share of the one server's region and leave the computing one short.
+    if (job.size() != 2)
+      throw rdmx::Error(rdmx::Errc::invalid_argument, "exactly 2 processes are needed (a compute and a server), not " +
+                                                          std::to_string(job.size()) + " (RDMX_BENCH_NP=2)");
     const char* tls_env = std::getenv("UCX_TLS");
     const std::string tls = tls_env != nullptr && std::string(tls_env).find("tcp") != std::string::npos ? "tcp" : "shm";
     JsonLine common;

@@ -441,7 +441,11 @@ int main(int argc, char** argv) {
   setenv("RDMX_ARENA_MAX", std::to_string(3 * region).c_str(), 0);
   rdmx::Job job(argc, argv);
   try {
-    if (job.size() < 2) throw rdmx::Error(rdmx::Errc::invalid_argument, "rdmx-bench-dataframe needs 2 processes (a compute and a server)");
+    // AIFM's set-up: one compute process, one memory server. More processes would each
+    // take an equal share of the one server's region and leave the computing one short.
+    if (job.size() != 2)
+      throw rdmx::Error(rdmx::Errc::invalid_argument, "exactly 2 processes are needed (a compute and a server), not " +
+                                                          std::to_string(job.size()) + " (RDMX_BENCH_NP=2)");
     const char* tls_env = std::getenv("UCX_TLS");
     const std::string tls = tls_env != nullptr && std::string(tls_env).find("tcp") != std::string::npos ? "tcp" : "shm";
     JsonLine common;
