@@ -74,6 +74,7 @@ Job::~Job() {
 }
 
 bool Job::oversubscribed() const noexcept { return impl_->runtime.oversubscribed(); }
+std::uint32_t Job::spare_cores() const noexcept { return impl_->runtime.spare_cores(); }
 
 namespace fabric {
 Runtime& runtime_of(Job& job) noexcept { return job.impl_->runtime; }

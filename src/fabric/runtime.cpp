@@ -182,6 +182,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   const long wanted = static_cast<long>(core_sharers) * workers();  // helpers poll too
   pin_ = pin_mode == "on" || (pin_mode == "auto" && wanted <= cores);
   oversubscribed_ = wanted > cores;
+  spare_cores_ = static_cast<std::uint32_t>(std::max(0L, cores - wanted));
   // Progress: threads that share cores yield soon, so that the thread with
   // work gets the core (a spinning waiter would hold it for its time slice).
   const std::string progress_mode = setting("RDMX_PROGRESS").value_or("auto");  // checked: one of the choices

@@ -394,6 +394,7 @@ class Runtime {
   const Layout& layout() const noexcept { return layout_; }
   const std::string& pin_reason() const noexcept { return pin_reason_; }
   bool oversubscribed() const noexcept { return oversubscribed_; }
+  std::uint32_t spare_cores() const noexcept { return spare_cores_; }
   // Job::barrier: every process arrives, served by calls, so that waiting
   // keeps serving calls.
   void barrier();
@@ -450,6 +451,7 @@ class Runtime {
   bool pin_ = false;
   std::string pin_reason_;
   bool oversubscribed_ = false;  // more worker threads on this machine than cores
+  std::uint32_t spare_cores_ = 0;  // cores beyond them
   // Job::barrier's bookkeeping: arrivals counted by process 0's service thread.
   std::uint64_t barrier_epoch_ = 0;
   std::atomic<std::uint64_t> barrier_arrived_{0};

@@ -1,6 +1,7 @@
 // Single-process tests of fabric pieces that need no peers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <pthread.h>
 #include <sched.h>
@@ -69,6 +70,15 @@ TEST(SingleProcessJob, CallsItself) {
   EXPECT_EQ(job.numa_zone(0), -1);
   EXPECT_THROW(job.numa_zone(5), Error);
   job.barrier();
+}
+
+// The cores left beyond the job's worker and helper threads on this machine.
+TEST(SingleProcessJob, CountsSpareCores) {
+  Job job;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const long threads = job.workers_per_process();
+  EXPECT_EQ(static_cast<long>(job.spare_cores()), std::max(0L, cores - threads)) << cores << " cores, " << threads << " threads";
+  EXPECT_EQ(job.oversubscribed(), threads > cores);
 }
 
 // RDMX_PIN=on really binds a worker thread to one core's CPUs.

@@ -102,6 +102,9 @@ class Job {
   // More worker threads on this machine (all its processes) than cores: idle
   // waits then yield their core early (rdmx::Backoff::idle_spins()).
   bool oversubscribed() const noexcept;
+  // Cores of this machine beyond one per worker and helper thread of all its
+  // processes (0 when oversubscribed): room for threads a layer adds.
+  std::uint32_t spare_cores() const noexcept;
   const ProcessInfo& process_info(std::uint32_t rank) const;
   // NUMA zone of this process's worker thread `thread` when threads are
   // pinned on a machine with several zones; -1 when unknown or irrelevant.
