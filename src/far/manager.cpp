@@ -39,6 +39,17 @@ constexpr auto pinned_patience = std::chrono::seconds(2);
 constexpr auto evacuator_pause = std::chrono::milliseconds(1);
 constexpr auto evacuator_pause_after_failure = std::chrono::milliseconds(10);
 constexpr auto evacuator_longest_pause = std::chrono::seconds(1);
+// After a round that reached its goal, the evacuator watches for the next
+// request this long before it sleeps in the kernel. Waking a sleeping thread
+// is a system call and, in a VM, an interrupt to another core: the miss that
+// paid for it took 8-10 us instead of 0.5-2 (the p90 of a stream of 4 KiB
+// misses, docs/results/far.md). A stream of misses keeps it awake; a program
+// that stops missing leaves it asleep after this long. It lingers only where
+// the machine has a core to spare for each process's service thread and
+// evacuator (Job::spare_cores): on 2 cores shared by 2 processes its watch
+// took the core from the computation (snappy over far memory: 0.93x of
+// local without it, 0.69x with it).
+constexpr auto evacuator_linger = std::chrono::microseconds(200);
 
 // What a process publishes at Manager construction (every process, server or not).
 struct Published {
@@ -130,12 +141,14 @@ struct Manager::Impl {
   std::thread evacuator;      // started under the lock
   std::mutex wake_mutex;
   std::condition_variable wake;
-  std::atomic<bool> evacuation_wanted{false};  // set and cleared under wake_mutex
+  // A line of their own: the watching evacuator polls them while misses
+  // update the fields around.
+  alignas(64) std::atomic<bool> evacuation_wanted{false};  // set and cleared under wake_mutex
   std::atomic<bool> evacuator_stopping{false};
   // The evacuator waits for the manager's lock. Threads that hold it in
   // turn, evicting inline, would otherwise keep it from ever getting in
   // (a mutex is not fair): they step aside instead.
-  std::atomic<bool> evacuator_knocking{false};
+  alignas(64) std::atomic<bool> evacuator_knocking{false};
 
   void init_cache(std::byte* base) {
     cache = base;
@@ -411,9 +424,16 @@ struct Manager::Impl {
   // service thread drives.
   void evacuate() {
     auto pause = std::chrono::milliseconds(0);  // after a round that fell short; 0: the last one did not
+    const bool linger = job != nullptr && job->spare_cores() >= 2 * job->layout().processes_per_machine;
     bool failing = false;
     std::unique_lock lock(mutex, std::defer_lock);
     for (;;) {
+      if (linger) {
+        const auto until = std::chrono::steady_clock::now() + evacuator_linger;
+        while (!evacuation_wanted.load(std::memory_order_acquire) && !evacuator_stopping.load(std::memory_order_relaxed) &&
+               std::chrono::steady_clock::now() < until) {
+        }
+      }
       {
         std::unique_lock w(wake_mutex);
         wake.wait(w, [&] { return evacuation_wanted.load() || evacuator_stopping.load(); });
