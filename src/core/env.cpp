@@ -102,6 +102,8 @@ constexpr Variable table[] = {
      "how far objects travel: one-sided get/put, or requests served by the server's CPU"},
     {"RDMX_FAR_EVACUATOR", nullptr, Kind::choice, 0, 0, "auto|on|off", "auto",
      "a background thread per far::Manager keeps part of the cache free (auto: where its write-backs need no service thread)"},
+    {"RDMX_FAR_EVACUATOR_WATCH", nullptr, Kind::choice, 0, 0, "auto|on|off", "auto",
+     "the evacuator watches for work 200 us before it sleeps (auto: where each process has two cores to spare)"},
     {"RDMX_FAR_FREE_LOW", nullptr, Kind::count, 1, 50, nullptr, "5",
      "percent of the far-memory cache kept free: below it the evacuator wakes"},
     {"RDMX_FAR_FREE_HIGH", nullptr, Kind::count, 1, 50, nullptr, "10",

@@ -42,15 +42,25 @@ Path Config::env_path() {
 }
 
 std::size_t Config::env_replication() { return env::get_count("RDMX_FAR_REPLICATION", 1); }
-const char* to_string(Evacuator evacuator) noexcept {
-  return evacuator == Evacuator::on ? "on" : evacuator == Evacuator::off ? "off" : "auto";
+namespace {
+// Evacuator and Watch: the settings that read auto, on or off.
+template <class E>
+const char* auto_on_off(E e) noexcept {
+  return e == E::on ? "on" : e == E::off ? "off" : "auto";
 }
-Evacuator Config::env_evacuator() {
-  auto text = env::get("RDMX_FAR_EVACUATOR");
-  if (!text) return Evacuator::automatic;
-  env::parse(*env::find("RDMX_FAR_EVACUATOR"), *text, "RDMX_FAR_EVACUATOR");  // throws on anything else
-  return *text == "on" ? Evacuator::on : *text == "off" ? Evacuator::off : Evacuator::automatic;
+template <class E>
+E env_auto_on_off(const char* name) {
+  auto text = env::get(name);
+  if (!text) return E::automatic;
+  env::parse(*env::find(name), *text, name);  // throws on anything else
+  return *text == "on" ? E::on : *text == "off" ? E::off : E::automatic;
 }
+}  // namespace
+
+const char* to_string(Evacuator evacuator) noexcept { return auto_on_off(evacuator); }
+Evacuator Config::env_evacuator() { return env_auto_on_off<Evacuator>("RDMX_FAR_EVACUATOR"); }
+const char* to_string(Watch watch) noexcept { return auto_on_off(watch); }
+Watch Config::env_evacuator_watch() { return env_auto_on_off<Watch>("RDMX_FAR_EVACUATOR_WATCH"); }
 double Config::env_free_low() { return static_cast<double>(env::get_count("RDMX_FAR_FREE_LOW", 5)) / 100; }
 double Config::env_free_high() { return static_cast<double>(env::get_count("RDMX_FAR_FREE_HIGH", 10)) / 100; }
 

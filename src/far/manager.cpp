@@ -44,12 +44,12 @@ constexpr auto evacuator_longest_pause = std::chrono::seconds(1);
 // is a system call and, in a VM, an interrupt to another core: the miss that
 // paid for it took 8-10 us instead of 0.5-2 (the p90 of a stream of 4 KiB
 // misses, docs/results/far.md). A stream of misses keeps it awake; a program
-// that stops missing leaves it asleep after this long. It lingers only where
-// the machine has a core to spare for each process's service thread and
-// evacuator (Job::spare_cores): on 2 cores shared by 2 processes its watch
-// took the core from the computation (snappy over far memory: 0.93x of
-// local without it, 0.69x with it).
-constexpr auto evacuator_linger = std::chrono::microseconds(200);
+// that stops missing leaves it asleep after this long. By default
+// (Watch::automatic) it watches only where the machine has a core to spare
+// for each process's service thread and evacuator (Job::spare_cores): on 2
+// cores shared by 2 processes its watch took the core from the computation
+// (snappy over far memory: 0.93x of local without it, 0.69x with it).
+constexpr auto evacuator_watch_time = std::chrono::microseconds(200);
 
 // What a process publishes at Manager construction (every process, server or not).
 struct Published {
@@ -424,12 +424,14 @@ struct Manager::Impl {
   // service thread drives.
   void evacuate() {
     auto pause = std::chrono::milliseconds(0);  // after a round that fell short; 0: the last one did not
-    const bool linger = job != nullptr && job->spare_cores() >= 2 * job->layout().processes_per_machine;
+    const bool watches = config.evacuator_watch == Watch::on ||
+                        (config.evacuator_watch == Watch::automatic && job != nullptr &&
+                         job->spare_cores() >= 2 * job->layout().processes_per_machine);
     bool failing = false;
     std::unique_lock lock(mutex, std::defer_lock);
     for (;;) {
-      if (linger) {
-        const auto until = std::chrono::steady_clock::now() + evacuator_linger;
+      if (watches) {
+        const auto until = std::chrono::steady_clock::now() + evacuator_watch_time;
         while (!evacuation_wanted.load(std::memory_order_acquire) && !evacuator_stopping.load(std::memory_order_relaxed) &&
                std::chrono::steady_clock::now() < until) {
         }

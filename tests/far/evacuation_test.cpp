@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -228,28 +229,35 @@ bool eventually(const std::function<bool()>& done) {
 
 // Threads read and write shared and private objects (both sizes, batches,
 // explicit evictions, nested scopes) while the evacuator writes victims
-// back behind them, each write-back slow: every value read is the last
-// one written and the budget holds.
-TEST(FarEvacuation, BackgroundEvacuationUnderThreadsKeepsEveryValue) {
-  Manager manager(std::make_unique<HookedDevice>([] { std::this_thread::sleep_for(std::chrono::microseconds(100)); }),
-                  small_cache(256 * 1024, true));
+// back behind them, each write-back taking `write`: every value read is the
+// last one written and the budget holds.
+namespace {
+void evacuate_under_threads(const Config& config, std::chrono::microseconds write, std::size_t rounds, std::size_t operations,
+                            unsigned seed) {
+  Manager manager(std::make_unique<HookedDevice>([write] { std::this_thread::sleep_for(write); }), config);
   std::atomic<std::size_t> checked{0};
   std::thread shared([&] {
-    const shadow::SharedRun run = shadow::shared_objects<1024>(512, 2, 1500, 2, std::chrono::microseconds(20));
+    const shadow::SharedRun run = shadow::shared_objects<1024>(512, 2, rounds, 2, std::chrono::microseconds(20));
     EXPECT_EQ(run.wrong, 0u);
     checked += run.checked;
   });
   std::vector<std::thread> threads;
-  for (int t = 0; t < 2; ++t) threads.emplace_back([t, &checked] { checked += shadow::random_operations(60, 800, 300 + t); });
+  for (unsigned t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] { checked += shadow::random_operations(60, operations, seed + t); });
   shared.join();
   for (auto& t : threads) t.join();
-  EXPECT_GT(checked.load(), 2 * 1500u + 2 * 800u);
+  EXPECT_GT(checked.load(), 2 * rounds + 2 * operations);
   const Stats s = manager.stats();
   EXPECT_LE(s.peak_resident_bytes, s.cache_bytes);
   EXPECT_GT(s.background_evictions, 0u) << s.inline_evictions << " inline, " << s.evictions << " in all, " << s.misses << " misses";
   EXPECT_EQ(s.background_failures, 0u);
   EXPECT_GE(s.evictions, s.inline_evictions + s.background_evictions);
   EXPECT_EQ(s.objects, 0u);
+}
+}  // namespace
+
+TEST(FarEvacuation, BackgroundEvacuationUnderThreadsKeepsEveryValue) {
+  evacuate_under_threads(small_cache(256 * 1024, true), std::chrono::microseconds(100), 1500, 800, 300);
 }
 
 // With work between accesses (think time) the evacuator keeps up: most
@@ -284,6 +292,31 @@ TEST(FarEvacuation, WithThinkTimeMostEvictionsAreBackground) {
     EXPECT_EQ(threads_now(), before + 1);  // the evacuator
   }
   EXPECT_EQ(threads_now(), before);  // joined by the Manager's destructor
+}
+
+// The evacuator that watches for work between rounds (Watch::on; by default
+// only where cores are spare, so never on a 2-core machine): the same
+// threads and checks as above, every value intact, the budget held, and the
+// watching thread stopped and joined by the Manager's destructor.
+TEST(FarEvacuation, WatchingEvacuatorKeepsEveryValueAndStops) {
+  const int before = threads_now();
+  Config c = small_cache(256 * 1024, true);
+  c.evacuator_watch = Watch::on;
+  evacuate_under_threads(c, std::chrono::microseconds(20), 1000, 600, 700);
+  EXPECT_EQ(threads_now(), before);  // the watching evacuator stopped and joined
+}
+
+// RDMX_FAR_EVACUATOR_WATCH takes auto, on or off and nothing else.
+TEST(FarEvacuation, WatchSettingIsParsedAndChecked) {
+  EXPECT_EQ(Config::env_evacuator_watch(), Watch::automatic);
+  ::setenv("RDMX_FAR_EVACUATOR_WATCH", "on", 1);
+  EXPECT_EQ(Config::env_evacuator_watch(), Watch::on);
+  ::setenv("RDMX_FAR_EVACUATOR_WATCH", "off", 1);
+  EXPECT_EQ(Config::env_evacuator_watch(), Watch::off);
+  ::setenv("RDMX_FAR_EVACUATOR_WATCH", "always", 1);
+  EXPECT_THROW(Config::env_evacuator_watch(), Error);
+  ::unsetenv("RDMX_FAR_EVACUATOR_WATCH");
+  EXPECT_STREQ(to_string(Watch::automatic), "auto");
 }
 
 // The evacuator off (Config::evacuator, RDMX_FAR_EVACUATOR=off): no thread,

@@ -31,6 +31,19 @@ enum class Evacuator {
 };
 const char* to_string(Evacuator evacuator) noexcept;
 
+// Whether the evacuator, after a round, watches for the next request before
+// it sleeps: a miss then hands it work with a store instead of a system call
+// that wakes a sleeping thread (docs/far.md, "The background evacuator").
+enum class Watch {
+  // Where the machine has a core to spare for each process's service thread
+  // and evacuator (Job::spare_cores): elsewhere the watch takes a core the
+  // computation needs.
+  automatic,
+  on,
+  off,
+};
+const char* to_string(Watch watch) noexcept;
+
 struct Config {
   static std::vector<std::uint32_t> env_servers();  // RDMX_FAR_SERVERS, default: the last process
   static std::size_t env_region_bytes();            // RDMX_FAR_REGION, default 16M
@@ -38,6 +51,7 @@ struct Config {
   static Path env_path();                           // RDMX_FAR_PATH, default one_sided
   static std::size_t env_replication();             // RDMX_FAR_REPLICATION, default 1
   static Evacuator env_evacuator();                 // RDMX_FAR_EVACUATOR, default auto
+  static Watch env_evacuator_watch();               // RDMX_FAR_EVACUATOR_WATCH, default auto
   static double env_free_low();                     // RDMX_FAR_FREE_LOW (percent), default 5
   static double env_free_high();                    // RDMX_FAR_FREE_HIGH (percent), default 10
 
@@ -59,6 +73,7 @@ struct Config {
   // victims back) until free_high is free. Off: eviction happens only on
   // the thread that needs a slot.
   Evacuator evacuator = env_evacuator();
+  Watch evacuator_watch = env_evacuator_watch();
   double free_low = env_free_low();
   double free_high = env_free_high();
 };
