@@ -1,6 +1,11 @@
 #include "rdmx/transfer/transmitter.hpp"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <string>
+#include <thread>
 
 #include "rdmx/core/backoff.hpp"
 #include "rdmx/core/env.hpp"
@@ -62,16 +67,63 @@ Future<T> issue_with_future(ProgressHook hook, const char* what, Issue&& issue) 
 
 }  // namespace
 
-Transmitter::Transmitter(Endpoint& endpoint, unsigned u_max, ProgressHook progress)
+Transmitter::Transmitter(Endpoint& endpoint, unsigned u_max, ProgressHook progress, ProgressHook transport)
     : endpoint_(&endpoint), ep_(endpoint.get()), u_max_(u_max != 0 ? u_max : default_u_max()), until_flush_(u_max_),
-      hook_(progress) {
+      hook_(progress), transport_(transport) {
   if (u_max_ == 0) throw Error(Errc::invalid_argument, "u_max must be at least 1");
-  if (hook_.fn == nullptr) hook_ = {[](void* w) { return static_cast<Worker*>(w)->progress(); }, &endpoint.worker()};
+  const ProgressHook worker{[](void* w) { return static_cast<Worker*>(w)->progress(); }, &endpoint.worker()};
+  if (hook_.fn == nullptr) hook_ = worker;
+  if (transport_.fn == nullptr) transport_ = worker;
 }
 
 bool Transmitter::progress() {
   endpoint_->check_alive();
   return hook_();
+}
+
+bool Transmitter::progress_transport() {
+  endpoint_->check_alive();
+  return transport_();
+}
+
+void Transmitter::wait_blocking(void* request, const char* what) {
+  if (request == nullptr) return;
+  if (UCS_PTR_IS_ERR(request)) throw_status(UCS_PTR_STATUS(request), what + std::string(" towards ") + endpoint_->peer_name());
+  // No callback: a request of UCX's own, polled here and then freed.
+  ucs_status_t status = UCS_INPROGRESS;
+  Backoff backoff;
+  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    if (endpoint_->failed()) [[unlikely]] {
+      status = drain(request, what);
+      break;
+    }
+    backoff(transport_());
+  }
+  ucp_request_free(request);
+  endpoint_->check_alive();
+  if (status != UCS_OK) throw_status(status, what + std::string(" towards ") + endpoint_->peer_name());
+}
+
+ucs_status_t Transmitter::drain(void* request, const char* what) {
+  // The operation's buffers (an atomic's operand and reply live on the
+  // caller's stack) stay UCX's until it completes, so the wait cannot just
+  // end. UCX completes the requests of a peer whose connection is gone with
+  // an error, at once over TCP when the process died; a failure only rdmx
+  // knows of (a peer on this host seen gone) finds operations that either
+  // complete or are failed by UCX soon after.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  ucs_status_t status = UCS_INPROGRESS;
+  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "rdmx: a blocking %s towards %s is still in flight 10 s after the peer failed; its buffers "
+                   "cannot be given back, ending the process\n",
+                   what, endpoint_->peer_name().c_str());
+      std::abort();
+    }
+    if (!transport_()) std::this_thread::yield();
+  }
+  return status;
 }
 
 void Transmitter::not_immediate(void* status_ptr, const char* what) {
@@ -129,21 +181,32 @@ Future<void> Transmitter::get(void* destination, std::size_t length, RemoteAddre
 
 void Transmitter::blocking_get(void* destination, std::size_t length, RemoteAddress source) {
   endpoint_->check_alive();
-  // No callback: done at once (shared memory copies inside the call), or a
-  // request of UCX's own that is polled here and then freed.
-  void* request = ucp_get_nbx(ep_, destination, length, source.address, source.rkey, &unsignaled_);
-  if (request == nullptr) return;
-  if (UCS_PTR_IS_ERR(request)) throw_status(UCS_PTR_STATUS(request), "get from " + endpoint_->peer_name());
-  ucs_status_t status = UCS_INPROGRESS;
-  try {
-    Backoff backoff;
-    while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) backoff(progress());
-  } catch (...) {
-    ucp_request_free(request);  // a failed endpoint: UCX completes it with an error and releases it
-    throw;
-  }
-  ucp_request_free(request);
-  if (status != UCS_OK) throw_status(status, "get from " + endpoint_->peer_name());
+  // Done at once over shared memory (UCX copies inside the call).
+  wait_blocking(ucp_get_nbx(ep_, destination, length, source.address, source.rkey, &unsignaled_), "get");
+}
+
+std::uint64_t Transmitter::blocking_fetch_add(RemoteAddress target, std::uint64_t value) {
+  endpoint_->check_alive();
+  // The operand and the reply live on this stack until the wait returns.
+  std::uint64_t operand = value, reply = 0;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+  param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
+  param.reply_buffer = &reply;
+  wait_blocking(ucp_atomic_op_nbx(ep_, UCP_ATOMIC_OP_ADD, &operand, 1, target.address, target.rkey, &param), "fetch_add");
+  return reply;
+}
+
+std::uint64_t Transmitter::blocking_compare_swap(RemoteAddress target, std::uint64_t expected, std::uint64_t desired) {
+  endpoint_->check_alive();
+  std::uint64_t compare = expected, swap = desired;  // UCX: the old value comes back in `swap`
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+  param.datatype = ucp_dt_make_contig(sizeof(std::uint64_t));
+  param.reply_buffer = &swap;
+  wait_blocking(ucp_atomic_op_nbx(ep_, UCP_ATOMIC_OP_CSWAP, &compare, 1, target.address, target.rkey, &param),
+                "compare_swap");
+  return swap;
 }
 
 Future<std::uint64_t> Transmitter::fetch_add(RemoteAddress target, std::uint64_t value) {

@@ -58,6 +58,10 @@ class Loopback : public ::testing::Test {
   void SetUp() override {
     target_ = std::thread([this] {
       while (!stop_.load(std::memory_order_acquire)) {
+        if (paused_.load(std::memory_order_acquire)) {  // over TCP, one-sided operations then wait
+          std::this_thread::yield();
+          continue;
+        }
         const bool busy = b_.progress();
         rounds_.fetch_add(1, std::memory_order_release);
         if (!busy) std::this_thread::yield();
@@ -114,6 +118,7 @@ class Loopback : public ::testing::Test {
   std::unique_ptr<Endpoint> ep_;
   RemoteKey rkey_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> paused_{false};  // worker B's thread stops progressing it
   std::atomic<std::uint64_t> rounds_{0};  // iterations of worker B's progress loop
   std::thread target_;
 };
@@ -253,6 +258,89 @@ TEST_F(Loopback, CompareSwapLeavesTheWordWhenExpectedDiffers) {
   EXPECT_EQ(tx.compare_swap(at(128), 20, 0).get(), 20u);
   EXPECT_EQ(tx.compare_swap(at(128), 20, 1).get(), 0u);
   EXPECT_EQ(word(128), 0u);
+}
+
+// ---- blocking operations: no future, only the transport driven ----
+
+TEST_F(Loopback, BlockingOperationsReturnWhatTheFuturesWould) {
+  Transmitter tx(*ep_, 64);
+  unsigned seed = 100;
+  for (std::size_t size : {std::size_t{1}, std::size_t{8}, std::size_t{4096}, std::size_t{65536}}) {
+    SCOPED_TRACE(std::to_string(size) + " bytes");
+    auto out = pattern(size, ++seed);
+    std::memcpy(region_.data() + 1024, out.data(), size);
+    std::vector<std::uint8_t> in(size, 0);
+    tx.blocking_get(in.data(), size, at(1024));
+    EXPECT_EQ(in, out);
+  }
+  set_word(64, 5);
+  EXPECT_EQ(tx.blocking_fetch_add(at(64), 7), 5u);
+  EXPECT_EQ(tx.blocking_fetch_add(at(64), 0), 12u) << "adding 0 reads the word";
+  EXPECT_EQ(tx.blocking_fetch_add(at(64), ~std::uint64_t{0}), 12u) << "adding 2^64-1 wraps to a decrement";
+  EXPECT_EQ(word(64), 11u);
+  set_word(128, 10);
+  EXPECT_EQ(tx.blocking_compare_swap(at(128), 10, 20), 10u);
+  EXPECT_EQ(word(128), 20u);
+  EXPECT_EQ(tx.blocking_compare_swap(at(128), 10, 30), 20u) << "a failed swap returns the current value";
+  EXPECT_EQ(word(128), 20u);
+}
+
+// The blocking operations drive the transport hook alone: an owner whose
+// progress hook runs other work (received calls) keeps it out of them.
+TEST_F(Loopback, BlockingOperationsDriveOnlyTheTransportHook) {
+  struct Counts {
+    Worker* worker;
+    std::atomic<int> progress{0}, transport{0};
+  } counts{&a_};
+  const ProgressHook progress{[](void* c) {
+    auto* n = static_cast<Counts*>(c);
+    n->progress.fetch_add(1);
+    return n->worker->progress();
+  }, &counts};
+  const ProgressHook transport{[](void* c) {
+    auto* n = static_cast<Counts*>(c);
+    n->transport.fetch_add(1);
+    return n->worker->progress();
+  }, &counts};
+  Transmitter tx(*ep_, 64, progress, transport);
+  set_word(64, 1);
+  std::uint64_t v = 0;
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(tx.blocking_fetch_add(at(64), 1), 1u + i);
+    EXPECT_EQ(tx.blocking_compare_swap(at(64), 2u + i, 2u + i), 2u + i);
+    tx.blocking_get(&v, 8, at(64));
+    EXPECT_EQ(v, 2u + i);
+  }
+  EXPECT_EQ(counts.progress.load(), 0) << "a blocking operation drove the progress hook";
+  // Over TCP the target applies each operation when it progresses, so the
+  // caller waits (over shared memory they are done inside the call).
+  if (ep_->rma_emulated()) EXPECT_GT(counts.transport.load(), 0);
+  // The future-returning operations still wait with the progress hook.
+  tx.fetch_add(at(64), 0).get();
+  tx.flush();
+  if (ep_->rma_emulated()) EXPECT_GT(counts.progress.load(), 0);
+}
+
+// A failure marked while a blocking operation waits ends the wait with
+// peer_failed (a dead peer's operation would never complete), once UCX has
+// given the operation's buffers back.
+TEST_F(Loopback, BlockingWaitEndsWhenThePeerFailsMeanwhile) {
+  if (!ep_->rma_emulated()) GTEST_SKIP() << "over shared memory one-sided operations complete inside the call";
+  Transmitter tx(*ep_, 64);
+  set_word(64, 0);
+  paused_.store(true, std::memory_order_release);  // the operation cannot complete now
+  std::thread failer([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ep_->mark_failed(UCS_ERR_CONNECTION_RESET);
+    // What a dead peer's connection does in UCX: the operation ends.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    paused_.store(false, std::memory_order_release);
+  });
+  const auto t0 = Clock::now();
+  expect_errc(Errc::peer_failed, [&] { tx.blocking_fetch_add(at(64), 1); }, "blocking_fetch_add");
+  failer.join();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(100)) << "it waited for the failure";
 }
 
 // ---- selective signaling: post_put / post_get with EpochTags ----
@@ -420,6 +508,9 @@ TEST_F(Loopback, MarkFailedMakesLaterOperationsThrowPeerFailed) {
   expect_errc(Errc::peer_failed, [&] { tx.get(&v, 8, at(0)); }, "get");
   expect_errc(Errc::peer_failed, [&] { tx.fetch_add(at(0), 1); }, "fetch_add");
   expect_errc(Errc::peer_failed, [&] { tx.compare_swap(at(0), 0, 1); }, "compare_swap");
+  expect_errc(Errc::peer_failed, [&] { tx.blocking_get(&v, 8, at(0)); }, "blocking_get");
+  expect_errc(Errc::peer_failed, [&] { tx.blocking_fetch_add(at(0), 1); }, "blocking_fetch_add");
+  expect_errc(Errc::peer_failed, [&] { tx.blocking_compare_swap(at(0), 0, 1); }, "blocking_compare_swap");
   expect_errc(Errc::peer_failed, [&] { RemoteKey k(*ep_, region_.packed_rkey()); }, "RemoteKey");
   try {
     ep_->check_alive();

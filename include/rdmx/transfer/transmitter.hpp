@@ -4,6 +4,11 @@
 //    flush is issued every u_max operations (selective signaling) and the
 //    returned EpochTag says when the local buffer may be reused.
 //  - put / get / fetch_add / compare_swap: a Future per operation.
+//  - blocking_get / blocking_fetch_add / blocking_compare_swap: return once
+//    done, allocating nothing and driving only the transport (`transport`
+//    hook below) while they wait: for the latency-bound paths that would
+//    wait at once anyway, and for paths that must not run anything else
+//    meanwhile (the DSM's fault handler).
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -24,7 +29,10 @@ class Transmitter {
   // `progress`: what waiting on this transmitter drives; by default the
   // endpoint's worker. An owner sharing the worker among threads passes a
   // hook that leaves progress to the worker's one progressing thread.
-  explicit Transmitter(Endpoint& endpoint, unsigned u_max = 0, ProgressHook progress = {});
+  // `transport`: what the blocking operations drive, by default the
+  // endpoint's worker too; an owner whose `progress` also runs work of its
+  // own (received calls) passes one that only moves the network.
+  explicit Transmitter(Endpoint& endpoint, unsigned u_max = 0, ProgressHook progress = {}, ProgressHook transport = {});
   Transmitter(const Transmitter&) = delete;
   Transmitter& operator=(const Transmitter&) = delete;
 
@@ -43,10 +51,16 @@ class Transmitter {
   // what guarantees remote completion. get's future means the data is here.
   Future<void> put(const void* source, std::size_t length, RemoteAddress target);
   Future<void> get(void* destination, std::size_t length, RemoteAddress source);
-  // get without a future: returns once the data is here, progressing while
-  // it is not. No heap allocation (a future's state costs two, as much as
-  // a shared-memory get itself); what far memory's misses use.
+  // get without a future: returns once the data is here, driving the
+  // transport hook while it is not. No heap allocation (a future's state
+  // costs two, as much as a shared-memory get itself); what far memory's
+  // misses and the DSM's faults use. Like every blocking operation it
+  // throws Errc::peer_failed once the endpoint has failed, also while it
+  // waits, and allocates only then (the message).
   void blocking_get(void* destination, std::size_t length, RemoteAddress source);
+  // The atomics without a future: the old value.
+  std::uint64_t blocking_fetch_add(RemoteAddress target, std::uint64_t value);
+  std::uint64_t blocking_compare_swap(RemoteAddress target, std::uint64_t expected, std::uint64_t desired);
   Future<std::uint64_t> fetch_add(RemoteAddress target, std::uint64_t value);
   // Returns the old value; the swap happened iff it equals `expected`.
   Future<std::uint64_t> compare_swap(RemoteAddress target, std::uint64_t expected, std::uint64_t desired);
@@ -67,8 +81,17 @@ class Transmitter {
   // throws Errc::peer_failed once the endpoint has failed, so no wait for an
   // epoch that will never complete can hang.
   bool progress();
+  // What the blocking operations drive: the transport hook, after the same
+  // failure check.
+  bool progress_transport();
 
  private:
+  // Waits, driving the transport, for a request issued without a callback
+  // (nullptr: done at once) and frees it; throws what it failed with.
+  void wait_blocking(void* request, const char* what);
+  // After the endpoint failed: waits (bounded) until UCX gives the request
+  // back, since its buffers stay UCX's until then.
+  ucs_status_t drain(void* request, const char* what);
   static void flush_done(void* request, ucs_status_t status, void* self);
   EpochTag issued(void* status_ptr, const char* what) {
     if (status_ptr != nullptr) [[unlikely]]
@@ -97,6 +120,7 @@ class Transmitter {
   std::atomic<unsigned> until_flush_;
   const ucp_request_param_t unsignaled_{};  // no callback: completion is learnt from the epoch's flush
   ProgressHook hook_;
+  ProgressHook transport_;
   FlushEpoch epoch_;
   std::atomic<std::uint64_t> flushes_done_{0};
 };
