@@ -212,6 +212,14 @@ Future<std::uint64_t> compare_swap(const RemoteLocator& word, std::uint64_t expe
   check_access(word, "compare_swap");
   return transmitter(word.process).compare_swap(resolve_word(word), expected, desired);
 }
+std::uint64_t blocking_fetch_add(const RemoteLocator& word, std::uint64_t value) {
+  check_access(word, "fetch_add");
+  return transmitter(word.process).blocking_fetch_add(resolve_word(word), value);
+}
+std::uint64_t blocking_compare_swap(const RemoteLocator& word, std::uint64_t expected, std::uint64_t desired) {
+  check_access(word, "compare_swap");
+  return transmitter(word.process).blocking_compare_swap(resolve_word(word), expected, desired);
+}
 void flush(std::uint32_t process) { transmitter(process).flush(); }
 
 }  // namespace rdmx

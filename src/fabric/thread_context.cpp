@@ -125,7 +125,23 @@ transfer::Transmitter& ThreadContext::transmitter(std::uint32_t process) {
       std::this_thread::yield();
       return false;
     }, this};
-    tx = std::make_unique<transfer::Transmitter>(ep, 0, hook);
+    // The blocking operations only move the network: a call that arrives
+    // meanwhile is queued for this thread's next poll, never run inside
+    // the wait (which may be the DSM's fault handler, holding a block's
+    // lock the call could need). A thread standing in for a worker moves
+    // its own worker too, whose RMA peers may be waiting on (TCP).
+    ProgressHook transport{[](void* self) {
+      auto* ctx = static_cast<ThreadContext*>(self);
+      if (current_context != ctx) {
+        ctx->worker().signal();
+        std::this_thread::yield();
+        return false;
+      }
+      bool active = ctx->worker().progress();
+      if (stand_in_home != nullptr && stand_in_home != ctx) active = stand_in_home->worker().progress() || active;
+      return active;
+    }, this};
+    tx = std::make_unique<transfer::Transmitter>(ep, 0, hook, transport);
   }
   return *tx;
 }

@@ -100,6 +100,18 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     if (e.code() != Errc::peer_failed) return fail(e.what());
   }
+  try {
+    blocking_fetch_add(victim_memory.slice(0, 8), 1);
+    return fail("a blocking_fetch_add on a dead process succeeded");
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) return fail(e.what());
+  }
+  try {
+    blocking_compare_swap(victim_memory.slice(0, 8), 0, 1);
+    return fail("a blocking_compare_swap on a dead process succeeded");
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) return fail(e.what());
+  }
   // The layers hear of it right after the fabric's own waits failed, maybe
   // on another thread: give that a moment.
   for (auto until = Clock::now() + std::chrono::seconds(10); failed_reports.load() == 0 && Clock::now() < until;) progress();

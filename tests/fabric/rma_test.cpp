@@ -1,6 +1,7 @@
 // One-sided operations on remotely allocated memory, across real processes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <cstdint>
 #include <numeric>
@@ -81,21 +82,60 @@ TEST(Rma, FireAndForgetPutsAreCompleteWhenTheirEpochIs) {
   job().barrier();
 }
 
-TEST(Rma, AtomicsFromEveryProcess) {
+namespace {
+// Every process adds to one counter, then all race one compare-and-swap:
+// exactly one wins. `blocking`: the forms without futures.
+void atomics_from_every_process(bool blocking) {
   RemoteLocator counter = shared_counter();
+  auto add = [&](std::uint64_t v) { return blocking ? blocking_fetch_add(counter, v) : fetch_add(counter, v).get(); };
   constexpr int adds = 200;
-  for (int i = 0; i < adds; ++i) fetch_add(counter, 1).get();
+  std::uint64_t previous = 0;
+  for (int i = 0; i < adds; ++i) {
+    const std::uint64_t old = add(1);
+    if (i > 0) EXPECT_GT(old, previous) << "the word only grows";
+    previous = old;
+  }
   job().barrier();
   std::uint64_t total = 0;
   get(&total, counter).get();
   EXPECT_EQ(total, std::uint64_t{adds} * job().size());
+  EXPECT_EQ(add(0), total) << "adding 0 reads the word";
   job().barrier();  // everyone has read before anyone swaps
-  // Exactly one process wins a compare-and-swap race.
-  std::uint64_t old = compare_swap(counter, total, 1000 + job().rank()).get();
+  const std::uint64_t desired = 1000 + job().rank();
+  const std::uint64_t old =
+      blocking ? blocking_compare_swap(counter, total, desired) : compare_swap(counter, total, desired).get();
   std::uint32_t won = old == total ? 1 : 0;
   std::uint32_t winners = 0;
   for (std::uint32_t v : job().allgather(won)) winners += v;
   EXPECT_EQ(winners, 1u);
+  job().barrier();
+  if (job().rank() == 0) free_remote(counter);
+  job().barrier();
+}
+}  // namespace
+
+TEST(Rma, AtomicsFromEveryProcess) { atomics_from_every_process(false); }
+TEST(Rma, BlockingAtomicsFromEveryProcess) { atomics_from_every_process(true); }
+
+// The blocking operations move the network only: a call addressed to the
+// waiting thread stays queued until the thread polls again (the DSM's fault
+// handler relies on this).
+TEST(Rma, BlockingOperationsRunNoCalls) {
+  RemoteLocator counter = shared_counter();
+  bool ran = false;
+  call(this_thread(), [flag = &ran] { *flag = true; });
+  ASSERT_FALSE(ran) << "sending ran the call";
+  std::uint64_t v = 0;
+  for (int i = 0; i < 100; ++i) {
+    blocking_fetch_add(counter, 1);
+    blocking_compare_swap(counter, 0, 0);
+    blocking_get(&v, counter);
+  }
+  EXPECT_FALSE(ran) << "a blocking operation ran a call while it waited";
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !ran && std::chrono::steady_clock::now() < until;)
+    progress();
+  EXPECT_TRUE(ran) << "the call never ran";
   job().barrier();
   if (job().rank() == 0) free_remote(counter);
   job().barrier();
@@ -125,6 +165,11 @@ TEST(RmaErrors, BadLocatorsAreRejected) {
   expect_code([&] { blocking_get(&word, no_region); }, Errc::invalid_argument);
   expect_code([&] { blocking_get(&word, no_process); }, Errc::no_such_destination);
   expect_code([&] { fetch_add(remote.slice(1, 8), 1).get(); }, Errc::invalid_argument);  // misaligned
+  expect_code([&] { blocking_fetch_add(remote.slice(1, 8), 1); }, Errc::invalid_argument);
+  expect_code([&] { blocking_compare_swap(remote.slice(0, 4), 0, 1); }, Errc::invalid_argument);  // not 8 bytes
+  RemoteLocator no_process_word = remote.slice(0, 8);
+  no_process_word.process = job().size() + 3;
+  expect_code([&] { blocking_fetch_add(no_process_word, 1); }, Errc::no_such_destination);
   expect_code([&] { allocate_remote(next_process(), std::size_t{1} << 40); }, Errc::out_of_memory);
   free_remote(remote);
   expect_code([&] { free_remote(remote); }, Errc::invalid_argument);  // double free
@@ -174,8 +219,14 @@ TEST(Rma, ShortLivedThreadsShareATransmitter) {
   constexpr int threads = 4, adds = 100;
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i)
-    pool.emplace_back([&] {
-      for (int k = 0; k < adds; ++k) fetch_add(counter, 1).get();
+    pool.emplace_back([&, i] {
+      // Half of them wait without futures: a thread that does not own the
+      // shared worker leaves its progress to the service thread either way.
+      for (int k = 0; k < adds; ++k)
+        if (i % 2 == 0)
+          fetch_add(counter, 1).get();
+        else
+          blocking_fetch_add(counter, 1);
     });
   for (auto& t : pool) t.join();
   job().barrier();

@@ -46,9 +46,14 @@ transfer::Endpoint& endpoint_to(ThreadId peer);
 // put's future: `source` may be reused (remote completion: flush(process)).
 Future<void> put(const void* source, const RemoteLocator& target);
 Future<void> get(void* destination, const RemoteLocator& source);
-// get that returns once the bytes are in `destination` (progressing while
-// they are not), allocating nothing: for the latency-bound path that would
-// wait on the future at once anyway.
+// get that returns once the bytes are in `destination`, allocating nothing:
+// for the latency-bound path that would wait on the future at once anyway.
+// While it waits it drives only the calling thread's UCX worker: calls that
+// arrive for the thread are queued, not run (the DSM's fault handler must
+// not run a call that touches the block it is fetching). It throws
+// Errc::peer_failed once the owner is known to have failed, also while it
+// waits. The first operation of a thread towards a process sets up its
+// endpoint and remote key (it allocates and waits for an answer then).
 void blocking_get(void* destination, const RemoteLocator& source);
 // Fire-and-forget: `source`/`destination` may be reused (hold data) once the tag is free.
 transfer::EpochTag post_put(const void* source, const RemoteLocator& target);
@@ -56,6 +61,9 @@ transfer::EpochTag post_get(void* destination, const RemoteLocator& source);
 // 64-bit atomics on an 8-byte, 8-aligned locator.
 Future<std::uint64_t> fetch_add(const RemoteLocator& word, std::uint64_t value);
 Future<std::uint64_t> compare_swap(const RemoteLocator& word, std::uint64_t expected, std::uint64_t desired);
+// The same without a future, waiting as blocking_get does: the old value.
+std::uint64_t blocking_fetch_add(const RemoteLocator& word, std::uint64_t value);
+std::uint64_t blocking_compare_swap(const RemoteLocator& word, std::uint64_t expected, std::uint64_t desired);
 // Every operation this thread issued towards `process` has completed remotely.
 void flush(std::uint32_t process);
 
