@@ -15,6 +15,7 @@
 #include "rdmx/core/backoff.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/layer.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "signals.hpp"
 
@@ -143,11 +144,16 @@ Engine::Engine(Job& job, const Config& config)
     throw;
   }
   current_.store(this, std::memory_order_release);
+  if (!local()) {
+    warm();
+    if (void** warmed = fabric::acting_word<Engine>()) *warmed = this;
+  }
   job_.barrier();
 }
 
 Engine::~Engine() {
   current_.store(nullptr, std::memory_order_release);
+  if (void** warmed = fabric::acting_word<Engine>(); warmed != nullptr && *warmed == this) *warmed = nullptr;
   signals_.reset();
   ::munmap(app_, config_.heap_bytes);
   ::munmap(rw_, config_.heap_bytes);
@@ -256,9 +262,9 @@ void Engine::advance(std::uint64_t t) noexcept {
 
 std::uint64_t Engine::extend_lease(std::uint32_t block, std::uint64_t until) {
   const RemoteLocator where = lease_word(block);
-  std::uint64_t cur = fetch_add(where, 0).get();
+  std::uint64_t cur = blocking_fetch_add(where, 0);
   while (cur < until) {
-    const std::uint64_t seen = compare_swap(where, cur, until).get();
+    const std::uint64_t seen = blocking_compare_swap(where, cur, until);
     if (seen == cur) break;
     cur = seen;
   }
@@ -313,8 +319,17 @@ void Engine::protect(std::uint32_t first, std::uint32_t count, int protection) {
 
 // ---- the fault path --------------------------------------------------------
 
+// The fault path waits only for its own operations: the blocking ones move
+// the network and nothing else, so no call runs inside the handler (it could
+// touch the block whose lock we hold), and none allocates (the thread may
+// have faulted inside malloc, holding its lock).
 void Engine::fault(void* address, bool write) {
   const auto block = static_cast<std::uint32_t>((static_cast<std::byte*>(address) - app_) / config_.block_bytes);
+  void** warmed = fabric::acting_word<Engine>();
+  if (warmed != nullptr && *warmed != this) [[unlikely]] {
+    *warmed = this;  // first: a call run while warming that faults goes on to its fetch
+    warm();
+  }
   lock_block(block);
   try {
     BlockState s = state_[block].load(std::memory_order_relaxed);
@@ -351,6 +366,16 @@ void Engine::fault(void* address, bool write) {
   unlock_block(block);
 }
 
+void Engine::warm() {
+  // Every block's owner word, lease word and directory word lies in some
+  // process's metadata, its home copy in some process's home area.
+  for (std::uint32_t p = 0; p < processes_; ++p) {
+    transmitter(p);
+    resolve(metas_[p]);
+    resolve(homes_[p]);
+  }
+}
+
 // Reads the block into the runtime view: from the writer a write notice
 // named (fast read: one get), else from the home the owner word names.
 void Engine::fetch(std::uint32_t block, bool for_write) {
@@ -370,7 +395,7 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
     version = hint.version;
     counters_.fast_reads.fetch_add(1, std::memory_order_relaxed);
   } else {
-    seen = fetch_add(owner_word(block), 0).get();
+    seen = blocking_fetch_add(owner_word(block), 0);
     source = config_.home == HomePolicy::fixed ? block % processes_ : word::owner(seen);
     version = word::version(seen);
     // Take a lease on this version; valid only if no release began meanwhile
@@ -386,10 +411,10 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
   if (source == rank_) {
     std::memcpy(into, home_ + offset(block), config_.block_bytes);
   } else {
-    get(into, home_block(source, block)).get();
+    blocking_get(into, home_block(source, block));
     counters_.bytes_fetched.fetch_add(config_.block_bytes, std::memory_order_relaxed);
   }
-  if (lease != 0 && fetch_add(owner_word(block), 0).get() != seen) lease = 0;
+  if (lease != 0 && blocking_fetch_add(owner_word(block), 0) != seen) lease = 0;
   hint.source = no_source;
   version_[block] = version;
   lease_[block] = lease;
@@ -765,9 +790,9 @@ void Engine::join_sharers(std::uint32_t block) {
   // tell whether the releaser cleared it or our own release set it again).
   const RemoteLocator where = directory_word(block);
   const std::uint64_t me = std::uint64_t{1} << rank_;
-  std::uint64_t seen = fetch_add(where, 0).get();
+  std::uint64_t seen = blocking_fetch_add(where, 0);
   while ((seen & me) == 0) {
-    const std::uint64_t was = compare_swap(where, seen, seen | me).get();
+    const std::uint64_t was = blocking_compare_swap(where, seen, seen | me);
     if (was == seen) break;
     seen = was;
   }

@@ -113,6 +113,12 @@ class Engine {
   // Merges the dirty blocks of the list (sorted here), each under its lock;
   // leaves in the list the blocks a fast release kept writable.
   void release_blocks(std::vector<std::uint32_t>& blocks);
+  // Sets up the calling worker's endpoints and remote keys towards every
+  // process's metadata and home area, so that its faults find them ready
+  // (setting one up allocates and waits for the owner's answer, running
+  // calls meanwhile). The constructing thread warms in the constructor,
+  // others at their first fault, before taking the block's lock.
+  void warm();
   // With the block's lock held:
   void fetch(std::uint32_t block, bool for_write);
   // Whether the runtime view differs from the twin (the block was written).

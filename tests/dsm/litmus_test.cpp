@@ -23,20 +23,10 @@ using namespace rdmx;
 using dsm_test::gather;
 using dsm_test::job;
 
+using dsm_test::space;
+using dsm_test::the_space;
+
 namespace {
-std::unique_ptr<dsm::Space> the_space;
-
-dsm::Space& space() {
-  if (!the_space) the_space = std::make_unique<dsm::Space>(job());
-  return *the_space;
-}
-
-class SpaceEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override { the_space.reset(); }
-};
-const auto* const environment = ::testing::AddGlobalTestEnvironment(new SpaceEnvironment);
-
 std::size_t block() { return space().config().block_bytes; }
 std::uint32_t rank() { return job().rank(); }
 std::uint32_t procs() { return job().size(); }
