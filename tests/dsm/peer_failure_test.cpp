@@ -1,9 +1,13 @@
 // A process dies holding a DSM mutex. The survivors waiting for the mutex,
 // then meeting at a DSM barrier, must get Errc::peer_failed within bounded
 // time, never hang. Its own main: the job cannot end with a collective.
+// With DSM_TEST_FAULT_ON_DEAD_HOME=1 the survivors then read a block whose
+// home is the dead process: the fault cannot be served, and the handler
+// must say why and abort, not hang.
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 
@@ -29,9 +33,13 @@ int main(int argc, char** argv) {
   if (job.size() < 2) return fail("needs at least 2 processes");
   dsm::Space space(job);
   auto* data = dsm::allocate_array<int>(16);
+  const std::size_t block = space.config().block_bytes;
+  auto* moved = static_cast<int*>(dsm::allocate(block, block));  // a block of its own
   const std::uint32_t victim = job.size() - 1;
   dsm::Mutex mutex(0);  // its word lives in process 0, a survivor
   if (job.rank() == victim) {
+    moved[0] = 7;
+    dsm::release();  // the victim becomes the block's home
     mutex.lock();
     data[0] = 1;
     job.barrier();  // the others now know it holds the mutex
@@ -56,5 +64,13 @@ int main(int argc, char** argv) {
     std::printf("dsm: barrier failure detected after %.0f ms: %s\n", ms_since(t0), e.what());
   }
   std::fflush(stdout);
+  const char* fault = std::getenv("DSM_TEST_FAULT_ON_DEAD_HOME");
+  if (fault != nullptr && fault[0] == '1') {
+    std::printf("dsm: reading a block whose home has died\n");
+    std::fflush(stdout);
+    const volatile int* home_died = moved;
+    const int read = *home_died;  // the handler aborts
+    return fail("a fault on a dead home returned " + std::to_string(read));
+  }
   return 0;
 }
