@@ -81,11 +81,6 @@ bool Transmitter::progress() {
   return hook_();
 }
 
-bool Transmitter::progress_transport() {
-  endpoint_->check_alive();
-  return transport_();
-}
-
 void Transmitter::wait_blocking(void* request, const char* what) {
   if (request == nullptr) return;
   if (UCS_PTR_IS_ERR(request)) throw_status(UCS_PTR_STATUS(request), what + std::string(" towards ") + endpoint_->peer_name());

@@ -81,9 +81,6 @@ class Transmitter {
   // throws Errc::peer_failed once the endpoint has failed, so no wait for an
   // epoch that will never complete can hang.
   bool progress();
-  // What the blocking operations drive: the transport hook, after the same
-  // failure check.
-  bool progress_transport();
 
  private:
   // Waits, driving the transport, for a request issued without a callback
