@@ -64,9 +64,11 @@ void Collectives::release(std::uint64_t epoch, bool mismatch, std::span<const st
   Released& r = released_[epoch];
   r.mismatch = mismatch;
   r.bytes.assign(result.begin(), result.end());
+  if (epoch > released_up_to_.load(std::memory_order_relaxed)) released_up_to_.store(epoch, std::memory_order_release);
 }
 
 bool Collectives::take(std::uint64_t epoch, std::span<std::byte> result, std::uint32_t waiters, const char* what) {
+  if (released_up_to_.load(std::memory_order_acquire) < epoch) return false;
   std::lock_guard lock(mutex_);
   auto it = released_.find(epoch);
   if (it == released_.end()) return false;

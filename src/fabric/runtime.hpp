@@ -204,6 +204,10 @@ class Collectives {
   std::mutex mutex_;
   std::map<std::uint64_t, Open> open_;
   std::map<std::uint64_t, Released> released_;
+  // The latest epoch released here: a waiter polls this, not the mutex
+  // (a server waiting in a barrier checks once per progress round). Epochs
+  // are released in order: one starts only after every thread took the last.
+  std::atomic<std::uint64_t> released_up_to_{0};
   std::vector<std::uint64_t> epochs_;
 };
 }  // namespace detail
