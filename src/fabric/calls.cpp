@@ -338,7 +338,8 @@ ucs_status_t ThreadContext::on_call(void* arg, const void* header, std::size_t h
                                          std::to_string(h.destination_thread));
     return UCS_OK;
   }
-  InboundCall r;
+  // Filled in place: built once, not built and then moved into the queue.
+  InboundCall& r = self->ready_.emplace_back();
   r.header = h;
   auto* closure = static_cast<const std::byte*>(header) + sizeof h;
   r.closure.assign(closure, closure + h.closure_size);
@@ -373,7 +374,6 @@ ucs_status_t ThreadContext::on_call(void* arg, const void* header, std::size_t h
     auto* bytes = static_cast<const std::byte*>(data);
     r.owned_data.assign(bytes, bytes + length);
   }
-  self->ready_.push_back(std::move(r));
   return status;
 }
 

@@ -99,10 +99,19 @@ class InboundQueue {
  public:
   bool empty() const noexcept { return size_ == 0; }
   InboundCall& front() noexcept { return slots_[head_]; }
-  void push_back(InboundCall&& r) {
+  void push_back(InboundCall&& r) { emplace_back() = std::move(r); }
+  // A slot at the back, emptied, for the caller to fill in place: receiving
+  // a call then builds it once instead of building and moving it.
+  InboundCall& emplace_back() {
     if (size_ == slots_.size()) grow();
-    slots_[(head_ + size_) & (slots_.size() - 1)] = std::move(r);
+    InboundCall& r = slots_[(head_ + size_) & (slots_.size() - 1)];
+    r.header = {};
+    r.owned_data.clear();
+    r.ucx_data = nullptr;
+    r.ucx_length = 0;
+    r.arrived.reset();
     ++size_;
+    return r;
   }
   // The first call, moved out of its slot.
   InboundCall take_front() noexcept {
