@@ -20,6 +20,12 @@ std::size_t put_varint(std::byte* out, std::uint64_t value) {
   return n;
 }
 
+std::size_t varint_size(std::uint64_t value) {
+  std::size_t n = 1;
+  for (; value >= 0x80; value >>= 7) ++n;
+  return n;
+}
+
 template <class T>
 std::byte* put(std::byte* out, T value) {
   std::memcpy(out, &value, sizeof value);
@@ -114,17 +120,6 @@ std::span<const std::byte> OutputArchive::flatten() {
     throw Error(Errc::message_too_large, "rdmx::serial: an archive holds at most 2^32-1 chunks");
   inline_size_ = buffer_.size();
 
-  std::byte header[wire::max_header_size];
-  std::size_t h = 0;
-  const unsigned flags = (signature_ != 0 ? wire::flag_signature : 0u) | (chunks_.empty() ? 0u : wire::flag_chunks);
-  header[h++] = wire::magic;
-  header[h++] = static_cast<std::byte>(wire::version << 4 | flags);
-  h += put_varint(header + h, inline_size_);
-  if (!chunks_.empty()) {
-    h += put_varint(header + h, chunks_.size());
-    h += put_varint(header + h, rkeys_.size());
-  }
-  if (signature_ != 0) h = static_cast<std::size_t>(put(header + h, signature_) - header);
   static_assert(wire::max_header_size <= detail::ByteBuffer::front_room);
 
   // The chunk table and the rkeys go after the inline bytes (extend may move the buffer).
@@ -140,8 +135,24 @@ std::span<const std::byte> OutputArchive::flatten() {
   }
   if (!rkeys_.empty()) std::memcpy(out, rkeys_.data(), rkeys_.size());
 
+  // The header is written in place, in front of the inline bytes: its size
+  // is known first (copying it there from the stack, a variable-length
+  // memcpy, was 7 % of a server answering small actions).
+  const unsigned flags = (signature_ != 0 ? wire::flag_signature : 0u) | (chunks_.empty() ? 0u : wire::flag_chunks);
+  std::size_t h = 2 + varint_size(inline_size_);
+  if (!chunks_.empty()) h += varint_size(chunks_.size()) + varint_size(rkeys_.size());
+  if (signature_ != 0) h += sizeof signature_;
   flat_offset_ = detail::ByteBuffer::front_room - h;
-  std::memcpy(buffer_.front() + flat_offset_, header, h);
+  std::byte* header = buffer_.front() + flat_offset_;
+  std::size_t at = 0;
+  header[at++] = wire::magic;
+  header[at++] = static_cast<std::byte>(wire::version << 4 | flags);
+  at += put_varint(header + at, inline_size_);
+  if (!chunks_.empty()) {
+    at += put_varint(header + at, chunks_.size());
+    at += put_varint(header + at, rkeys_.size());
+  }
+  if (signature_ != 0) put(header + at, signature_);
   flat_size_ = h + buffer_.size();
   return {buffer_.front() + flat_offset_, flat_size_};
 }
