@@ -43,6 +43,8 @@ Job::Job(Options options) {
   if (current_job != nullptr) throw Error(Errc::invalid_argument, "only one rdmx::Job may exist per process");
   std::vector<std::string> none;
   impl_.reset(new Impl{fabric::Runtime(options, none)});
+  size_ = impl_->runtime.size();
+  failed_ = impl_->runtime.failure_flags();
   current_job = this;
   impl_->runtime.start();
   impl_->runtime.bind_current_thread(0);
@@ -60,6 +62,8 @@ Job::Job(int& argc, char**& argv, Options options) {
   }
   argv[out] = nullptr;
   argc = out;
+  size_ = impl_->runtime.size();
+  failed_ = impl_->runtime.failure_flags();
   current_job = this;
   impl_->runtime.start();
   impl_->runtime.bind_current_thread(0);
@@ -86,15 +90,11 @@ Job& Job::current() {
 }
 
 std::uint32_t Job::rank() const noexcept { return impl_->runtime.rank(); }
-std::uint32_t Job::size() const noexcept { return impl_->runtime.size(); }
 std::uint32_t Job::threads_per_process() const noexcept { return impl_->runtime.threads(); }
 std::uint32_t Job::helpers_per_process() const noexcept { return impl_->runtime.helpers(); }
 const ProcessInfo& Job::process_info(std::uint32_t rank) const { return impl_->runtime.info(rank); }
 Layout Job::layout() const { return impl_->runtime.layout(); }
 void Job::check_destination(ThreadId id) const { impl_->runtime.validate(id); }
-bool Job::process_failed(std::uint32_t process) const noexcept {
-  return process < size() && impl_->runtime.process_failed(process);
-}
 std::size_t Job::max_message() const noexcept { return impl_->runtime.max_message(); }
 
 int Job::numa_zone(std::uint32_t thread) const {

@@ -355,6 +355,7 @@ class Runtime {
   ThreadContext& calling_context();  // worker thread's own, or the shared service context
   void validate(ThreadId id) const;
   bool process_failed(std::uint32_t process) const { return failed_[process].load(std::memory_order_acquire); }
+  const std::atomic<bool>* failure_flags() const noexcept { return failed_.get(); }
   void peer_failed(std::uint32_t process, const std::string& why);
   // Whether `process` has failed, or (on this host) has exited, which then
   // counts as its failure.

@@ -5,6 +5,7 @@
 // registered-memory arena. Threads then talk with the call family
 // (fabric/call.hpp) and one-sided operations (fabric/rma.hpp).
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -83,7 +84,7 @@ class Job {
   static Job& current();
 
   std::uint32_t rank() const noexcept;  // this process
-  std::uint32_t size() const noexcept;  // processes in the job
+  std::uint32_t size() const noexcept { return size_; }  // processes in the job
   std::uint32_t threads_per_process() const noexcept;
   // Helper threads per process (JobOptions::helpers); their ThreadIds follow
   // the worker threads' (threads_per_process() + k).
@@ -96,7 +97,10 @@ class Job {
   void check_destination(ThreadId id) const;
   // Whether `process` has failed (it died, or its endpoints broke): every
   // call to it and every reply awaited from it fails with Errc::peer_failed.
-  bool process_failed(std::uint32_t process) const noexcept;
+  // Inline: the one-sided call layers ask it on every poll of a channel.
+  bool process_failed(std::uint32_t process) const noexcept {
+    return process < size_ && failed_[process].load(std::memory_order_acquire);
+  }
   // The most bytes one call may carry (JobOptions::max_message, RDMX_MAX_MESSAGE).
   std::size_t max_message() const noexcept;
   // More worker threads on this machine (all its processes) than cores: idle
@@ -151,6 +155,8 @@ class Job {
   [[noreturn]] static void throw_mismatched_allgather(std::size_t process, std::size_t got, std::size_t expected);
   friend fabric::Runtime& fabric::runtime_of(Job& job) noexcept;
   std::unique_ptr<Impl> impl_;
+  std::uint32_t size_ = 0;
+  const std::atomic<bool>* failed_ = nullptr;  // the runtime's, one per process
 };
 
 // The calling thread's id; throws unless it is a worker or service thread.
