@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -130,6 +131,8 @@ struct Manager::Impl {
   std::uint64_t background_evictions = 0;
   std::uint64_t background_failures = 0;
   std::uint64_t write_backs = 0;
+  std::atomic<std::uint64_t> prefetched{0};
+  std::atomic<std::uint64_t> prefetch_hits{0};
 
   // The evacuator: started by the first miss that leaves less than
   // `free_low` bytes free, woken by later ones, stopped by ~Manager. It
@@ -324,16 +327,40 @@ struct Manager::Impl {
   // Their objects have landed: local words, pinned in `scope`.
   void publish(std::span<const Claim> claims, DerefScope& scope, Access access);
   void finish(InFlight::State& batch);
+  // Issues the transfers of a batch whose claims have their slots, and
+  // records it as this thread's; on failure every claim is given back.
+  void start(InFlight::State& batch);
+  void finish_quietly(InFlight::State& batch) noexcept;  // a failure stays in batch.failure
+  // Completes a future's batch (deref_async) once it is finished.
+  static void settle(InFlight::State& batch) noexcept;
+
+  // A free slot of `size_class`, if there is one.
+  std::optional<std::uint32_t> take_free(std::uint32_t size_class) {
+    auto slot = slabs->take(size_class);
+    if (slot) {
+      peak_resident = std::max(peak_resident, slabs->resident_bytes());
+      if (free_low != 0 && free_bytes() < free_low) wake_evacuator();
+    }
+    return slot;
+  }
+
+  // A slot for a prefetch: a free one, or one a few evictions of cold
+  // objects make; none when that does not do (everything pinned, busy or
+  // on its way out): a prefetch never waits.
+  std::optional<std::uint32_t> take_slot_now(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
+    for (int evicted = 0;; ++evicted) {
+      if (auto slot = take_free(size_class)) return slot;
+      if (free_low != 0) wake_evacuator();
+      if (evicted == 8 || evict_one(lock) != Sweep::evicted) return std::nullopt;
+      ++inline_evictions;
+    }
+  }
 
   // A slot of `size_class`, evicting cold objects while the budget is spent.
   std::uint32_t take_slot(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
     std::chrono::steady_clock::time_point deadline{};  // read the clock only once everything is pinned
     for (;;) {
-      if (auto slot = slabs->take(size_class)) {
-        peak_resident = std::max(peak_resident, slabs->resident_bytes());
-        if (free_low != 0 && free_bytes() < free_low) wake_evacuator();
-        return *slot;
-      }
+      if (auto slot = take_free(size_class)) return *slot;
       // No slot of this class and no free slab, although free bytes may be
       // above the low mark (the free slots are in slabs of other classes):
       // the reserve did not serve this miss, so the evacuator runs a round.
@@ -516,23 +543,55 @@ struct Manager::Impl {
 
 // A batch whose transfers are under way.
 struct InFlight::State {
-  Manager* manager;
-  Manager::Impl* impl;
-  DerefScope* scope;
-  Access access;
-  std::size_t bytes;
+  State(Manager* owner, Manager::Impl* m, DerefScope* into, Access how, std::size_t size) noexcept
+      : manager(owner), impl(m), scope(into), access(how), bytes(size) {}
+  Manager* manager = nullptr;
+  Manager::Impl* impl = nullptr;
+  DerefScope* scope = nullptr;
+  Access access = Access::read;
+  std::size_t bytes = 0;
   std::span<std::atomic<std::uint64_t>* const> words;
   std::span<void*> out;
   std::vector<Manager::Impl::Claim> claims;
   std::vector<std::size_t> repeated;  // pointers named twice: done once the first is local
   std::unique_ptr<Device::Reads> reads;
   bool done = false;
+  std::exception_ptr failure;  // how finishing it failed (every object as it was)
+  // Batches nobody holds (a prefetch, a future's) keep their words and
+  // outputs here; `words` and `out` view them.
+  std::vector<std::atomic<std::uint64_t>*> own_words;
+  std::vector<void*> own_out;
+  // A future's batch: completed by settle() with out[0], or its failure.
+  std::shared_ptr<rdmx::detail::FutureState<void*>> promise;
+  bool scope_ended = false;  // finished because its scope ended: the future fails
 };
 
 namespace {
 // The calling thread's unfinished batches: a dereference of one of their
 // objects finishes the batch instead of waiting for itself.
 thread_local std::vector<InFlight::State*> started_here;
+// The calling thread's batches that no InFlight holds (prefetches, futures'),
+// finished by a wait for a far future (poll_here) or when their scope ends.
+thread_local std::vector<std::unique_ptr<InFlight::State>> detached_here;
+
+void make_room_for_one_detached() {
+  if (detached_here.size() == detached_here.capacity()) detached_here.reserve(2 * detached_here.size() + 8);
+}
+
+// A far future's progress hook: finishes every batch the waiting thread has
+// under way (one flush per server completes all of a path's gets), then
+// completes the futures among them. Another thread's wait finds its own
+// batches, not the starter's: it waits until the starting thread finishes.
+bool poll_here(void*) {
+  if (detached_here.empty()) return false;
+  std::vector<std::unique_ptr<InFlight::State>> batches = std::move(detached_here);
+  detached_here.clear();
+  // A failure stays in the batch: the future reports it; a prefetch is dropped.
+  for (auto& b : batches) b->impl->finish_quietly(*b);
+  // Continuations run now and may start new batches (into detached_here).
+  for (auto& b : batches) Manager::Impl::settle(*b);
+  return true;
+}
 
 InFlight::State* batch_fetching(const std::atomic<std::uint64_t>& word) noexcept {
   for (InFlight::State* b : started_here)
@@ -631,18 +690,58 @@ void Manager::Impl::publish(std::span<const Claim> claims, DerefScope& scope, Ac
 }
 
 void Manager::Impl::finish(InFlight::State& b) {
-  if (b.done) return;
+  if (b.done) {
+    if (b.failure) std::rethrow_exception(b.failure);
+    return;
+  }
   b.done = true;
   std::erase(started_here, &b);
   try {
     b.reads->finish();
   } catch (...) {
     give_back(b.claims);
+    b.failure = std::current_exception();
     throw;
   }
   publish(b.claims, *b.scope, b.access);
   for (const Claim& c : b.claims) b.out[c.index] = address(c.slot);
   for (std::size_t i : b.repeated) b.out[i] = b.manager->deref(*b.words[i], b.bytes, *b.scope, b.access);
+}
+
+void Manager::Impl::start(InFlight::State& b) {
+  std::vector<Device::Transfer> transfers;
+  try {
+    transfers.reserve(b.claims.size());
+    for (const Claim& c : b.claims) transfers.push_back({state::server_of(c.remote), state::offset_of(c.remote), address(c.slot), b.bytes});
+    b.reads = device->start_reads(std::move(transfers));
+    started_here.push_back(&b);
+  } catch (...) {
+    if (b.reads != nullptr) {
+      finish_quietly(b);
+    } else {
+      give_back(b.claims);
+      b.done = true;
+    }
+    throw;
+  }
+}
+
+void Manager::Impl::finish_quietly(InFlight::State& b) noexcept {
+  try {
+    finish(b);
+  } catch (...) {
+  }
+}
+
+void Manager::Impl::settle(InFlight::State& b) noexcept {
+  if (b.promise == nullptr) return;
+  auto promise = std::exchange(b.promise, nullptr);
+  if (b.failure)
+    promise->set_exception(b.failure);
+  else if (b.scope_ended)
+    promise->set_error(Errc::invalid_argument, "far: the DerefScope of a dereference future ended before the future was waited for");
+  else
+    promise->set_value(b.out[0]);
 }
 
 InFlight::InFlight(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
@@ -782,6 +881,8 @@ Stats Manager::stats() const {
   s.background_evictions = m.background_evictions;
   s.background_failures = m.background_failures;
   s.write_backs = m.write_backs;
+  s.prefetched = m.prefetched.load(std::memory_order_relaxed);
+  s.prefetch_hits = m.prefetch_hits.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -861,7 +962,9 @@ InFlight Manager::deref_start(std::span<std::atomic<std::uint64_t>* const> words
   Impl& m = *impl_;
   if (&scope.manager() != this) throw Error(Errc::invalid_argument, "far: the DerefScope belongs to another far::Manager");
   if (out.size() < words.size()) throw Error(Errc::invalid_argument, "far: a batch needs an output entry per pointer");
-  auto b = std::make_unique<InFlight::State>(InFlight::State{this, &m, &scope, access, bytes, words, out, {}, {}, nullptr});
+  auto b = std::make_unique<InFlight::State>(this, &m, &scope, access, bytes);
+  b->words = words;
+  b->out = out;
   b->claims.reserve(words.size());
   try {
     for (std::size_t i = 0; i < words.size(); ++i) {
@@ -879,19 +982,103 @@ InFlight Manager::deref_start(std::span<std::atomic<std::uint64_t>* const> words
     throw;
   }
   m.take_slots(b->claims, bytes);
-  std::vector<Device::Transfer> transfers;
-  transfers.reserve(b->claims.size());
-  for (const Impl::Claim& c : b->claims)
-    transfers.push_back({state::server_of(c.remote), state::offset_of(c.remote), m.address(c.slot), bytes});
-  try {
-    b->reads = m.device->start_reads(std::move(transfers));
-  } catch (...) {
-    m.give_back(b->claims);
-    throw;
-  }
-  started_here.push_back(b.get());
+  m.start(*b);
   return InFlight(std::move(b));
 }
+
+Future<void*> Manager::deref_async(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access) {
+  Impl& m = *impl_;
+  auto future = std::make_shared<rdmx::detail::FutureState<void*>>();
+  future->progress = ProgressHook{&poll_here, nullptr};
+  try {
+    if (&scope.manager() != this) throw Error(Errc::invalid_argument, "far: the DerefScope belongs to another far::Manager");
+    std::uint64_t remote = 0;
+    if (void* local = m.pin_or_claim(word, bytes, scope, access, remote)) {
+      future->set_value(local);
+      return Future<void*>(std::move(future));
+    }
+    auto b = std::make_unique<InFlight::State>(this, &m, &scope, access, bytes);
+    b->own_words = {&word};
+    b->own_out = {nullptr};
+    b->words = b->own_words;
+    b->out = b->own_out;
+    b->claims.push_back({&word, remote, 0, 0});
+    make_room_for_one_detached();  // no failure once started
+    m.take_slots(b->claims, bytes);                    // on failure the word is remote again
+    m.start(*b);
+    b->promise = future;
+    detached_here.push_back(std::move(b));
+  } catch (...) {
+    future->set_exception(std::current_exception());
+  }
+  return Future<void*>(std::move(future));
+}
+
+std::size_t Manager::prefetch(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope,
+                              std::span<bool> started) noexcept {
+  Impl& m = *impl_;
+  std::fill(started.begin(), started.end(), false);
+  if (&scope.manager() != this || started.size() < words.size()) return 0;
+  std::unique_ptr<InFlight::State> b;
+  try {
+    b = std::make_unique<InFlight::State>(this, &m, &scope, Access::read, bytes);  // hot: it is about to be used
+    b->own_words.assign(words.begin(), words.end());
+    b->own_out.assign(words.size(), nullptr);
+    b->claims.reserve(words.size());
+    // Only objects that are remote and nobody else is moving: a prefetch
+    // never waits for another thread.
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      std::uint64_t s = words[i]->load(std::memory_order_acquire);
+      if ((s & (state::valid | state::present | state::busy)) != state::valid || bytes > class_bytes(state::class_of(s))) continue;
+      if (std::any_of(b->claims.begin(), b->claims.end(), [&](const Impl::Claim& c) { return c.word == words[i]; })) continue;
+      if (!words[i]->compare_exchange_strong(s, s | state::busy, std::memory_order_acq_rel)) continue;
+      b->claims.push_back({words[i], s, 0, i});
+    }
+  } catch (...) {
+    if (b != nullptr)
+      for (const Impl::Claim& c : b->claims) c.word->store(c.remote, std::memory_order_release);
+    return 0;
+  }
+  if (b->claims.empty()) return 0;
+  std::size_t slotted = 0;
+  try {
+    std::unique_lock lock(m.mutex);
+    for (Impl::Claim& c : b->claims) {
+      const auto slot = m.take_slot_now(lock, state::class_of(c.remote));
+      if (!slot) break;
+      c.slot = *slot;
+      m.occupy(c.slot, *c.word, c.remote, bytes);
+      m.pins[c.slot].store(1, std::memory_order_relaxed);  // for the scope, before the word turns local
+      ++slotted;
+    }
+  } catch (...) {
+    // A write-back of a victim failed: no prefetch now.
+  }
+  // Those without room are left as they were.
+  for (const Impl::Claim& c : std::span(b->claims).subspan(slotted)) c.word->store(c.remote, std::memory_order_release);
+  b->claims.resize(slotted);
+  if (slotted == 0) return 0;
+  b->words = b->own_words;
+  b->out = b->own_out;
+  try {
+    make_room_for_one_detached();  // no failure once started
+  } catch (...) {
+    m.give_back(b->claims);
+    return 0;
+  }
+  try {
+    m.start(*b);
+  } catch (...) {
+    return 0;  // every claim given back
+  }
+  detached_here.push_back(std::move(b));
+  const auto& claims = detached_here.back()->claims;
+  for (const Impl::Claim& c : claims) started[c.index] = true;
+  m.prefetched.fetch_add(claims.size(), std::memory_order_relaxed);
+  return claims.size();
+}
+
+void Manager::count_prefetch_hits(std::size_t n) noexcept { impl_->prefetch_hits.fetch_add(n, std::memory_order_relaxed); }
 
 void Manager::free(std::atomic<std::uint64_t>& word) {
   Impl& m = *impl_;
@@ -956,11 +1143,41 @@ void Manager::move(std::atomic<std::uint64_t>& from, std::atomic<std::uint64_t>&
 bool Manager::evict(std::atomic<std::uint64_t>& word) { return impl_->make_current(word, false); }
 bool Manager::write_back(std::atomic<std::uint64_t>& word) { return impl_->make_current(word, true); }
 
+void Manager::finish_scope(DerefScope& scope) noexcept {
+  // Finishing one batch may finish another (a pointer named twice), so
+  // each round looks again for the first one left.
+  for (;;) {
+    const auto it = std::find_if(started_here.begin(), started_here.end(), [&](const InFlight::State* b) { return b->scope == &scope; });
+    if (it == started_here.end()) break;
+    InFlight::State& b = **it;
+    b.scope_ended = true;
+    try {
+      b.impl->finish(b);
+    } catch (const std::exception& e) {
+      // A prefetch is dropped, a future reports it; a batch an InFlight
+      // holds reports it again when finished.
+      if (b.own_words.empty()) rdmx::log(rdmx::LogLevel::error, "far: a batch of dereferences unfinished when its scope ended failed: %s", e.what());
+    } catch (...) {
+    }
+  }
+  for (;;) {
+    const auto it = std::find_if(detached_here.begin(), detached_here.end(), [&](const auto& b) { return b->scope == &scope; });
+    if (it == detached_here.end()) break;
+    std::unique_ptr<InFlight::State> b = std::move(*it);
+    detached_here.erase(it);
+    b->scope_ended = true;
+    Impl::settle(*b);  // may run continuations that start batches of their own
+  }
+}
+
 void Manager::pin_in(DerefScope& scope, std::uint32_t slot) { scope.pin(slot); }
 void Manager::unpin(std::uint32_t slot) noexcept { impl_->pins[slot].fetch_sub(1, std::memory_order_release); }
 
 DerefScope::DerefScope() : manager_(&Manager::current()) {}
 DerefScope::~DerefScope() {
+  // Batches still in flight into this scope land first: their objects are
+  // pinned in it (a prefetch's, a future's, one whose InFlight outlives it).
+  if (!started_here.empty() || !detached_here.empty()) manager_->finish_scope(*this);
   for (std::size_t i = 0; i < std::min(pinned_, inline_pins); ++i) manager_->unpin(first_[i]);
   for (std::uint32_t slot : more_) manager_->unpin(slot);
 }

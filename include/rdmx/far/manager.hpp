@@ -27,6 +27,7 @@
 #include <memory>
 #include <span>
 
+#include "rdmx/core/future.hpp"
 #include "rdmx/far/config.hpp"
 #include "rdmx/far/device.hpp"
 
@@ -56,6 +57,8 @@ struct Stats {
   std::uint64_t background_evictions = 0;  // by the evacuator, ahead of the misses
   std::uint64_t background_failures = 0;   // the evacuator's write-backs that failed (the object stays local, dirty)
   std::uint64_t write_backs = 0;   // evictions of dirty objects
+  std::uint64_t prefetched = 0;    // objects fetched ahead of use (Manager::prefetch)
+  std::uint64_t prefetch_hits = 0; // of those, the ones then used (as prefetchers report them)
 };
 
 // A batch of dereferences whose misses are in flight (Manager::deref_start).
@@ -69,6 +72,7 @@ class InFlight {
   struct State;
   explicit InFlight(std::unique_ptr<State> state) noexcept;
   ~InFlight();
+  InFlight(InFlight&&) noexcept = default;
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
   void finish();
@@ -124,6 +128,30 @@ class Manager {
   // once the result is finished. `words`, `out` and `scope` must outlive it.
   InFlight deref_start(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope, Access access,
                        std::span<void*> out);
+  // A dereference whose miss travels while the thread goes on: the future
+  // holds the object's address, pinned in `scope`. Waiting for it (get,
+  // wait, when_all) on the thread that started it finishes every transfer
+  // that thread has under way, so many outstanding futures complete in one
+  // poll. As with deref_start, the object stays busy until then: this
+  // thread's own dereference of it finishes the transfer first, other
+  // threads wait. When `scope` ends first, the transfer is finished there
+  // and the future fails (Errc::invalid_argument): the address would no
+  // longer be pinned. Every failure (a lost server, a null pointer) comes
+  // from the future.
+  Future<void*> deref_async(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access);
+  // Starts fetching, into cache slots, those of `words` that are remote and
+  // not busy and that a slot can be found for without waiting for pins or
+  // write-backs; the others are skipped (started[i] says which were
+  // started). Nothing of it throws or waits: a prefetch that cannot get
+  // room, or whose server fails, is dropped, and the dereference that
+  // follows does what it would have done. The fetched objects are pinned
+  // in `scope` once they land; they land when this thread dereferences one
+  // of them, waits for a far future, or when `scope` ends, whichever is first.
+  // Returns how many were started.
+  std::size_t prefetch(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope,
+                       std::span<bool> started) noexcept;
+  // A prefetcher reports the prefetched objects that were then used (Stats::prefetch_hits).
+  void count_prefetch_hits(std::size_t n) noexcept;
   // Frees the object's far block and cache slot; the word becomes null.
   void free(std::atomic<std::uint64_t>& word);
   // Moves ownership of the object from `from` (then null) to `to` (null before).
@@ -139,6 +167,8 @@ class Manager {
  private:
   friend class DerefScope;
   void unpin(std::uint32_t slot) noexcept;
+  // A scope ends: the batches in flight into it land first.
+  void finish_scope(DerefScope& scope) noexcept;
   void* place(std::atomic<std::uint64_t>& word, std::size_t bytes, const std::size_t* server);
   static void pin_in(DerefScope& scope, std::uint32_t slot);
   std::unique_ptr<Impl> impl_;
