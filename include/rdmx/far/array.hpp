@@ -3,7 +3,10 @@
 // a whole far object and a miss moves a useful amount of data. Scans go a
 // window of chunks at a time through deref_all: the next chunks' misses are
 // in flight together instead of one after the other (AIFM's array with its
-// prefetcher, done as batches).
+// prefetcher, done as batches). Element access through at / at_mut /
+// at_nt has a prefetcher of its own: once a thread's accesses to the
+// array's chunks keep one stride (sequential, strided, backwards), the next
+// chunks along it are fetched ahead (far/prefetcher.hpp).
 //
 //   far::Array<double> a(1 << 20);              // 8 MiB in far memory
 //   a.for_each_mut([](std::size_t i, double& x) { x = i; });
@@ -14,6 +17,8 @@
 //   double total = a.reduce_remote(Sum{});      // computed on the servers
 #pragma once
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -26,6 +31,7 @@
 #include "rdmx/far/device.hpp"
 #include "rdmx/far/offload.hpp"
 #include "rdmx/far/pointer.hpp"
+#include "rdmx/far/prefetcher.hpp"
 #include "rdmx/far/state.hpp"
 
 namespace rdmx::far {
@@ -46,10 +52,20 @@ class Array {
   std::size_t size() const noexcept { return size_; }
 
   // Element i, pinned until `scope` ends; throws Errc::invalid_argument out of range.
-  const T& at(DerefScope& scope, std::size_t i) const { return chunk_of(i).deref(scope)->items[i % per_chunk]; }
+  // Each of these feeds the calling thread's prefetcher for this array:
+  // once its chunk indices keep one stride, the next chunks along it are
+  // fetched ahead, into `scope` (pinned until it ends, and landed by then).
+  const T& at(DerefScope& scope, std::size_t i) const { return reach(scope, i, Access::read)->items[i % per_chunk]; }
   // The same without marking the chunk hot: read once, it is evicted first.
-  const T& at_nt(DerefScope& scope, std::size_t i) const { return chunk_of(i).deref_nt(scope)->items[i % per_chunk]; }
-  T& at_mut(DerefScope& scope, std::size_t i) { return chunk_of(i).deref_mut(scope)->items[i % per_chunk]; }
+  const T& at_nt(DerefScope& scope, std::size_t i) const { return reach(scope, i, Access::non_temporal)->items[i % per_chunk]; }
+  T& at_mut(DerefScope& scope, std::size_t i) { return reach(scope, i, Access::write)->items[i % per_chunk]; }
+
+  // How many chunks the prefetcher keeps ahead of a strided pattern: by
+  // default the Manager's Config::prefetch_depth (RDMX_FAR_PREFETCH); 0 turns
+  // it off for this array. Never more than a sixteenth of the cache's worth
+  // of chunks, nor AccessPattern::max_depth. Not to be changed while other
+  // threads use the array.
+  void set_prefetch_depth(std::size_t chunks) noexcept { prefetch_depth_ = chunks; }
 
   // fn(index, element) over [first, last), `window` chunks in flight at a time.
   template <class F>
@@ -95,10 +111,41 @@ class Array {
     T items[per_chunk]{};
   };
 
-  const UniquePtr<Chunk>& chunk_of(std::size_t i) const {
+  // What a chunk takes in the cache: its size class.
+  static constexpr std::size_t chunk_class_bytes = std::max(min_object_bytes, std::bit_ceil(sizeof(Chunk)));
+
+  Chunk* reach(DerefScope& scope, std::size_t i, Access access) const {
     if (i >= size_)
       throw Error(Errc::invalid_argument, "far::Array: index " + std::to_string(i) + " out of range (size " + std::to_string(size_) + ")");
-    return chunks_[i / per_chunk];
+    const std::size_t c = i / per_chunk;
+    const UniquePtr<Chunk>& chunk = chunks_[c];
+    Chunk* reached = access == Access::write ? chunk.deref_mut(scope)
+                                             : const_cast<Chunk*>(access == Access::read ? chunk.deref(scope) : chunk.deref_nt(scope));
+    if (prefetch_depth_ != 0) look_ahead(scope, c);
+    return reached;
+  }
+
+  // The prefetcher: after chunk c is reached, the chunks the pattern names
+  // are started, as far as the cache has room for them without waiting.
+  // After, not before: a prefetch must never take the slot the access
+  // itself needs.
+  void look_ahead(DerefScope& scope, std::size_t c) const {
+    Manager& manager = scope.manager();
+    const Config& config = manager.config();
+    const std::size_t depth =
+        std::min(prefetch_depth_ == npos ? config.prefetch_depth : prefetch_depth_, config.cache_bytes / 16 / chunk_class_bytes);
+    detail::AccessPattern& pattern = detail::access_pattern(number_);
+    std::size_t ahead[detail::AccessPattern::max_depth];
+    bool hit = false;
+    const std::size_t n = pattern.access(c, chunks_.size(), depth, ahead, hit);
+    if (hit) manager.count_prefetch_hits(1);
+    if (n == 0) return;
+    std::atomic<std::uint64_t>* words[detail::AccessPattern::max_depth];
+    bool started[detail::AccessPattern::max_depth];
+    for (std::size_t j = 0; j < n; ++j) words[j] = &chunks_[ahead[j]].word();
+    manager.prefetch(std::span(words, n), sizeof(Chunk), scope, std::span(started, n));
+    for (std::size_t j = 0; j < n; ++j)
+      if (started[j]) pattern.fetched(ahead[j]);
   }
 
   template <class Visit>
@@ -166,6 +213,8 @@ class Array {
 
   std::size_t size_;
   std::vector<UniquePtr<Chunk>> chunks_;
+  std::uint64_t number_ = detail::next_array_number();  // names its prefetcher state in each thread
+  std::size_t prefetch_depth_ = npos;                    // npos: the Manager's setting
 };
 
 }  // namespace rdmx::far

@@ -54,6 +54,7 @@ struct Config {
   static Watch env_evacuator_watch();               // RDMX_FAR_EVACUATOR_WATCH, default auto
   static double env_free_low();                     // RDMX_FAR_FREE_LOW (percent), default 5
   static double env_free_high();                    // RDMX_FAR_FREE_HIGH (percent), default 10
+  static std::size_t env_prefetch_depth();          // RDMX_FAR_PREFETCH, default 16
 
   // Ranks that serve; empty: the last process of the job.
   std::vector<std::uint32_t> servers = env_servers();
@@ -76,6 +77,10 @@ struct Config {
   Watch evacuator_watch = env_evacuator_watch();
   double free_low = env_free_low();
   double free_high = env_free_high();
+  // far::Array's prefetcher: once a thread's accesses to an array's chunks
+  // keep one stride, at most this many chunks along it are fetched ahead
+  // (and never more than a sixteenth of the cache). 0: no prefetching.
+  std::size_t prefetch_depth = env_prefetch_depth();
 };
 
 // Objects are placed in power-of-two size classes from 64 B to 16 KiB; a
