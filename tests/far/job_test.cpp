@@ -11,6 +11,7 @@
 #include <set>
 
 #include "../error_from.hpp"
+#include "array_scans.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/far/array.hpp"
 #include "rdmx/far/hash_table.hpp"
@@ -75,6 +76,62 @@ void array_scan(Path path) {
   a.for_each([&](std::size_t i, const std::uint64_t& x) { wrong += x != 3 * i + 1 ? 1 : 0; });
   EXPECT_EQ(wrong, 0u);
   EXPECT_GT(manager.stats().write_backs, 100u);
+}
+
+// Element scans through at() (sequential, strided, backwards) of an array
+// 8 times a 256 KiB cache, against a shadow: the prefetcher's chunks come
+// over the network ahead of use; with it off, none does.
+void prefetched_scans(Path path) {
+  Config c = small(path);
+  c.cache_bytes = 256 * 1024;  // a prefetch depth of 4 chunks
+  Manager manager(Job::current(), c);
+  if (serves(manager)) return;
+  scans::Elements a(256 * 1024);  // 2 MiB
+  std::vector<std::uint64_t> shadow;
+  scans::fill(a, shadow);
+  const std::size_t chunks = a.size() / scans::per_chunk;
+  std::size_t visited = 0;
+  visited += scans::strided_scan(a, shadow, 0, 1, 1);
+  visited += scans::strided_scan(a, shadow, 2, 3, 2);
+  visited += scans::strided_scan(a, shadow, chunks - 1, -2, 3);
+  const Stats on = manager.stats();
+  EXPECT_GE(on.prefetch_hits, visited * 3 / 4) << on.prefetch_hits << " hits over " << visited << " chunks";
+  a.set_prefetch_depth(0);
+  scans::strided_scan(a, shadow, chunks - 1, -1, 4);
+  EXPECT_EQ(manager.stats().prefetched, on.prefetched);
+  scans::check_all(a, shadow);
+  EXPECT_LE(manager.stats().peak_resident_bytes, manager.stats().cache_bytes);
+}
+
+// Dereference futures across processes: 32 outstanding per scope, waited
+// for together, reads and writes checked over rounds.
+void dereference_futures(Path path) {
+  Manager manager(Job::current(), small(path));
+  if (serves(manager)) return;
+  using Obj = shadow::Pattern<512>;
+  std::vector<UniquePtr<Obj>> v;
+  std::vector<std::uint64_t> seeds;
+  for (std::uint64_t i = 0; i < 512; ++i) {  // 256 KiB against the 64 KiB cache
+    seeds.push_back(i * 3);
+    v.push_back(make_unique<Obj>(Obj::of(seeds.back())));
+  }
+  std::mt19937_64 rng(5);
+  for (int round = 0; round < 40; ++round) {
+    DerefScope scope;
+    std::set<std::size_t> picked;
+    while (picked.size() < 32) picked.insert(rng() % v.size());
+    std::vector<std::size_t> which(picked.begin(), picked.end());
+    std::vector<Future<Obj*>> futures;
+    for (std::size_t i : which) futures.push_back(v[i].deref_mut_async(scope));
+    auto all = when_all(std::move(futures)).get();
+    for (std::size_t k = 0; k < which.size(); ++k) {
+      Obj* o = all[k].get();
+      EXPECT_TRUE(o->is(seeds[which[k]])) << which[k];
+      *o = Obj::of(seeds[which[k]] += 1000);
+    }
+  }
+  for (std::size_t i = 0; i < v.size(); ++i) EXPECT_TRUE(v[i].read().is(seeds[i])) << i;
+  EXPECT_GT(manager.stats().misses, 500u);
 }
 
 // A far hash table 8 times the budget, filled, updated and looked up in
@@ -187,6 +244,10 @@ TEST(FarJob, VectorOneSided) { vector_operations(Path::one_sided); }
 TEST(FarJob, VectorTwoSided) { vector_operations(Path::two_sided); }
 TEST(FarJob, ArrayOneSided) { array_scan(Path::one_sided); }
 TEST(FarJob, ArrayTwoSided) { array_scan(Path::two_sided); }
+TEST(FarJob, PrefetchedScansOneSided) { prefetched_scans(Path::one_sided); }
+TEST(FarJob, PrefetchedScansTwoSided) { prefetched_scans(Path::two_sided); }
+TEST(FarJob, DereferenceFuturesOneSided) { dereference_futures(Path::one_sided); }
+TEST(FarJob, DereferenceFuturesTwoSided) { dereference_futures(Path::two_sided); }
 TEST(FarJob, RandomOperationsOneSided) { random_operations(Path::one_sided); }
 TEST(FarJob, RandomOperationsTwoSided) { random_operations(Path::two_sided); }
 TEST(FarJob, HashTableOneSided) { hash_table(Path::one_sided); }

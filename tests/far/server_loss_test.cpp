@@ -8,7 +8,9 @@
 // dies while the evacuator writes objects back behind a workload with think
 // time: with replication 1 the workload gets peer_failed and the evacuator
 // neither spins nor keeps the Manager from ending; with replication 2 its
-// write-backs go to the survivor. Own main: the job cannot end with a
+// write-backs go to the survivor. With --futures the objects are read
+// through dereference futures, 16 outstanding at a time: the failure comes
+// from their get(). Own main: the job cannot end with a
 // collective.
 #include <signal.h>
 
@@ -226,6 +228,43 @@ int vectors_scenario(bool replicated, const std::function<void()>& kill) {
   }
   return fail("no error within 60 s of the server's death");
 }
+// Dereference futures, 16 in flight per scope, after `kill`: with
+// replication 2 every object reads back; with 1, get() reports the loss.
+int futures_scenario(bool replicated, const std::function<void()>& kill) {
+  std::vector<UniquePtr<Object>> objects;
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    objects.push_back(make_unique<Object>(Object::of(i * 5 + 2)));
+    objects.back().evict();
+  }
+  kill();
+  const auto start = Clock::now();
+  while (Clock::now() - start < std::chrono::seconds(60)) {
+    for (std::size_t first = 0; first < objects.size(); first += 16) {
+      try {
+        DerefScope scope;
+        std::vector<Future<const Object*>> reads;
+        for (std::size_t i = first; i < first + 16 && i < objects.size(); ++i) reads.push_back(objects[i].deref_async(scope));
+        for (std::size_t k = 0; k < reads.size(); ++k)
+          if (!reads[k].get()->is((first + k) * 5 + 2)) return fail("object " + std::to_string(first + k) + " read wrong data");
+      } catch (const Error& e) {
+        if (replicated) return fail(std::string("after the loss: ") + e.what());
+        if (e.code() != Errc::peer_failed) return fail(std::string("wrong error: ") + e.what());
+        if (std::string(e.what()).find("(process 1) is lost") == std::string::npos)
+          return fail(std::string("the error does not name the lost server: ") + e.what());
+        std::printf("far: server loss reported after %.0f ms by a future: %s\n",
+                    std::chrono::duration<double, std::milli>(Clock::now() - start).count(), e.what());
+        return 0;
+      }
+      for (std::size_t i = first; i < first + 16 && i < objects.size(); ++i)
+        if (!objects[i].evict()) return fail("an unpinned object could not be evicted");
+    }
+    if (replicated) {
+      std::printf("far: survived the loss of server 1, %zu objects read through futures\n", objects.size());
+      return 0;
+    }
+  }
+  return fail("no error within 60 s of the server's death");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -257,6 +296,7 @@ int main(int argc, char** argv) {
   const bool replicated = config.replication == 2;
   const int rc = vectors                     ? vectors_scenario(replicated, kill)
                  : scenario == "--background" ? background_scenario(replicated, kill)
+                 : scenario == "--futures"    ? futures_scenario(replicated, kill)
                                               : objects_scenario(replicated, kill);
   if (job.size() == 3) call(ThreadId{2, 0}, [] { released.store(true); });
   return rc;

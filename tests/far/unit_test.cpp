@@ -582,3 +582,127 @@ TEST(FarUnit, OffloadedUpdatesReachEveryCopy) {
   device.kill(1);
   EXPECT_EQ(error_of([&] { a.reduce_remote(Sum<double>{}); }), Errc::peer_failed);
 }
+
+// Dereferences returning futures: many outstanding in one scope, all
+// completed by one wait, when_all over them, writes through them.
+TEST(FarUnit, DereferenceFutures) {
+  Manager manager(make_local_device(2, 4 << 20), small_cache(128 * 1024));
+  using Obj = shadow::Pattern<1024>;
+  std::vector<UniquePtr<Obj>> v;
+  for (std::uint64_t i = 0; i < 512; ++i) v.push_back(make_unique<Obj>(Obj::of(i)));  // 4 times the budget
+  std::vector<std::uint64_t> seeds(v.size());
+  for (std::uint64_t i = 0; i < v.size(); ++i) seeds[i] = i;
+  std::uint64_t next_seed = 1000;
+  for (std::size_t first = 0; first + 48 <= v.size(); first += 48) {
+    DerefScope scope;
+    std::vector<Future<const Obj*>> reads;
+    for (std::size_t k = 0; k < 40; ++k) reads.push_back(v[first + k].deref_async(scope));
+    std::vector<Future<Obj*>> writes;
+    for (std::size_t k = 40; k < 48; ++k) writes.push_back(v[first + k].deref_mut_async(scope));
+    EXPECT_TRUE(reads.back().valid());
+    auto all = when_all(std::move(reads)).get();  // one wait completes every one
+    for (std::size_t k = 0; k < 40; ++k) {
+      ASSERT_TRUE(all[k].ready());
+      const Obj* o = all[k].get();
+      EXPECT_TRUE(manager.in_cache(o));
+      EXPECT_TRUE(o->is(seeds[first + k])) << first + k;
+    }
+    for (std::size_t k = 40; k < 48; ++k) {
+      Obj* o = writes[k - 40].get();
+      EXPECT_TRUE(o->is(seeds[first + k]));
+      seeds[first + k] = next_seed;
+      *o = Obj::of(next_seed++);
+    }
+  }
+  EXPECT_GE(manager.stats().misses, 300u);
+  DerefScope scope;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    DerefScope one;
+    EXPECT_TRUE(v[i].deref_nt_async(one).get()->is(seeds[i])) << i;
+  }
+}
+
+// The starting thread's own dereference of an object in flight finishes
+// its transfer; a scope that ends first lands what is in flight and fails
+// the futures it leaves (their addresses are no longer pinned); a future
+// dropped unwaited leaves nothing behind.
+TEST(FarUnit, DereferenceFuturesAndTheirScope) {
+  Manager manager(make_local_device(1, 1 << 20), small_cache());
+  std::vector<UniquePtr<std::uint64_t>> v;
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    v.push_back(make_unique<std::uint64_t>(i + 100));
+    ASSERT_TRUE(v.back().evict());
+  }
+  {
+    DerefScope scope;
+    auto f = v[0].deref_async(scope);
+    EXPECT_EQ(*v[0].deref(scope), 100u);  // finishes the transfer first
+    const std::uint64_t* p = f.get();
+    EXPECT_EQ(p, v[0].deref(scope));
+    EXPECT_EQ(*p, 100u);
+    auto local = v[0].deref_async(scope);  // already local: ready at once
+    EXPECT_TRUE(local.ready());
+    EXPECT_EQ(*local.get(), 100u);
+  }
+  std::vector<Future<const std::uint64_t*>> left;
+  {
+    DerefScope scope;
+    for (std::size_t i = 1; i < 16; ++i) left.push_back(v[i].deref_async(scope));
+    { auto dropped = v[1].deref_async(scope); }
+  }
+  for (auto& f : left) {
+    ASSERT_TRUE(f.ready());  // completed when the scope ended
+    EXPECT_EQ(error_of([&] { f.get(); }), Errc::invalid_argument);
+  }
+  for (std::size_t i = 1; i < 16; ++i) {
+    EXPECT_TRUE(v[i].is_local());  // landed, and no longer busy or pinned
+    EXPECT_TRUE(v[i].evict());
+    EXPECT_EQ(v[i].read(), i + 100);
+  }
+  // Failures come from the future: a null pointer, another manager's scope.
+  UniquePtr<std::uint64_t> null;
+  DerefScope scope;
+  auto f = manager.deref_async(null.word(), 8, scope, Access::read);
+  EXPECT_EQ(error_of([&] { f.get(); }), Errc::invalid_argument);
+}
+
+// Another thread waiting for a shared far future waits until the starting
+// thread finishes it; a lost server fails the future with peer_failed.
+TEST(FarUnit, DereferenceFuturesAcrossThreadsAndLosses) {
+  auto owned = std::make_unique<LosableDevice>(2, 1 << 20);
+  LosableDevice& device = *owned;
+  Manager manager(std::move(owned), small_cache());
+  std::vector<UniquePtr<std::uint64_t>> v;
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    v.push_back(make_unique<std::uint64_t>(i * 7));
+    ASSERT_TRUE(v.back().evict());
+  }
+  {
+    DerefScope scope;
+    SharedFuture<const std::uint64_t*> shared = v[3].deref_async(scope).share();
+    std::atomic<std::uint64_t> seen{0};
+    std::thread waiter([&] { seen = *shared.get(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(*shared.get(), 21u);  // this thread's wait finishes it
+    waiter.join();
+    EXPECT_EQ(seen.load(), 21u);
+  }
+  std::size_t lost = 0;
+  device.kill(0);
+  device.kill(1);
+  DerefScope scope;
+  std::vector<Future<const std::uint64_t*>> futures;
+  for (auto& p : v) futures.push_back(p.deref_async(scope));
+  const auto started = std::chrono::steady_clock::now();
+  for (auto& f : futures) {
+    if (!f.valid()) continue;
+    try {
+      f.get();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::peer_failed);
+      ++lost;
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
+  EXPECT_EQ(lost, 7u);  // v[3] is local since
+}

@@ -29,6 +29,23 @@ class Dereference {
   T* deref_mut(DerefScope& scope) const { return get(scope, Access::write); }
   // Read without marking the object hot, for data touched once (a scan).
   const T* deref_nt(DerefScope& scope) const { return get(scope, Access::non_temporal); }
+  // The same, returning at once with the miss in flight (latency hiding):
+  // the future holds the object, pinned in `scope`. Wait for it on the
+  // thread that started it, before `scope` ends; waiting for one finishes
+  // every transfer the thread has under way (Manager::deref_async).
+  //
+  //   std::vector<rdmx::Future<const T*>> next;
+  //   for (auto& p : pointers) next.push_back(p.deref_async(scope));
+  //   for (auto& f : rdmx::when_all(std::move(next)).get()) use(*f.get());
+  Future<const T*> deref_async(DerefScope& scope) const {
+    return start(scope, Access::read).then([](void* p) { return static_cast<const T*>(p); });
+  }
+  Future<T*> deref_mut_async(DerefScope& scope) const {
+    return start(scope, Access::write).then([](void* p) { return static_cast<T*>(p); });
+  }
+  Future<const T*> deref_nt_async(DerefScope& scope) const {
+    return start(scope, Access::non_temporal).then([](void* p) { return static_cast<const T*>(p); });
+  }
   // A copy of the object / replace it, each in a scope of its own.
   T read() const {
     DerefScope scope;
@@ -40,6 +57,9 @@ class Dereference {
   }
 
  private:
+  Future<void*> start(DerefScope& scope, Access access) const {
+    return scope.manager().deref_async(static_cast<const Pointer&>(*this).word(), sizeof(T), scope, access);
+  }
   T* get(DerefScope& scope, Access access) const {
     return static_cast<T*>(scope.manager().deref(static_cast<const Pointer&>(*this).word(), sizeof(T), scope, access));
   }
