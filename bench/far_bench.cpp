@@ -37,8 +37,15 @@
 // uint64 (8 MiB, 64 times the cache) by a scan here (`far`), by
 // Array::reduce_remote on the server (`far_offload`), and over a
 // std::vector (`local`); seconds per sum, p50 over repetitions.
+// Case stride (far::Array's prefetcher): element reads through at(), each
+// in a scope of its own, four per chunk, visiting every third chunk (three
+// passes, from chunks 0, 1 and 2) of an 8 MiB array with a 1 MiB cache;
+// with the prefetcher (`prefetch`, 16 chunks ahead) and without
+// (`no_prefetch`), passes alternating in one run. ns_p50 is ns per chunk;
+// `prefetch_vs_off` is the ratio of the two p50s (speedup_p50) and the
+// share of chunks that came ahead (prefetch_hit_share).
 //   --quick  --seconds=S (per variant, default 1)  --ops=N (most per variant, default 20000)
-//   --cases=LIST (of cold, inflight, granularity, aggregate, snappy, web; default all)
+//   --cases=LIST (of cold, inflight, granularity, aggregate, snappy, web, stride; default all)
 //   --paths=LIST (of one_sided, two_sided; default both)
 #include <algorithm>
 #include <cmath>
@@ -117,7 +124,7 @@ Options parse(int argc, char** argv) {
     } else if (a.rfind("--ops=", 0) == 0) {
       o.ops = rdmx::env::parse_count(a.substr(6), "--ops");
     } else if (a.rfind("--cases=", 0) == 0) {
-      o.cases = parse_list("--cases", a.substr(8), {"cold", "inflight", "granularity", "aggregate", "snappy", "web"});
+      o.cases = parse_list("--cases", a.substr(8), {"cold", "inflight", "granularity", "aggregate", "snappy", "web", "stride"});
     } else if (a.rfind("--paths=", 0) == 0) {
       o.paths = parse_list("--paths", a.substr(8), {"one_sided", "two_sided"});
     } else {
@@ -667,6 +674,60 @@ void aggregate(const JsonLine& common, far::Path path, const Options& o) {
   });
 }
 
+void stride(const JsonLine& common, far::Path path, const Options& o) {
+  rdmx::Job& job = rdmx::Job::current();
+  constexpr std::size_t cache = 1 << 20;
+  far::Manager manager(job, bench_config(job, path, cache));
+  if (job.rank() != 0) return;
+  using Array = far::Array<std::uint64_t>;
+  constexpr std::size_t n = std::size_t{1} << 20;  // 8 MiB
+  constexpr std::size_t chunks = n / Array::per_chunk;
+  constexpr std::size_t step = 3;
+  Array a(n);
+  a.for_each_mut([](std::size_t i, std::uint64_t& x) { x = i; });
+  std::uint64_t expected = 0;
+  for (std::size_t c = 0; c < chunks; ++c)
+    for (std::size_t k = 0; k < 4; ++k) expected += c * Array::per_chunk + k * (Array::per_chunk / 4);
+  const auto pass = [&] {
+    std::uint64_t sum = 0;
+    for (std::size_t first = 0; first < step; ++first)
+      for (std::size_t c = first; c < chunks; c += step)
+        for (std::size_t k = 0; k < 4; ++k) {
+          far::DerefScope scope;
+          sum += a.at(scope, c * Array::per_chunk + k * (Array::per_chunk / 4));
+        }
+    return sum;
+  };
+  const std::size_t reps = std::max<std::size_t>(3, std::min<std::size_t>(o.ops / 1000, 15));
+  Result on, off;
+  std::uint64_t hits = 0;
+  for (std::size_t r = 0; r < reps; ++r) {
+    for (const bool prefetch : {true, false}) {
+      a.set_prefetch_depth(prefetch ? 16 : 0);
+      const far::Stats before = manager.stats();
+      Result one = timed_passes(prefetch ? "stride: prefetch" : "stride: no_prefetch", 1, expected, 0, pass);
+      (prefetch ? on : off).ns.push_back(one.ns[0] / chunks);
+      (prefetch ? on : off).seconds += one.seconds;
+      if (prefetch) hits += manager.stats().prefetch_hits - before.prefetch_hits;
+      if (!prefetch && manager.stats().prefetched != before.prefetched)
+        throw rdmx::Error(rdmx::Errc::protocol, "stride: the prefetcher ran while turned off");
+    }
+  }
+  const double fraction = static_cast<double>(cache) / static_cast<double>(n * sizeof(std::uint64_t));
+  on.local_fraction = off.local_fraction = fraction;
+  const JsonLine line = common.with("path", far::to_string(path));
+  report(line, "stride", "prefetch", Array::per_chunk * sizeof(std::uint64_t), on, 1);
+  report(line, "stride", "no_prefetch", Array::per_chunk * sizeof(std::uint64_t), off, 1);
+  std::sort(on.ns.begin(), on.ns.end());
+  std::sort(off.ns.begin(), off.ns.end());
+  const double speedup = off.ns[off.ns.size() / 2] / on.ns[on.ns.size() / 2];
+  const double share = static_cast<double>(hits) / static_cast<double>(reps * chunks);
+  const JsonLine ratio = line.with("case", "stride").field("variant", "prefetch_vs_off").field("size", Array::per_chunk * sizeof(std::uint64_t));
+  ratio.with("metric", "speedup_p50").field("value", speedup).print();
+  ratio.with("metric", "prefetch_hit_share").field("value", share).print();
+  std::fprintf(stderr, "far stride     prefetch is %.2fx no_prefetch (p50 per chunk), %.0f %% of chunks came ahead\n", speedup, share * 100);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -691,6 +752,7 @@ int main(int argc, char** argv) {
       if (o.runs("inflight")) inflight(common, path, o);
       if (o.runs("granularity")) granularity(common, path, o);
       if (o.runs("aggregate")) aggregate(common, path, o);
+      if (o.runs("stride")) stride(common, path, o);
 #ifdef RDMX_HAVE_SNAPPY
       if (o.runs("snappy")) snappy_case(common, path, o);
       if (o.runs("web")) web(common, path, o);
