@@ -108,8 +108,8 @@ constexpr Variable table[] = {
      "percent of the far-memory cache kept free: below it the evacuator wakes"},
     {"RDMX_FAR_FREE_HIGH", nullptr, Kind::count, 1, 50, nullptr, "10",
      "percent of the far-memory cache the evacuator frees up to once woken"},
-    {"RDMX_FAR_PREFETCH", nullptr, Kind::count, 0, 64, nullptr, "16",
-     "chunks a far::Array keeps in flight ahead of a strided access pattern (0: no prefetching)"},
+    {"RDMX_FAR_PREFETCH", nullptr, Kind::count, 0, 64, nullptr, "0",
+     "chunks a far::Array keeps in flight ahead of a strided access pattern (0: no prefetching, the default)"},
 };
 
 // RDMX_* variables that rdmx's own scripts set or read: not settings of the

@@ -62,7 +62,7 @@ Evacuator Config::env_evacuator() { return env_auto_on_off<Evacuator>("RDMX_FAR_
 const char* to_string(Watch watch) noexcept { return auto_on_off(watch); }
 Watch Config::env_evacuator_watch() { return env_auto_on_off<Watch>("RDMX_FAR_EVACUATOR_WATCH"); }
 double Config::env_free_low() { return static_cast<double>(env::get_count("RDMX_FAR_FREE_LOW", 5)) / 100; }
-std::size_t Config::env_prefetch_depth() { return env::get_count("RDMX_FAR_PREFETCH", 16); }
+std::size_t Config::env_prefetch_depth() { return env::get_count("RDMX_FAR_PREFETCH", 0); }
 double Config::env_free_high() { return static_cast<double>(env::get_count("RDMX_FAR_FREE_HIGH", 10)) / 100; }
 
 std::uint32_t size_class_of(std::size_t bytes) {

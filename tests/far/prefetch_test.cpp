@@ -109,6 +109,26 @@ TEST(FarPrefetch, OffFetchesNothingAhead) {
   EXPECT_EQ(manager.stats().prefetch_hits, 0u);
 }
 
+// Off unless asked for (a program correct without it could deadlock with
+// it, docs/far.md): a default Config fetches nothing ahead, and an array
+// that asks for a depth does.
+TEST(FarPrefetch, OffByDefaultOnWhenAsked) {
+  Config c;
+  EXPECT_EQ(c.prefetch_depth, 0u);  // RDMX_FAR_PREFETCH is not set here
+  c.cache_bytes = 512 * 1024;
+  c.region_bytes = 16 << 20;
+  Manager manager(make_local_device(2, 16 << 20), c);
+  Elements a(elements);
+  std::vector<std::uint64_t> shadow;
+  scans::fill(a, shadow);
+  scans::strided_scan(a, shadow, 0, 1, 3);
+  EXPECT_EQ(manager.stats().prefetched, 0u);
+  a.set_prefetch_depth(16);
+  scans::strided_scan(a, shadow, 0, 1, 3);
+  EXPECT_GT(manager.stats().prefetch_hits, 0u);
+  scans::check_all(a, shadow);
+}
+
 TEST(FarPrefetch, RandomAccessFetchesLittleAhead) {
   Manager manager(make_local_device(2, 16 << 20), cache_of(512 * 1024));
   Elements a(elements);

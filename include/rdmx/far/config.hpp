@@ -54,7 +54,7 @@ struct Config {
   static Watch env_evacuator_watch();               // RDMX_FAR_EVACUATOR_WATCH, default auto
   static double env_free_low();                     // RDMX_FAR_FREE_LOW (percent), default 5
   static double env_free_high();                    // RDMX_FAR_FREE_HIGH (percent), default 10
-  static std::size_t env_prefetch_depth();          // RDMX_FAR_PREFETCH, default 16
+  static std::size_t env_prefetch_depth();          // RDMX_FAR_PREFETCH, default 0 (off)
 
   // Ranks that serve; empty: the last process of the job.
   std::vector<std::uint32_t> servers = env_servers();
