@@ -78,13 +78,19 @@ rdmx_install_packages() {
   [ "${#missing[@]}" -eq 0 ] || rdmx_die "still missing after apt-get install: ${missing[*]}"
 }
 
+# rdmx_configure DIR [cmake -D options...]: configure RDMX_ROOT into DIR
+# (build type RDMX_BUILD_TYPE, default RelWithDebInfo).
+rdmx_configure() {
+  local dir="$1"; shift
+  cmake -S "$RDMX_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE="${RDMX_BUILD_TYPE:-RelWithDebInfo}" "$@" </dev/null
+}
+
 # rdmx_build DIR [cmake -D options...]: configure RDMX_ROOT into DIR and build
 # it with $(rdmx_jobs) parallel jobs. Returns 1 if configuring failed, 2 if
 # building failed.
 rdmx_build() {
   local dir="$1"; shift
-  local type="${RDMX_BUILD_TYPE:-RelWithDebInfo}"
-  cmake -S "$RDMX_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE="$type" "$@" </dev/null || return 1
+  rdmx_configure "$dir" "$@" || return 1
   cmake --build "$dir" --parallel "$(rdmx_jobs)" </dev/null || return 2
 }
 
