@@ -303,6 +303,10 @@ void issue(const Outgoing& c, ThreadId destination, CallKind kind, std::uint32_t
 
 }  // namespace
 
+bool ThreadContext::send_would_wait() const noexcept { return !shared_ && queued_sends_ >= max_queued_sends; }
+
+bool send_would_wait() { return Runtime::current().calling_context().send_would_wait(); }
+
 void send_call(const Outgoing& c) {
   Runtime::current().validate(c.destination);
   issue(c, c.destination, c.kind, c.destination.process, 1);

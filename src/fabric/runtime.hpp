@@ -293,6 +293,9 @@ class ThreadContext {
   std::deque<InboundCall> inbox_;
   std::atomic<bool> inbox_nonempty_{false};
   std::size_t queued_sends_ = 0;  // sends UCX has queued (flow control, non-shared contexts)
+ public:
+  bool send_would_wait() const noexcept;
+ private:
   // check_receive_path's state: the count of host failures already checked,
   // and the probe in flight (answer: 0 none yet, 1 answered, 2 failed).
   struct ReceiveProbe {

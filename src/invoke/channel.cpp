@@ -32,6 +32,28 @@ Synchronizer* owed(std::uint64_t sync) {
   return running_for->settle(running_from, s) ? s : nullptr;
 }
 
+// Restores a flag on every exit path.
+struct Scoped {
+  bool& flag;
+  bool saved;
+  Scoped(bool& f, bool value) : flag(f), saved(f) { flag = value; }
+  ~Scoped() { flag = saved; }
+};
+
+// Messengers::destination() for the calls run in a scope (polls nest).
+struct RunningFor {
+  WorkerState* saved;
+  std::uint32_t saved_from;
+  RunningFor(WorkerState* d, std::uint32_t from)
+      : saved(std::exchange(running_for, d)), saved_from(std::exchange(running_from, from)) {}
+  ~RunningFor() {
+    running_for = saved;
+    running_from = saved_from;
+  }
+  RunningFor(const RunningFor&) = delete;
+  RunningFor& operator=(const RunningFor&) = delete;
+};
+
 }  // namespace
 
 Channel::Channel(WorkerState& owner, ThreadId source, RemoteLocator feedback, std::vector<Chunk> chunks)
@@ -64,16 +86,7 @@ std::size_t Channel::poll(WorkerState& runner, std::size_t budget) {
 }
 
 std::size_t Channel::poll_now(WorkerState& runner, std::size_t budget) {
-  struct RunningFor {  // Messengers::destination() for the calls run here (polls nest)
-    WorkerState* saved;
-    std::uint32_t saved_from;
-    RunningFor(WorkerState* d, std::uint32_t from)
-        : saved(std::exchange(running_for, d)), saved_from(std::exchange(running_from, from)) {}
-    ~RunningFor() {
-      running_for = saved;
-      running_from = saved_from;
-    }
-  } running_for_owner{&owner_, source_.process};
+  const RunningFor running_for_owner{&owner_, source_.process};
   std::size_t ran = 0;
   for (;;) {
     if (offset_ == end_) {
@@ -129,6 +142,45 @@ std::size_t Channel::poll_now(WorkerState& runner, std::size_t budget) {
   }
   if (executing_ == 0 && finished_ != pushed_) push_consumed();
   return ran;
+}
+
+void Channel::run_relayed(WorkerState& runner, std::span<std::byte> record) {
+  if (broken_ || owner_.job.process_failed(source_.process)) return;  // as poll(): a dead sender's calls do not run
+  wire::RecordHeader h;
+  if (record.size() < sizeof h) corrupted("a relayed record of " + std::to_string(record.size()) + " bytes is cut off");
+  std::memcpy(&h, record.data(), sizeof h);
+  if (h.check != wire::record_check(h) || h.size != record.size() || h.size % wire::record_align != 0)
+    corrupted("a relayed record of " + std::to_string(record.size()) + " bytes has a bad header");
+  // Records in chunks are 8-byte aligned, and so are the buffers that travel
+  // in them: keep that promise for a record UCX delivered anywhere.
+  std::vector<std::uint64_t> copy(record.size() / sizeof(std::uint64_t));
+  std::memcpy(copy.data(), record.data(), record.size());
+  // A call whose buffer is being read has not started: later calls of this
+  // sender wait behind it, as behind read_ready() in a chunk.
+  relay_backlog_.push_back(std::move(copy));
+  if (relay_backlog_.size() > 1 || relay_reading_) return;  // the frame below runs it, in order
+  const RunningFor running_for_owner{&owner_, source_.process};
+  while (!relay_backlog_.empty() && !relay_reading_ && !broken_) {
+    std::vector<std::uint64_t> next = std::move(relay_backlog_.front());
+    relay_backlog_.pop_front();
+    const auto* at = reinterpret_cast<const std::byte*>(next.data());
+    std::memcpy(&h, at, sizeof h);
+    ++executing_;
+    struct Done {
+      int& n;
+      ~Done() { --n; }
+    } done{executing_};
+    try {
+      if (h.flags == wire::kind_call)
+        execute_plain(runner, at, h);
+      else
+        execute(runner, at, h);
+    } catch (const Error&) {
+      // Answering a sender that died meanwhile: as poll().
+      if (!owner_.job.process_failed(source_.process)) throw;
+      broken_ = true;
+    }
+  }
 }
 
 // A call_buffer whose buffer the destination reads: start the RDMA read and
@@ -247,6 +299,7 @@ std::span<std::byte> Channel::remote_buffer(const wire::RemoteBuffer& rb, std::u
   fetched.resize(rb.length);
   if (rb.length != 0) {
     const RemoteLocator from{holder, rb.region, rb.offset, rb.length};  // offered by its holder
+    Scoped reading(relay_reading_, true);  // relayed records that arrive meanwhile wait (run_relayed)
     rdmx::transmitter(holder).get(fetched.data(), from.length, rdmx::resolve(from)).get();
   }
   return {fetched.data(), fetched.size()};

@@ -83,6 +83,21 @@ void Messenger::throw_if_dead() const {
 
 void Messenger::setup() {
   tx_ = &rdmx::transmitter(dest_.process);
+  feedback_ = arena_of(owner_).allocate_chunk(64);
+  std::memset(feedback_.data, 0, 64);
+  if (add_chunks(owner_.options.chunks, true) == 0) {
+    // A budget (d's or this process's) is spent: no ring, ever, for this
+    // pair. The calls still go, as active messages, which need no setup.
+    relayed_ = true;
+    owner_.layer().count_relayed();
+    static std::atomic<bool> told{false};
+    if (!told.exchange(true))
+      rdmx::log(rdmx::LogLevel::info,
+                "messenger %u/%u -> %u/%u: no ring (RDMX_RING_BUDGET=%zu spent); its calls, and those of other "
+                "messengers refused later, go as active messages\n",
+                owner_.self.process, owner_.self.thread, dest_.process, dest_.thread, owner_.options.ring_budget);
+    return;
+  }
   // Say once per process that the ring is slow where RDMA is emulated, and
   // what to do about it: nothing else would tell the program why.
   static std::atomic<bool> told{false};
@@ -91,17 +106,26 @@ void Messenger::setup() {
                  "one-sided calls to process %u go over RDMA that UCX emulates (TCP): each waits for that "
                  "process's progress; send-based calls (rdmx::call) and async are much faster there\n",
                  dest_.process);
-  feedback_ = arena_of(owner_).allocate_chunk(64);
-  std::memset(feedback_.data, 0, 64);
-  add_chunks(owner_.options.chunks, true);
   activate(0);
 }
 
-void Messenger::add_chunks(std::uint32_t count, bool first) {
+std::uint32_t Messenger::add_chunks(std::uint32_t count, bool first) {
   const std::size_t chunk_size = owner_.options.chunk_size;
+  Messengers& layer = owner_.layer();
+  // This process's mirrors count against its own budget: charged before
+  // asking d (a first ring is all or nothing), refunded for chunks UCX maps.
+  const bool mirrors = !owner_.options.mapped_chunks || layer.mirrors_to(dest_.process);
+  if (mirrors) {
+    const std::uint32_t charged = layer.charge_chunks(count, first ? count : 1, chunk_size);
+    if (charged == 0) return 0;
+    count = charged;
+  }
+  std::uint32_t mirrors_charged = mirrors ? count : 0;
   std::vector<Chunk> added;
   for (std::uint32_t done = 0; done < count;) {
     const std::uint32_t n = std::min(count - done, chunks_per_setup);
+    // The first ring is all or nothing; after that, as many as fit.
+    const std::uint32_t at_least = first && done == 0 ? n : 1;
     const std::uint32_t dest_thread = dest_.thread;
     const ThreadId source = owner_.self;
     const RemoteLocator feedback = feedback_.locator(owner_.self.process).slice(0, 8);
@@ -114,9 +138,12 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
     call_return(ThreadId{dest_.process, service_thread}, [=] {
       SetupReply r;
       Job& job = Job::current();
+      Messengers& layer = fabric::layer<Messengers>();
+      const std::uint32_t granted = layer.charge_chunks(n, at_least, chunk_size);
+      if (granted == 0) return r;  // over RDMX_RING_BUDGET: refused
       memory::Arena& arena = job.arena_near(dest_thread);
       Announcement a{source, announce_channel, feedback, {}};
-      for (std::uint32_t i = 0; i < n; ++i) {
+      for (std::uint32_t i = 0; i < granted; ++i) {
         memory::Block b = arena.allocate_chunk(chunk_size, 64);
         // Zero it all, not only the Producer word: recycled arena memory
         // then holds nothing that looks like a record, and the last write
@@ -127,13 +154,14 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
         r.chunks[i] = b.locator(job.rank());
         r.chunks[i].length = chunk_size;
       }
-      fabric::layer<Messengers>().worker(dest_thread).announce(std::move(a));
-      r.count = n;
+      layer.worker(dest_thread).announce(std::move(a));
+      r.count = granted;
       return r;
     }, &reply, sync);
     try {
       sync.wait();
     } catch (const Error& e) {
+      layer.refund_chunks(mirrors_charged, chunk_size);
       throw Error(e.code(), "messenger to " + std::to_string(dest_.process) + "/" + std::to_string(dest_.thread) +
                                 ": no chunk memory: " + e.what());
     }
@@ -145,18 +173,34 @@ void Messenger::add_chunks(std::uint32_t count, bool first) {
       // would make, and publishing is a store (Seriema: "serialized by s
       // straight into the remote chunk"). Elsewhere: a mirror and RDMA writes.
       void* mapped = nullptr;
-      if (owner_.options.mapped_chunks && ucp_rkey_ptr(c.remote.rkey, c.remote.address, &mapped) == UCS_OK)
+      if (owner_.options.mapped_chunks && ucp_rkey_ptr(c.remote.rkey, c.remote.address, &mapped) == UCS_OK) {
         c.mapped = static_cast<std::byte*>(mapped);
-      else
+        if (mirrors_charged != 0) {
+          layer.refund_chunks(1, chunk_size);
+          --mirrors_charged;
+        }
+      } else {
+        // Charged above, unless the first ring to d said UCX maps its
+        // chunks and this one is not (never seen): then it is over budget.
+        if (mirrors_charged != 0)
+          --mirrors_charged;
+        else
+          layer.charge_anyway(chunk_size);
         c.mirror = arena_of(owner_).allocate_chunk(chunk_size, 64);
+      }
+      if (owner_.options.mapped_chunks) layer.learned_mapping(dest_.process, c.mapped != nullptr);
       added.push_back(c);
     }
-    done += n;
+    done += reply.count;
+    if (reply.count < n) break;  // d's budget is spent
   }
+  layer.refund_chunks(mirrors_charged, chunk_size);  // mirrors of chunks d did not grant
+  const auto count_added = static_cast<std::uint32_t>(added.size());
   if (first)
     ring_ = std::move(added);
   else
     ring_.insert(ring_.begin() + static_cast<std::ptrdiff_t>(cur_ + 1), added.begin(), added.end());
+  return count_added;
 }
 
 void Messenger::activate(std::size_t index) {
@@ -287,30 +331,41 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::BufferT
   }
 }
 
+bool Messenger::answered(const fabric::Outgoing& call, const detail::BufferTransfer* buffer) noexcept {
+  // The caller hears back through the record: when consumed, or when a
+  // buffer the destination reads has been read.
+  return call.sync != nullptr &&
+         (call.notify == Notify::consumed || (buffer != nullptr && buffer->how == detail::BufferTransfer::read));
+}
+
+void Messenger::owe(const fabric::Outgoing& call) {
+  // Counted down by d's answer, or failed with d's process. An answer by
+  // RDMA atomic is not seen here: the Synchronizer itself watches d's process.
+  call.sync->add();
+  if (call.remote_counter == nullptr)
+    owner_.owe(dest_.process, call.sync);
+  else
+    call.sync->expect_rdma_answer_from(dest_.process);
+}
+
 bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::BufferTransfer* buffer,
                        const Forward* forward) {
   const std::size_t size = record_size(call, buffer, forward);
   throw_if_dead();
+  if (relayed_) [[unlikely]]
+    return relay(call, mode, buffer, forward, size);
   const LaneClosed closed(*this);  // calls run by a wait below must not write into it
   if (ring_.empty() && !busy_) {
     // Setting up waits for d's service thread, and waiting runs calls; one
     // that calls d again meanwhile finds busy_ set and queues (below).
-    Scoped guard(busy_, true);
-    setup();
+    {
+      Scoped guard(busy_, true);
+      setup();
+    }
+    // Refused: never a ring, so the lane (LaneClosed) never opens either.
+    if (relayed_) return relay(call, mode, buffer, forward, size);
   }
-  // The caller hears back through the record: when consumed, or when a
-  // buffer the destination reads has been read.
-  const bool consumed = call.sync != nullptr &&
-                        (call.notify == Notify::consumed || (buffer != nullptr && buffer->how == detail::BufferTransfer::read));
-  // Counted down by d's answer, or failed with d's process. An answer by
-  // RDMA atomic is not seen here: the Synchronizer itself watches d's process.
-  auto owe = [&] {
-    call.sync->add();
-    if (call.remote_counter == nullptr)
-      owner_.owe(dest_.process, call.sync);
-    else
-      call.sync->expect_rdma_answer_from(dest_.process);
-  };
+  const bool consumed = answered(call, buffer);
   // Calls queued earlier go first (FIFO per sender).
   if (!overflow_.empty() && !busy_) drain_overflow();
   if (!overflow_.empty() || busy_) {
@@ -318,7 +373,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
     // could deadlock; queueing keeps the order and the thread moving.
     if (busy_ || mode.overflow || mode.policy == Policy::retry_async) {
       enqueue_overflow(call, buffer, forward, size, mode);
-      if (consumed) owe();
+      if (consumed) owe(call);
       return true;
     }
     if (mode.refuse) return false;
@@ -331,7 +386,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   if (!reserve(size)) {
     if (mode.overflow || mode.policy == Policy::retry_async) {
       enqueue_overflow(call, buffer, forward, size, mode);
-      if (consumed) owe();
+      if (consumed) owe(call);
       return true;
     }
     if (mode.refuse) return false;
@@ -343,7 +398,7 @@ bool Messenger::append(const fabric::Outgoing& call, const detail::Mode& mode, c
   write_buffer(call, buffer);
   serialize(call, buffer, forward, ring_[cur_].base() + write_, size);
   write_ += size;
-  if (consumed) owe();
+  if (consumed) owe(call);
   if (write_ - put_from_ >= mode.put_bytes) put_pending();
   // A caller that asked to hear back is about to wait: publish now rather
   // than at its next progress.
@@ -369,17 +424,21 @@ bool Messenger::rotate() {
   std::uint8_t grow = 0;
   if (ring_[next].seq > consumed) {
     // d has not consumed the next chunk yet: grow the ring, or wait.
-    if (n >= owner_.options.max_chunks) {
+    std::uint32_t added = 0;
+    if (n < owner_.options.max_chunks && can_grow_) {
+      const auto k = static_cast<std::uint32_t>(std::min<std::size_t>(n, owner_.options.max_chunks - n));
+      Scoped guard(busy_, true);
+      added = add_chunks(k, false);
+      // A budget cut it short: the ring keeps the size it has (asking again
+      // at every rotation would cost a refused round trip each).
+      if (added < k) can_grow_ = false;
+    }
+    if (added == 0) {
       if (published_ != write_) write_word(false, 0);  // let d read everything it can
       return false;
     }
-    const auto k = static_cast<std::uint32_t>(std::min<std::size_t>(n, owner_.options.max_chunks - n));
-    {
-      Scoped guard(busy_, true);
-      add_chunks(k, false);
-    }
     next = cur_ + 1;
-    grow = static_cast<std::uint8_t>(k);
+    grow = static_cast<std::uint8_t>(added);
   }
   write_word(true, grow);  // close: d moves on (and takes the new chunks) after reading it
   activate(next);
@@ -438,9 +497,14 @@ void Messenger::write_word(bool closed, std::uint8_t grow) {
 void Messenger::publish() {
   // Nothing goes to a dead process; whoever waits on it fails instead
   // (WorkerState::check_failures).
-  if (ring_.empty() || dead()) return;
+  if ((ring_.empty() && !relayed_) || dead()) return;
   const LaneClosed closed(*this);
   try {
+    if (relayed_) {
+      if (!overflow_.empty() && !busy_) drain_relayed(false);
+      if (!overflow_.empty()) mark_unpublished();  // the rest at the next progress
+      return;
+    }
     if (!overflow_.empty() && !busy_) drain_overflow();
     if (published_ != write_) write_word(false, 0);
   } catch (const Error&) {
@@ -480,7 +544,10 @@ void Messenger::enqueue_overflow(const fabric::Outgoing& call, const detail::Buf
   if (mode.overflow && mode.overflow_limit != 0 && !busy_ && overflow_bytes_ + size > mode.overflow_limit) {
     Scoped guard(busy_, true);
     while (overflow_bytes_ != 0 && overflow_bytes_ + size > mode.overflow_limit) {
-      drain_overflow_now();
+      if (relayed_)
+        drain_relayed(true);
+      else
+        drain_overflow_now();
       if (overflow_bytes_ != 0 && overflow_bytes_ + size > mode.overflow_limit) wait_for_room();
     }
   }
@@ -546,6 +613,102 @@ void Messenger::drain_overflow_now() {
     overflow_.pop_front();
   }
   if (published_ != write_) write_word(false, 0);
+}
+
+// ---- relayed: no ring ----
+
+bool Messenger::relay(const fabric::Outgoing& call, const detail::Mode& mode, const detail::BufferTransfer* buffer,
+                      const Forward* forward, std::size_t size) {
+  const bool consumed = answered(call, buffer);
+  // Calls queued while the ring was being asked for (or while earlier
+  // relayed records wait to leave) go first: FIFO per sender.
+  const bool may_wait = !mode.refuse && !mode.overflow && mode.policy == Policy::retry;
+  if (!overflow_.empty() && !busy_) drain_relayed(may_wait);
+  // The active messages play the ring's part: when UCX holds as many of
+  // this thread's sends as flow control allows, a call that must not wait
+  // queues (retry_async, ovfl) or is refused (try_), as on a full ring.
+  if (!busy_ && overflow_.empty() && !may_wait && fabric::send_would_wait()) {
+    if (mode.refuse) return false;
+    enqueue_overflow(call, buffer, forward, size, mode);
+    if (consumed) owe(call);
+    return true;
+  }
+  if (busy_ || !overflow_.empty()) {
+    if (mode.refuse) return false;
+    enqueue_overflow(call, buffer, forward, size, mode);
+    if (consumed) owe(call);
+    return true;
+  }
+  alignas(8) std::byte small[512];
+  std::vector<std::byte> large;
+  std::byte* at = small;
+  if (size > sizeof small) {
+    large.resize(size);
+    at = large.data();
+  }
+  write_buffer(call, buffer);
+  serialize(call, buffer, forward, at, size);
+  // Owed before it leaves: sending may progress, and the answer may come
+  // back within that progress.
+  if (consumed) owe(call);
+  try {
+    send_relayed({at, size});
+  } catch (const Error&) {
+    if (consumed && !dead()) {  // not sent; a dead d's debts fail on their own (check_failures)
+      call.sync->add(-1);
+      if (call.remote_counter == nullptr) owner_.settle(dest_.process, call.sync);
+    }
+    throw;
+  }
+  return true;
+}
+
+void Messenger::send_relayed(std::span<std::byte> record) {
+  // A call_buffer's RDMA write into d's buffer must land before the call
+  // that reads it: wait for it (a fence orders RDMA, not active messages).
+  wait_until_free(*tx_, dest_.process, unlanded_);
+  unlanded_ = {};
+  // Runs on d's thread, as a send-based call: the record as if read from a
+  // chunk. A small one (most) travels in the message's header, which needs
+  // no wait for the send to complete; a larger one as its payload.
+  fabric::Outgoing o;
+  o.destination = dest_;
+  o.function = fabric::FunctionId<RelayedRecord>::value;
+  if (record.size() <= RelayedRecord::inline_bytes) {
+    o.kind = fabric::CallKind::call;
+    o.closure = record.data();
+    o.closure_size = record.size();
+  } else {
+    o.kind = fabric::CallKind::buffer;
+    o.data = record;
+  }
+  fabric::send_call(o);  // returns once `record` may be reused
+}
+
+void RelayedRecord::invoke(fabric::Incoming& in) {
+  if (in.closure_size == 0) return Messengers::current().run_relayed(in.source, in.data);
+  // Copied out of the message header: aligned, and writable for a buffer that travels inline.
+  std::uint64_t words[inline_bytes / sizeof(std::uint64_t)];
+  const std::size_t size = std::min(in.closure_size, sizeof words);
+  std::memcpy(words, in.closure, size);
+  Messengers::current().run_relayed(in.source, {reinterpret_cast<std::byte*>(words), size});
+}
+
+void Messenger::drain_relayed(bool may_wait) {
+  Scoped guard(busy_, true);  // calls made while a record leaves queue behind it
+  while (!overflow_.empty()) {
+    Segment& s = overflow_.front();  // a deque: calls queued meanwhile do not move it
+    while (s.sent < s.used) {
+      if (!may_wait && fabric::send_would_wait()) return;
+      wire::RecordHeader h;
+      std::memcpy(&h, s.block.data + s.sent, sizeof h);
+      send_relayed({s.block.data + s.sent, h.size});
+      s.sent += h.size;
+      overflow_bytes_ -= h.size;
+    }
+    spare_.push_back(s);
+    overflow_.pop_front();
+  }
 }
 
 }  // namespace rdmx::invoke

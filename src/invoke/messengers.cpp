@@ -1,5 +1,6 @@
 #include "messengers.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "rdmx/core/env.hpp"
@@ -14,6 +15,7 @@ MessengerOptions MessengerOptions::from_env() {
   o.max_chunks = static_cast<std::uint32_t>(env::get_count("RDMX_MAX_CHUNKS", o.max_chunks));
   o.publish_bytes = env::get_size("RDMX_PUBLISH_BYTES", o.publish_bytes);
   o.mapped_chunks = env::get_bool("RDMX_MAPPED_CHUNKS", o.mapped_chunks);
+  o.ring_budget = env::get_size("RDMX_RING_BUDGET", o.ring_budget);
   if (o.chunk_size < 4096 || o.chunk_size % invoke::wire::record_align != 0 || o.chunk_size > invoke::wire::max_end)
     throw Error(Errc::invalid_argument, "RDMX_CHUNK_SIZE must be a multiple of 8 between 4 KiB and 2 GiB, got " +
                                             std::to_string(o.chunk_size));
@@ -134,6 +136,12 @@ void WorkerState::announce(Announcement a) {
   announced_.store(true, std::memory_order_release);
 }
 
+void WorkerState::run_relayed(ThreadId source, std::span<std::byte> record) {
+  auto& channel = relays_[std::uint64_t{source.process} << 32 | source.thread];
+  if (!channel) channel = std::make_unique<Channel>(*this, source, RemoteLocator{}, std::vector<Channel::Chunk>{});
+  channel->run_relayed(*this, record);
+}
+
 void WorkerState::take_announcements() {
   std::deque<Announcement> taken;
   {
@@ -211,7 +219,8 @@ void WorkerState::publish_all() {
 
 // ---- Messengers ----
 
-Messengers::Messengers(Job& job) : options_(MessengerOptions::from_env()) {
+Messengers::Messengers(Job& job)
+    : options_(MessengerOptions::from_env()), mapped_(std::make_unique<std::atomic<std::uint8_t>[]>(job.size())) {
   for (std::uint32_t s = 0; s < job.workers_per_process(); ++s) workers_.push_back(std::make_unique<WorkerState>(*this, job, s, options_));
   // Worker w's calls go to helper w mod H, always the same one: a channel is
   // only ever consumed by one thread, so no consumer-side state is shared.
@@ -220,6 +229,16 @@ Messengers::Messengers(Job& job) : options_(MessengerOptions::from_env()) {
 }
 
 std::size_t Messengers::poll(std::uint32_t worker) { return workers_[worker]->poll(); }
+
+std::uint32_t Messengers::charge_chunks(std::uint32_t wanted, std::uint32_t at_least, std::size_t bytes) {
+  std::size_t used = ring_bytes_.load(std::memory_order_relaxed);
+  for (;;) {
+    const std::size_t room = options_.ring_budget > used ? options_.ring_budget - used : 0;
+    const auto fit = static_cast<std::uint32_t>(std::min<std::size_t>(wanted, room / bytes));
+    if (fit == 0 || fit < at_least) return 0;
+    if (ring_bytes_.compare_exchange_weak(used, used + fit * bytes, std::memory_order_relaxed)) return fit;
+  }
+}
 
 void Messengers::flush(std::uint32_t worker) { workers_[worker]->publish_all(); }
 

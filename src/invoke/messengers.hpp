@@ -69,6 +69,9 @@ class Messenger {
 
   bool append(const fabric::Outgoing& call, const detail::Mode& mode, const detail::BufferTransfer* buffer = nullptr,
               const Forward* forward = nullptr);
+  // d's process refused this messenger a ring (RDMX_RING_BUDGET): for its
+  // whole life its calls travel as active messages (relayed), in order.
+  bool relayed() const noexcept { return relayed_; }
   // Make every appended call visible to d (drains the overflow queue as far
   // as the ring allows).
   void publish();
@@ -99,7 +102,20 @@ class Messenger {
     transfer::EpochTag tag;
   };
   void setup();
-  void add_chunks(std::uint32_t count, bool first);
+  // Asks d's process for `count` chunks; returns how many were added (fewer,
+  // or none, once a process's RDMX_RING_BUDGET is reached).
+  std::uint32_t add_chunks(std::uint32_t count, bool first);
+  // The relayed path: each record, serialized as for a chunk, is the payload
+  // of a send-based call that runs it on d (WorkerState::run_relayed).
+  bool relay(const fabric::Outgoing& call, const detail::Mode& mode, const detail::BufferTransfer* buffer,
+             const Forward* forward, std::size_t size);
+  void send_relayed(std::span<std::byte> record);
+  // Sends what is queued, in order; without `may_wait`, only as long as
+  // sending does not wait (fabric::send_would_wait).
+  void drain_relayed(bool may_wait);
+  // Whether the call's caller hears back through the record (and so is owed an answer).
+  static bool answered(const fabric::Outgoing& call, const detail::BufferTransfer* buffer) noexcept;
+  void owe(const fabric::Outgoing& call);
   bool reserve(std::size_t bytes);
   bool rotate();
   void activate(std::size_t index);
@@ -140,6 +156,8 @@ class Messenger {
   memory::Block feedback_;  // d writes its count of fully consumed chunks here
   WordSlots words_;
   bool busy_ = false;  // rotating or growing: calls made meanwhile (from nested progress) queue
+  bool relayed_ = false;   // refused a ring: calls go as active messages
+  bool can_grow_ = true;   // false once a growth was refused (or cut short) by a budget
   // The last RDMA write of this channel since its last publish (the
   // transmitter's epochs complete in order, so it covers the earlier ones):
   // a store into a mapped chunk must not overtake it.
@@ -158,6 +176,14 @@ struct Inspect {
     return wire::encode({end, static_cast<std::uint16_t>(m.ring_[m.cur_].seq), false, 0}, m.salt_);
   }
   static transfer::Transmitter& transmitter(const Messenger& m) { return *m.tx_; }
+  static std::size_t ring_size(const Messenger& m) { return m.ring_.size(); }
+};
+
+// The send-based call that carries a relayed messenger's record (in its
+// header up to inline_bytes, else as its payload) to d's thread.
+struct RelayedRecord {
+  static constexpr std::size_t inline_bytes = 256;
+  static void invoke(fabric::Incoming& in);
 };
 
 // Receiver side of one channel, s -> d (Seriema's receiving RDMAMessenger).
@@ -169,6 +195,9 @@ class Channel {
   };
   // `owner`: the worker thread the calls are addressed to.
   Channel(WorkerState& owner, ThreadId source, RemoteLocator feedback, std::vector<Chunk> chunks);
+  // Run one record relayed as an active message (the sender was refused a
+  // ring), on the destination thread, as if read from a chunk.
+  void run_relayed(WorkerState& runner, std::span<std::byte> record);
   // Run up to `budget` calls on the calling thread, whose state is `runner`
   // (the owner's, or a helper's that answers as itself); throws
   // Errc::protocol for a corrupted chunk.
@@ -220,6 +249,10 @@ class Channel {
   int executing_ = 0;              // calls of this channel running (nested progress may re-enter)
   bool broken_ = false;
   bool pushing_ = false;
+  // Relayed records (run_relayed) not run yet, in order, and whether one's
+  // buffer is being read (the rest wait for it).
+  std::deque<std::vector<std::uint64_t>> relay_backlog_;
+  bool relay_reading_ = false;
   struct Read {  // the buffer of the call at offset_, being read from its caller
     bool active = false;
     // Starting the read may wait (the caller's rkey is looked up by a
@@ -260,6 +293,9 @@ class WorkerState {
   // Nothing that arrived waits on the network to run, no written buffer waits to be reported.
   bool settled() const;
   void announce(Announcement a);  // any thread (the service thread)
+  // A record from `source`'s relayed messenger (Messenger::relayed), on this worker's thread.
+  void run_relayed(ThreadId source, std::span<std::byte> record);
+  Messengers& layer() noexcept { return layer_; }
   void take_announcements();      // this worker's thread
   void unpublished(Messenger& m) { pending_publish_.push_back(&m); }
   // A call_buffer's RDMA write from the caller's buffer into `process`:
@@ -326,6 +362,9 @@ class WorkerState {
   };
   std::deque<Written> written_;
   std::vector<std::unique_ptr<Channel>> channels_;
+  // Senders whose messengers relay (no ring): their records run through a
+  // Channel without chunks, by source (process << 32 | thread).
+  std::map<std::uint64_t, std::unique_ptr<Channel>> relays_;
   std::mutex announce_mutex_;
   std::deque<Announcement> announcements_;
   std::atomic<bool> announced_{false};
@@ -350,6 +389,29 @@ class Messengers final : public fabric::Layer {
   std::string failure_of(std::uint32_t process) const;
   WorkerState& worker(std::uint32_t index) { return *workers_.at(index); }
   const MessengerOptions& options() const noexcept { return options_; }
+
+  // The ring budget (MessengerOptions::ring_budget), for every thread of the
+  // process: the service thread charges the chunks it hands out, senders
+  // their mirrors. Charges up to `wanted` chunks of `bytes` each, all or as
+  // many as fit but at least `at_least`; returns how many (0: refused).
+  std::uint32_t charge_chunks(std::uint32_t wanted, std::uint32_t at_least, std::size_t bytes);
+  void charge_anyway(std::size_t bytes) { ring_bytes_.fetch_add(bytes, std::memory_order_relaxed); }
+  void refund_chunks(std::uint32_t count, std::size_t bytes) {
+    ring_bytes_.fetch_sub(count * bytes, std::memory_order_relaxed);
+  }
+  // Bytes of chunks charged so far (never returned: rings live as long as the job).
+  std::size_t ring_bytes() const noexcept { return ring_bytes_.load(std::memory_order_relaxed); }
+  // Messengers of this process that were refused a ring and relay.
+  std::uint64_t relayed_messengers() const noexcept { return relayed_.load(std::memory_order_relaxed); }
+  void count_relayed() noexcept { relayed_.fetch_add(1, std::memory_order_relaxed); }
+  // Whether chunks of `process` need a mirror here (UCX does not map them):
+  // unknown (true) until this process's first ring to it says.
+  bool mirrors_to(std::uint32_t process) const noexcept {
+    return mapped_[process].load(std::memory_order_relaxed) != mapped_yes;
+  }
+  void learned_mapping(std::uint32_t process, bool mapped) noexcept {
+    mapped_[process].store(mapped ? mapped_yes : mapped_no, std::memory_order_relaxed);
+  }
   // The calling worker thread's state; throws for other threads.
   static WorkerState& current();
   // The state of the worker thread the one-sided call running on this
@@ -359,6 +421,10 @@ class Messengers final : public fabric::Layer {
 
  private:
   MessengerOptions options_;
+  std::atomic<std::size_t> ring_bytes_{0};
+  std::atomic<std::uint64_t> relayed_{0};
+  static constexpr std::uint8_t mapped_unknown = 0, mapped_yes = 1, mapped_no = 2;
+  std::unique_ptr<std::atomic<std::uint8_t>[]> mapped_;  // by process
   std::vector<std::unique_ptr<WorkerState>> workers_;
   mutable std::mutex failures_mutex_;
   std::map<std::uint32_t, std::string> why_;

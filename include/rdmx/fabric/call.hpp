@@ -20,6 +20,10 @@ namespace fabric {
 
 void send_call(const Outgoing& call);
 void broadcast_call(const Outgoing& call);
+// Whether the calling thread's next send_call would wait (progressing) for
+// earlier sends to leave first: it has as many queued inside UCX as flow
+// control allows. For paths that must not wait, to queue the call instead.
+bool send_would_wait();
 
 namespace detail {
 // The send-based path: every call one UCX active message.

@@ -52,6 +52,11 @@ struct MessengerOptions {
   std::uint32_t max_chunks = 16;        // RDMX_MAX_CHUNKS: most chunks per destination (c_max, <= 127)
   std::size_t publish_bytes = 4096;     // RDMX_PUBLISH_BYTES: publish after this many unpublished bytes
   bool mapped_chunks = true;            // RDMX_MAPPED_CHUNKS: write calls straight into chunks UCX maps here (shared memory)
+  // RDMX_RING_BUDGET: most bytes of chunks this process holds for rings,
+  // its receivers' chunks and its senders' mirrors together. Past it a new
+  // ring is refused (its messenger sends as active messages instead) and a
+  // ring stops growing. 0: no rings at all.
+  std::size_t ring_budget = std::size_t{256} << 20;
   static MessengerOptions from_env();   // throws Errc::invalid_argument for inconsistent values
 };
 
