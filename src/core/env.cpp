@@ -57,7 +57,7 @@ constexpr Variable table[] = {
     {"RDMX_CHUNKS", nullptr, Kind::count, 1, 127, nullptr, "2", "chunks a messenger sets up per destination thread"},
     {"RDMX_MAX_CHUNKS", nullptr, Kind::count, 1, 127, nullptr, "16",
      "most chunks per destination (at least RDMX_CHUNKS)"},
-    {"RDMX_RING_BUDGET", nullptr, Kind::size, 0, 64 * TiB, nullptr, "256M",
+    {"RDMX_RING_BUDGET", nullptr, Kind::size, 0, 64 * TiB, nullptr, "512M",
      "most bytes of messenger chunks a process holds (its receivers' chunks and its senders' mirrors); past it new rings are refused and those messengers send their calls as active messages"},
     {"RDMX_PUBLISH_BYTES", nullptr, Kind::size, 1, 2 * GiB, nullptr, "4K",
      "a messenger publishes after this many unpublished bytes"},

@@ -56,7 +56,7 @@ struct MessengerOptions {
   // its receivers' chunks and its senders' mirrors together. Past it a new
   // ring is refused (its messenger sends as active messages instead) and a
   // ring stops growing. 0: no rings at all.
-  std::size_t ring_budget = std::size_t{256} << 20;
+  std::size_t ring_budget = std::size_t{512} << 20;
   static MessengerOptions from_env();   // throws Errc::invalid_argument for inconsistent values
 };
 
