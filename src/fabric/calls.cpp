@@ -19,7 +19,8 @@ struct SendBuffer {
   static constexpr std::size_t capacity = 4096 + sizeof(CallHeader);
   Synchronizer* sync = nullptr;       // counted down when sent, if set
   std::atomic<bool>* done = nullptr;  // set when sent, if set
-  std::size_t* in_flight = nullptr;   // the sending thread's count of queued sends
+  ThreadContext* queued_on = nullptr;  // counted in this context's queued sends (flow control)
+  std::uint32_t process = 0;           // to this process
   std::vector<std::byte> large;       // a reply too large for bytes (a big call_return result)
   alignas(8) std::byte bytes[capacity];
 };
@@ -43,7 +44,7 @@ std::unique_ptr<SendBuffer> take_send_buffer() {
   auto b = send_pool.take();
   b->sync = nullptr;
   b->done = nullptr;
-  b->in_flight = nullptr;
+  b->queued_on = nullptr;
   return b;
 }
 
@@ -60,7 +61,7 @@ void finish_send(std::unique_ptr<SendBuffer> buffer, ucs_status_t status) {
       buffer->sync->fail(transfer::errc_of(status), std::string("send failed: ") + ucs_status_string(status));
   }
   if (buffer->done != nullptr) buffer->done->store(true, std::memory_order_release);
-  if (buffer->in_flight != nullptr) --*buffer->in_flight;
+  if (buffer->queued_on != nullptr) buffer->queued_on->send_left(buffer->process);
   send_pool.give(std::move(buffer));
 }
 
@@ -210,18 +211,30 @@ void ThreadContext::transmit(CallHeader header, const Outgoing& c, ThreadId dest
   // Only this thread runs a non-shared worker's callbacks, and only inside
   // progress: counting after the send returned cannot race with completion.
   if (!shared_) {
-    record->in_flight = &queued_sends_;
-    ++queued_sends_;
+    record->queued_on = this;
+    record->process = destination.process;
+    ++queued_to_[destination.process];
+    if (!written_off_[destination.process]) ++queued_sends_;
   }
-  record.release();  // owned by the completion callback now
+  SendBuffer* const sent = record.release();  // owned by the completion callback now
   if (!shared_)
     while (queued_sends_ > max_queued_sends) {
       ep.check_alive();
       progress();
+      write_off_failed();  // sends queued to a process that died never leave
     }
   if (wait_here) {
     while (!done.load(std::memory_order_acquire)) {
       ep.check_alive();
+      // A peer on this host that died is seen by its pid, not by its
+      // endpoint: the send may never complete. Nothing is waited for any
+      // more (this thread alone runs the callback); UCX drops the request
+      // when the endpoint closes, and until then a payload to a dead
+      // process has no reader.
+      if (!shared_ && runtime_.process_failed(destination.process)) {
+        sent->done = nullptr;
+        throw Error(Errc::peer_failed, "call to " + to_string(destination) + ": " + runtime_.failure_of(destination.process));
+      }
       if (shared_ && current_context == this) {
         // The service thread itself, forwarding a broadcast's payload: it is
         // the one that progresses this worker. Only UCX's progress, not
@@ -303,7 +316,39 @@ void issue(const Outgoing& c, ThreadId destination, CallKind kind, std::uint32_t
 
 }  // namespace
 
-bool ThreadContext::send_would_wait() const noexcept { return !shared_ && queued_sends_ >= max_queued_sends; }
+bool ThreadContext::send_would_wait() {
+  if (shared_ || queued_sends_ < max_queued_sends) return false;
+  write_off_failed();
+  return queued_sends_ >= max_queued_sends;
+}
+
+void ThreadContext::flush_sends() {
+  if (shared_) return;  // not counted: its sends are not this thread's alone
+  write_off_failed();
+  while (queued_sends_ != 0) {
+    progress();
+    write_off_failed();
+  }
+}
+
+void flush_sends() { Runtime::current().calling_context().flush_sends(); }
+
+void ThreadContext::send_left(std::uint32_t process) noexcept {
+  --queued_to_[process];
+  if (!written_off_[process]) --queued_sends_;
+}
+
+void ThreadContext::write_off_failed() {
+  const std::uint32_t failures = runtime_.failure_count();
+  if (failures == failures_seen_) [[likely]]
+    return;
+  failures_seen_ = failures;
+  for (std::uint32_t p = 0; p < runtime_.size(); ++p)
+    if (!written_off_[p] && runtime_.process_failed(p)) {
+      written_off_[p] = true;
+      queued_sends_ -= queued_to_[p];
+    }
+}
 
 bool send_would_wait() { return Runtime::current().calling_context().send_would_wait(); }
 

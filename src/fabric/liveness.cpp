@@ -41,6 +41,7 @@ void Runtime::peer_failed(std::uint32_t process, const std::string& why) {
     failures_[process] = why;
   }
   if (same_host(process)) host_failures_.fetch_add(1, std::memory_order_acq_rel);
+  failure_count_.fetch_add(1, std::memory_order_acq_rel);
   pending_.fail_process(process, why);
   const std::size_t count = layer_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) layer_list_[i].load(std::memory_order_relaxed)->process_failed(process, why);

@@ -292,9 +292,20 @@ class ThreadContext {
   std::mutex inbox_mutex_;
   std::deque<InboundCall> inbox_;
   std::atomic<bool> inbox_nonempty_{false};
-  std::size_t queued_sends_ = 0;  // sends UCX has queued (flow control, non-shared contexts)
+  // Flow control (non-shared contexts): the sends UCX has queued, in all
+  // and by destination process. A send to a process that died may never
+  // complete (shared memory reports no failure), so once the process is
+  // known failed its sends stop counting: they must not hold up the others.
+  std::size_t queued_sends_ = 0;
+  std::vector<std::uint32_t> queued_to_;
+  std::vector<bool> written_off_;  // by process: failed, its queued sends no longer counted
+  std::uint32_t failures_seen_ = 0;
+  void write_off_failed();
  public:
-  bool send_would_wait() const noexcept;
+  bool send_would_wait();
+  void flush_sends();
+  // A send counted in queued_sends_ completed (its callback, on this thread).
+  void send_left(std::uint32_t process) noexcept;
  private:
   // check_receive_path's state: the count of host failures already checked,
   // and the probe in flight (answer: 0 none yet, 1 answered, 2 failed).
@@ -359,6 +370,8 @@ class Runtime {
   void validate(ThreadId id) const;
   bool process_failed(std::uint32_t process) const { return failed_[process].load(std::memory_order_acquire); }
   const std::atomic<bool>* failure_flags() const noexcept { return failed_.get(); }
+  // Processes known failed so far: a cheap check for new failures.
+  std::uint32_t failure_count() const noexcept { return failure_count_.load(std::memory_order_acquire); }
   void peer_failed(std::uint32_t process, const std::string& why);
   // Whether `process` has failed, or (on this host) has exited, which then
   // counts as its failure.
@@ -485,6 +498,7 @@ class Runtime {
   mutable std::mutex failures_mutex_;
   std::vector<std::string> failures_;  // [process]: why, once failed
   std::atomic<std::uint32_t> host_failures_{0};
+  std::atomic<std::uint32_t> failure_count_{0};
   std::uint32_t receive_probe_ms_ = 10'000;
   PendingReplies pending_;
   std::unique_ptr<detail::Collectives> collectives_;

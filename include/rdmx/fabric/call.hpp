@@ -24,6 +24,11 @@ void broadcast_call(const Outgoing& call);
 // earlier sends to leave first: it has as many queued inside UCX as flow
 // control allows. For paths that must not wait, to queue the call instead.
 bool send_would_wait();
+// Wait, progressing, until the sends the calling thread has queued inside UCX
+// have left it: a queued send leaves only while its thread progresses, so a
+// thread about to stop progressing (busy with its own work) calls this first.
+// Sends to a process known failed are not waited for.
+void flush_sends();
 
 namespace detail {
 // The send-based path: every call one UCX active message.
