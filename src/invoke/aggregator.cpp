@@ -41,7 +41,7 @@ void Aggregator::submit(const fabric::Outgoing& call) {
   called_[std::size_t{call.destination.process} * threads_ + call.destination.thread] = true;
 }
 
-void Aggregator::flush() { invoke::Messengers::current().publish_all(); }
+void Aggregator::flush() { invoke::Messengers::current().flush(); }
 
 void Aggregator::shutdown() {
   if (shut_down_) return;
@@ -58,7 +58,7 @@ void Aggregator::shutdown() {
     }, nullptr, Notify::sent), last);
   }
   shut_down_ = true;
-  state.publish_all();
+  state.flush();
 }
 
 std::uint64_t Aggregator::shutdowns_received() const { return invoke::Messengers::current().shutdowns(phase_); }

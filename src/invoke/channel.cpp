@@ -161,6 +161,11 @@ void Channel::run_relayed(WorkerState& runner, std::span<std::byte> record) {
   if (relay_backlog_.size() > 1 || relay_reading_) return;  // the frame below runs it, in order
   const RunningFor running_for_owner{&owner_, source_.process};
   while (!relay_backlog_.empty() && !relay_reading_ && !broken_) {
+    if (owner_.job.process_failed(source_.process)) {  // what it sent before dying does not run either
+      broken_ = true;
+      relay_backlog_.clear();
+      break;
+    }
     std::vector<std::uint64_t> next = std::move(relay_backlog_.front());
     relay_backlog_.pop_front();
     const auto* at = reinterpret_cast<const std::byte*>(next.data());

@@ -89,6 +89,8 @@ void Messenger::setup() {
     // A budget (d's or this process's) is spent: no ring, ever, for this
     // pair. The calls still go, as active messages, which need no setup.
     relayed_ = true;
+    relay_to_ = ThreadId{dest_.process, consumer_of(owner_.job, dest_.thread)};
+    owner_.relaying(*this);
     owner_.layer().count_relayed();
     static std::atomic<bool> told{false};
     if (!told.exchange(true))
@@ -516,6 +518,15 @@ void Messenger::publish() {
   if (!overflow_.empty()) mark_unpublished();
 }
 
+void Messenger::drain_relayed_all() {
+  if (!relayed_ || overflow_.empty() || busy_ || dead()) return;
+  try {
+    drain_relayed(true);
+  } catch (const Error&) {
+    if (!dead()) throw;  // as publish(): a destination that died meanwhile fails its own waits
+  }
+}
+
 void Messenger::mark_unpublished() {
   if (listed) return;
   listed = true;
@@ -627,7 +638,7 @@ bool Messenger::relay(const fabric::Outgoing& call, const detail::Mode& mode, co
   // The active messages play the ring's part: when UCX holds as many of
   // this thread's sends as flow control allows, a call that must not wait
   // queues (retry_async, ovfl) or is refused (try_), as on a full ring.
-  if (!busy_ && overflow_.empty() && !may_wait && fabric::send_would_wait()) {
+  if (!busy_ && overflow_.empty() && !may_wait && (fabric::send_would_wait() || relay_window_full())) {
     if (mode.refuse) return false;
     enqueue_overflow(call, buffer, forward, size, mode);
     if (consumed) owe(call);
@@ -638,6 +649,12 @@ bool Messenger::relay(const fabric::Outgoing& call, const detail::Mode& mode, co
     enqueue_overflow(call, buffer, forward, size, mode);
     if (consumed) owe(call);
     return true;
+  }
+  if (relay_window_full()) {
+    // As a ring at c_max: progress until d has consumed (calls made
+    // meanwhile queue behind this one).
+    Scoped guard(busy_, true);
+    while (relay_window_full()) wait_for_room();
   }
   alignas(8) std::byte small[512];
   std::vector<std::byte> large;
@@ -668,30 +685,88 @@ void Messenger::send_relayed(std::span<std::byte> record) {
   // that reads it: wait for it (a fence orders RDMA, not active messages).
   wait_until_free(*tx_, dest_.process, unlanded_);
   unlanded_ = {};
-  // Runs on d's thread, as a send-based call: the record as if read from a
-  // chunk. A small one (most) travels in the message's header, which needs
-  // no wait for the send to complete; a larger one as its payload.
+  send_record(record);
+  relay_unmarked_ += record.size();
+  if (relay_unmarked_ >= owner_.options.chunk_size) send_relay_marker();
+}
+
+bool Messenger::relay_window_full() const noexcept {
+  return relay_markers_ - relay_acked_ >= owner_.options.max_chunks;
+}
+
+void Messenger::send_relay_marker() {
+  // d acknowledges with a send-based call straight to this thread, not
+  // through its own messenger: that one may itself be waiting for room
+  // towards us (two threads relaying to each other), and an answer queued
+  // behind that wait would never come.
+  const auto marker = [s = owner_.self, d = dest_] {
+    rdmx::call(s, [d] { Messengers::current().messenger(d).relay_acked(); });
+  };
+  const fabric::Outgoing o = fabric::outgoing<fabric::CallWrapper>(dest_, fabric::CallKind::call, marker, nullptr, Notify::sent);
+  alignas(8) std::byte record[128];
+  const std::size_t size = record_size(o, nullptr, nullptr);
+  if (size > sizeof record) throw Error(Errc::protocol, "a relay marker of " + std::to_string(size) + " bytes");
+  serialize(o, nullptr, nullptr, record, size);
+  relay_unmarked_ = 0;
+  send_record({record, size});
+  ++relay_markers_;
+}
+
+void Messenger::send_record(std::span<std::byte> record) {  // Runs, as a send-based call, on the thread that would poll d's ring: d's
+  // own, or the helper serving d, which a busy d needs (its calls wait for
+  // nobody else); there the record runs as if read from a chunk. A small
+  // one (most) travels in the message's header, which needs no wait for the
+  // send to complete; a larger one as its payload.
+  const RelayedRecord::Addressed to{dest_.thread, 0};
+  alignas(8) std::byte header[sizeof to + RelayedRecord::inline_bytes];
+  std::memcpy(header, &to, sizeof to);
   fabric::Outgoing o;
-  o.destination = dest_;
+  o.destination = relay_to_;
   o.function = fabric::FunctionId<RelayedRecord>::value;
+  o.closure = header;
   if (record.size() <= RelayedRecord::inline_bytes) {
     o.kind = fabric::CallKind::call;
-    o.closure = record.data();
-    o.closure_size = record.size();
+    std::memcpy(header + sizeof to, record.data(), record.size());
+    o.closure_size = sizeof to + record.size();
   } else {
     o.kind = fabric::CallKind::buffer;
+    o.closure_size = sizeof to;
     o.data = record;
   }
   fabric::send_call(o);  // returns once `record` may be reused
 }
 
 void RelayedRecord::invoke(fabric::Incoming& in) {
-  if (in.closure_size == 0) return Messengers::current().run_relayed(in.source, in.data);
+  WorkerState& runner = Messengers::current();
+  try {
+    run(runner, in);
+  } catch (const Error& e) {
+    // A malformed record: reported as a corrupted chunk is, by the
+    // consumer's next poll (a throw here would only reach the fabric's log).
+    if (e.code() != Errc::protocol) throw;
+    runner.report_later(e);
+  }
+}
+
+void RelayedRecord::run(WorkerState& runner, fabric::Incoming& in) {
+  Addressed to;
+  if (in.closure_size < sizeof to || in.closure_size > sizeof to + inline_bytes)
+    throw Error(Errc::protocol, "a relayed one-sided call from " + std::to_string(in.source.process) + "/" +
+                                    std::to_string(in.source.thread) + " has a malformed header of " +
+                                    std::to_string(in.closure_size) + " bytes");
+  std::memcpy(&to, in.closure, sizeof to);
+  if (!runner.consumes_for(to.thread))
+    throw Error(Errc::protocol, "a relayed one-sided call from " + std::to_string(in.source.process) + "/" +
+                                    std::to_string(in.source.thread) + " to thread " + std::to_string(to.thread) +
+                                    " arrived at thread " + std::to_string(runner.self.thread) +
+                                    ", which does not run that thread's calls");
+  WorkerState& dest = runner.layer().worker(to.thread);
+  if (in.closure_size == sizeof to) return dest.run_relayed(runner, in.source, in.data);
   // Copied out of the message header: aligned, and writable for a buffer that travels inline.
   std::uint64_t words[inline_bytes / sizeof(std::uint64_t)];
-  const std::size_t size = std::min(in.closure_size, sizeof words);
-  std::memcpy(words, in.closure, size);
-  Messengers::current().run_relayed(in.source, {reinterpret_cast<std::byte*>(words), size});
+  const std::size_t size = in.closure_size - sizeof to;
+  std::memcpy(words, in.closure + sizeof to, size);
+  dest.run_relayed(runner, in.source, {reinterpret_cast<std::byte*>(words), size});
 }
 
 void Messenger::drain_relayed(bool may_wait) {
@@ -699,7 +774,11 @@ void Messenger::drain_relayed(bool may_wait) {
   while (!overflow_.empty()) {
     Segment& s = overflow_.front();  // a deque: calls queued meanwhile do not move it
     while (s.sent < s.used) {
-      if (!may_wait && fabric::send_would_wait()) return;
+      if (!may_wait && (fabric::send_would_wait() || relay_window_full())) return;
+      if (relay_window_full()) {
+        wait_for_room();
+        continue;
+      }
       wire::RecordHeader h;
       std::memcpy(&h, s.block.data + s.sent, sizeof h);
       send_relayed({s.block.data + s.sent, h.size});

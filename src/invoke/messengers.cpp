@@ -136,10 +136,17 @@ void WorkerState::announce(Announcement a) {
   announced_.store(true, std::memory_order_release);
 }
 
-void WorkerState::run_relayed(ThreadId source, std::span<std::byte> record) {
+void WorkerState::run_relayed(WorkerState& runner, ThreadId source, std::span<std::byte> record) {
+  // Only ever the consuming thread (consumer_of) touches the relays, as a
+  // ring's channel is only ever polled by one.
   auto& channel = relays_[std::uint64_t{source.process} << 32 | source.thread];
   if (!channel) channel = std::make_unique<Channel>(*this, source, RemoteLocator{}, std::vector<Channel::Chunk>{});
-  channel->run_relayed(*this, record);
+  channel->run_relayed(runner, record);
+}
+
+bool WorkerState::consumes_for(std::uint32_t thread) const noexcept {
+  if (thread == self.thread) return true;
+  return std::any_of(serves_.begin(), serves_.end(), [&](const WorkerState* w) { return w->self.thread == thread; });
 }
 
 void WorkerState::take_announcements() {
@@ -160,6 +167,11 @@ void WorkerState::take_announcements() {
 }
 
 std::size_t WorkerState::poll() {
+  if (deferred_error_) [[unlikely]] {
+    const Error e = *deferred_error_;
+    deferred_error_.reset();
+    throw e;
+  }
   check_failures();
   std::size_t ran = served_ ? 0 : consume(*this);
   for (WorkerState* worker : serves_) ran += worker->consume(*this);
@@ -217,15 +229,26 @@ void WorkerState::publish_all() {
   for (Messenger* m : list) m->publish();
 }
 
+void WorkerState::flush() {
+  publish_all();
+  if (relaying_.empty()) return;
+  for (Messenger* m : relaying_) m->drain_relayed_all();
+  fabric::flush_sends();
+}
+
 // ---- Messengers ----
 
 Messengers::Messengers(Job& job)
     : options_(MessengerOptions::from_env()), mapped_(std::make_unique<std::atomic<std::uint8_t>[]>(job.size())) {
   for (std::uint32_t s = 0; s < job.workers_per_process(); ++s) workers_.push_back(std::make_unique<WorkerState>(*this, job, s, options_));
-  // Worker w's calls go to helper w mod H, always the same one: a channel is
-  // only ever consumed by one thread, so no consumer-side state is shared.
+  // A channel is only ever consumed by one thread, so no consumer-side state is shared.
   for (std::uint32_t w = 0; job.helpers_per_process() != 0 && w < job.threads_per_process(); ++w)
-    workers_[job.threads_per_process() + w % job.helpers_per_process()]->serve(*workers_[w]);
+    workers_[consumer_of(job, w)]->serve(*workers_[w]);
+}
+
+std::uint32_t consumer_of(const Job& job, std::uint32_t thread) {
+  const std::uint32_t threads = job.threads_per_process(), helpers = job.helpers_per_process();
+  return helpers != 0 && thread < threads ? threads + thread % helpers : thread;
 }
 
 std::size_t Messengers::poll(std::uint32_t worker) { return workers_[worker]->poll(); }
@@ -350,7 +373,7 @@ std::size_t process_calls() {
   return rdmx::progress();
 }
 
-void flush() { Messengers::current().publish_all(); }
+void flush() { Messengers::current().flush(); }
 
 }  // namespace detail
 }  // namespace invoke

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -75,6 +76,8 @@ class Messenger {
   // Make every appended call visible to d (drains the overflow queue as far
   // as the ring allows).
   void publish();
+  // Relayed: send what is queued, waiting for flow control as needed.
+  void drain_relayed_all();
   bool has_unpublished() const noexcept { return published_ != written() || !overflow_.empty(); }
   // Take back the records call() wrote into the lane and close it (another
   // messenger of this worker is about to open it).
@@ -82,6 +85,8 @@ class Messenger {
   // The lane's holder: publish what call() wrote into it, if anything.
   void publish_lane();
   ThreadId destination() const noexcept { return dest_; }
+  // d ran one of this relayed messenger's markers (send_relay_marker).
+  void relay_acked() noexcept { ++relay_acked_; }
   // Its destination's process has failed: nothing more goes out, and calls throw.
   bool dead() const;
   bool listed = false;  // on the owner's list of messengers with unpublished calls
@@ -110,6 +115,13 @@ class Messenger {
   bool relay(const fabric::Outgoing& call, const detail::Mode& mode, const detail::BufferTransfer* buffer,
              const Forward* forward, std::size_t size);
   void send_relayed(std::span<std::byte> record);
+  void send_record(std::span<std::byte> record);
+  // Back-pressure without a ring: after every chunk_size bytes of records a
+  // marker follows, and at most max_chunks markers are not yet acknowledged,
+  // as if d's ring were at c_max. A d that stops consuming so stops s
+  // instead of piling s's records up at d.
+  bool relay_window_full() const noexcept;
+  void send_relay_marker();
   // Sends what is queued, in order; without `may_wait`, only as long as
   // sending does not wait (fabric::send_would_wait).
   void drain_relayed(bool may_wait);
@@ -157,6 +169,10 @@ class Messenger {
   WordSlots words_;
   bool busy_ = false;  // rotating or growing: calls made meanwhile (from nested progress) queue
   bool relayed_ = false;   // refused a ring: calls go as active messages
+  ThreadId relay_to_;      // relayed: the thread that consumes d's calls (consumer_of)
+  // Relayed: markers sent and acknowledged, and bytes of records sent since the last one.
+  std::uint64_t relay_markers_ = 0, relay_acked_ = 0;
+  std::size_t relay_unmarked_ = 0;
   bool can_grow_ = true;   // false once a growth was refused (or cut short) by a budget
   // The last RDMA write of this channel since its last publish (the
   // transmitter's epochs complete in order, so it covers the earlier ones):
@@ -179,11 +195,23 @@ struct Inspect {
   static std::size_t ring_size(const Messenger& m) { return m.ring_.size(); }
 };
 
-// The send-based call that carries a relayed messenger's record (in its
-// header up to inline_bytes, else as its payload) to d's thread.
+// Which thread consumes the one-sided calls addressed to `thread` of a
+// process: the thread itself, or with helper threads (RDMX_HELPERS) the
+// helper that serves it, always the same one (worker w: helper w mod H).
+std::uint32_t consumer_of(const Job& job, std::uint32_t thread);
+
+// The send-based call that carries a relayed messenger's record to the
+// thread that consumes d's calls (consumer_of): an Addressed word naming d,
+// then the record, in the message's header up to inline_bytes, else as its
+// payload.
 struct RelayedRecord {
   static constexpr std::size_t inline_bytes = 256;
+  struct Addressed {
+    std::uint32_t thread = 0;  // d, in the receiving process
+    std::uint32_t reserved = 0;
+  };
   static void invoke(fabric::Incoming& in);
+  static void run(WorkerState& runner, fabric::Incoming& in);
 };
 
 // Receiver side of one channel, s -> d (Seriema's receiving RDMAMessenger).
@@ -290,11 +318,26 @@ class WorkerState {
     serves_.push_back(&worker);
   }
   void publish_all();
+  // An explicit flush (MessengerGlobal::flush, an Aggregator's flush and
+  // shutdown): publish_all, and the records of relayed messengers, queued
+  // ones included, leave this thread, which may then stop progressing (a
+  // record left in UCX's queue goes out only while its thread progresses).
+  void flush();
+  void relaying(Messenger& m) { relaying_.push_back(&m); }
   // Nothing that arrived waits on the network to run, no written buffer waits to be reported.
   bool settled() const;
   void announce(Announcement a);  // any thread (the service thread)
-  // A record from `source`'s relayed messenger (Messenger::relayed), on this worker's thread.
-  void run_relayed(ThreadId source, std::span<std::byte> record);
+  // A record from `source`'s relayed messenger (Messenger::relayed) to this
+  // worker, run on the calling thread, whose state is `runner` (this
+  // worker's, or its helper's: consumer_of).
+  void run_relayed(WorkerState& runner, ThreadId source, std::span<std::byte> record);
+  // Whether the calling thread, whose state this is, runs calls addressed to `thread`.
+  bool consumes_for(std::uint32_t thread) const noexcept;
+  // A malformed relayed record, found while the fabric ran its message: the
+  // next poll throws it, as a corrupted chunk's channel throws from poll.
+  void report_later(const Error& e) {
+    if (!deferred_error_) deferred_error_ = e;
+  }
   Messengers& layer() noexcept { return layer_; }
   void take_announcements();      // this worker's thread
   void unpublished(Messenger& m) { pending_publish_.push_back(&m); }
@@ -354,6 +397,7 @@ class WorkerState {
   std::uint32_t workers_;  // threads calls can address, per process
   std::vector<std::unique_ptr<Messenger>> messengers_;  // by destination process * workers_ + thread
   std::vector<Messenger*> pending_publish_;
+  std::vector<Messenger*> relaying_;  // this thread's messengers that relay (no ring)
   struct Written {
     transfer::Transmitter* tx;
     std::uint32_t process;
@@ -370,6 +414,7 @@ class WorkerState {
   std::atomic<bool> announced_{false};
   std::mutex shutdowns_mutex_;
   std::map<std::uint64_t, std::uint64_t> shutdowns_;  // phase -> shutdowns received
+  std::optional<Error> deferred_error_;  // report_later
   bool polling_ = false;
   bool served_ = false;             // a helper consumes this worker's channels
   std::vector<WorkerState*> serves_;  // a helper: the workers it consumes for
