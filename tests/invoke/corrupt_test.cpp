@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 
 #include "../../src/invoke/messengers.hpp"
 #include "rdmx/fabric/job.hpp"
@@ -35,6 +36,12 @@ void break_channel(ThreadId dest, std::uint64_t (*make_word)(const invoke::Messe
   call(ThreadId{dest.process, service_thread}, [] { broken_sent = true; });
 }
 
+// Without rings (RDMX_RING_BUDGET=0) every messenger relays its calls as
+// active messages: there is no chunk, nor Producer word, to corrupt.
+bool no_rings() { return MessengerOptions::from_env().ring_budget == 0; }
+constexpr const char* no_chunks = "no rings (RDMX_RING_BUDGET=0): no chunk to corrupt; "
+                                  "Corruption.MalformedRelayedRecordIsReported covers relayed calls";
+
 // On the receiver: progress until the corruption is reported (the broken
 // word may be seen before the sender's "look now" arrives).
 std::string expect_report() {
@@ -54,6 +61,7 @@ std::string expect_report() {
 
 TEST(Corruption, GarbageProducerWordIsReported) {
   if (job().size() < 3) GTEST_SKIP() << "needs three processes";
+  if (no_rings()) GTEST_SKIP() << no_chunks;
   if (job().rank() == 0)
     break_channel({1, 0}, [](const invoke::Messenger&) -> std::uint64_t { return 0x0123456789abcdefull; });
   if (job().rank() == 1) {
@@ -66,6 +74,7 @@ TEST(Corruption, GarbageProducerWordIsReported) {
 
 TEST(Corruption, RecordCutOffByThePublishedEndIsReported) {
   if (job().size() < 3) GTEST_SKIP() << "needs three processes";
+  if (no_rings()) GTEST_SKIP() << no_chunks;
   if (job().rank() == 0)
     break_channel({2, 0}, [](const invoke::Messenger& m) {
       // A well-formed word whose end lies 8 bytes into a record never written.
@@ -74,6 +83,38 @@ TEST(Corruption, RecordCutOffByThePublishedEndIsReported) {
   if (job().rank() == 2) {
     const std::string what = expect_report();
     EXPECT_NE(what.find("cut off"), std::string::npos) << what;
+  }
+  job().barrier();
+}
+
+// A relayed record (a messenger without a ring sends each call as an active
+// message) whose header fails its check is reported like a corrupted chunk:
+// Errc::protocol from the receiver's progress, naming the sender, and its
+// channel is closed (with no rings, the next test checks that on it).
+TEST(Corruption, MalformedRelayedRecordIsReported) {
+  if (job().size() < 3) GTEST_SKIP() << "needs three processes";
+  if (job().rank() == 0) {
+    invoke::wire::RecordHeader h{};
+    h.function = fabric::FunctionId<invoke::RelayedRecord>::value;  // any id: the check fails first
+    h.size = sizeof h;
+    h.flags = invoke::wire::kind_call;
+    h.check = static_cast<std::uint8_t>(invoke::wire::record_check(h) ^ 0x5a);
+    const invoke::RelayedRecord::Addressed to{0, 0};
+    alignas(8) std::byte message[sizeof to + sizeof h];
+    std::memcpy(message, &to, sizeof to);
+    std::memcpy(message + sizeof to, &h, sizeof h);
+    fabric::Outgoing o;
+    o.destination = {1, 0};
+    o.function = fabric::FunctionId<invoke::RelayedRecord>::value;
+    o.closure = message;
+    o.closure_size = sizeof message;
+    fabric::send_call(o);
+    fabric::flush_sends();
+  }
+  if (job().rank() == 1) {
+    const std::string what = expect_report();
+    EXPECT_NE(what.find("relayed record"), std::string::npos) << what;
+    EXPECT_NE(what.find("from 0/0"), std::string::npos) << what;
   }
   job().barrier();
 }
