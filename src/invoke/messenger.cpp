@@ -687,7 +687,7 @@ void Messenger::send_relayed(std::span<std::byte> record) {
   unlanded_ = {};
   send_record(record);
   relay_unmarked_ += record.size();
-  if (relay_unmarked_ >= owner_.options.chunk_size) send_relay_marker();
+  if (relay_unmarked_ >= owner_.options.publish_bytes) send_relay_marker();
 }
 
 bool Messenger::relay_window_full() const noexcept {

@@ -116,10 +116,12 @@ class Messenger {
              const Forward* forward, std::size_t size);
   void send_relayed(std::span<std::byte> record);
   void send_record(std::span<std::byte> record);
-  // Back-pressure without a ring: after every chunk_size bytes of records a
-  // marker follows, and at most max_chunks markers are not yet acknowledged,
-  // as if d's ring were at c_max. A d that stops consuming so stops s
-  // instead of piling s's records up at d.
+  // Back-pressure without a ring: after every publish_bytes of records a
+  // marker follows, and at most max_chunks markers are not yet acknowledged.
+  // A d that stops consuming so stops s instead of piling s's records up at
+  // d. Smaller than a ring's c_max: records that arrive cost d work at once
+  // (the fabric runs them all, a call_buffer's read synchronously), where
+  // a chunk's wait for d's next poll.
   bool relay_window_full() const noexcept;
   void send_relay_marker();
   // Sends what is queued, in order; without `may_wait`, only as long as
