@@ -282,6 +282,16 @@ class ThreadContext {
   Runtime& runtime_;
   ThreadId id_;
   bool shared_;
+  // Flow control (non-shared contexts): the sends UCX has queued, in all
+  // and by destination process. A send to a process that died may never
+  // complete (shared memory reports no failure), so once the process is
+  // known failed its sends stop counting: they must not hold up the others.
+  // Declared before the worker and endpoints: closing those completes the
+  // sends still queued, whose callbacks count here.
+  std::size_t queued_sends_ = 0;
+  std::vector<std::uint32_t> queued_to_;
+  std::vector<bool> written_off_;  // by process: failed, its queued sends no longer counted
+  std::uint32_t failures_seen_ = 0;
   transfer::Worker worker_;
   mutable std::mutex endpoints_mutex_;  // endpoint creation (a shared worker is used by many threads)
   std::vector<std::atomic<transfer::Endpoint*>> endpoint_index_;
@@ -292,14 +302,6 @@ class ThreadContext {
   std::mutex inbox_mutex_;
   std::deque<InboundCall> inbox_;
   std::atomic<bool> inbox_nonempty_{false};
-  // Flow control (non-shared contexts): the sends UCX has queued, in all
-  // and by destination process. A send to a process that died may never
-  // complete (shared memory reports no failure), so once the process is
-  // known failed its sends stop counting: they must not hold up the others.
-  std::size_t queued_sends_ = 0;
-  std::vector<std::uint32_t> queued_to_;
-  std::vector<bool> written_off_;  // by process: failed, its queued sends no longer counted
-  std::uint32_t failures_seen_ = 0;
   void write_off_failed();
  public:
   bool send_would_wait();

@@ -31,9 +31,9 @@ ThreadContext::ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Wor
     : runtime_(runtime),
       id_{runtime.rank(), slot == runtime.workers() ? service_thread : slot},
       shared_(sharing == transfer::Worker::Sharing::shared),
-      worker_(runtime.context(), sharing),
       queued_to_(runtime.size(), 0),
-      written_off_(runtime.size(), false) {
+      written_off_(runtime.size(), false),
+      worker_(runtime.context(), sharing) {
   for (auto [id, handler] : {std::pair{am_call, &ThreadContext::on_call}, std::pair{am_reply, &ThreadContext::on_reply}}) {
     ucp_am_handler_param_t p{};
     p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
