@@ -594,6 +594,8 @@ bool ThreadContext::poll(std::size_t* executed) {
   std::size_t n = id_.is_service() ? 0 : runtime_.poll_layers(id_.thread);
   bool active = false;
   for (int round = 0; round < 4 && worker_.progress(); ++round) active = true;
+  if (stood_in_for != nullptr && stood_in_for != this) [[unlikely]]
+    active = stood_in_for->receive_only() || active;
   if (inbox_nonempty_.load(std::memory_order_acquire)) {
     std::lock_guard lock(inbox_mutex_);
     for (auto& r : inbox_) ready_.push_back(std::move(r));
@@ -619,7 +621,13 @@ bool ThreadContext::poll(std::size_t* executed) {
     ThreadContext* const home = std::exchange(stand_in_home, nullptr);
     ThreadContext* const acting = current_context;
     set_current_context(home);
+    // Only this thread moves the worker it stands in for (it holds its
+    // driver), and a call of the home's may wait for sends to that worker
+    // (a relayed call's acknowledgement to a thread of this process, say):
+    // the home's waits keep its receives going.
+    ThreadContext* const saved = std::exchange(stood_in_for, acting);
     active = home->poll(nullptr) || active;
+    stood_in_for = saved;
     set_current_context(acting);
     stand_in_home = home;
   }

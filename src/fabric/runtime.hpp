@@ -327,6 +327,9 @@ extern thread_local ThreadContext* current_context;
 // While a thread stands in for an idle worker (Runtime::serve_idle_workers):
 // its own context, which its waits inside that worker's calls keep going.
 extern thread_local ThreadContext* stand_in_home;
+// While such a thread runs its own context's duties from inside the stood-in
+// worker's poll: that worker, whose receives its waits keep going.
+extern thread_local ThreadContext* stood_in_for;
 
 // A process that exited, or is a zombie waiting to be reaped, is gone (/proc).
 bool process_alive(std::uint32_t pid);

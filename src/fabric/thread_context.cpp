@@ -24,6 +24,7 @@ namespace rdmx::fabric {
 
 thread_local ThreadContext* current_context = nullptr;
 thread_local ThreadContext* stand_in_home = nullptr;
+thread_local ThreadContext* stood_in_for = nullptr;
 
 // ---- ThreadContext ----
 
