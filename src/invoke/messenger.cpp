@@ -708,8 +708,12 @@ void Messenger::send_relay_marker() {
   if (size > sizeof record) throw Error(Errc::protocol, "a relay marker of " + std::to_string(size) + " bytes");
   serialize(o, nullptr, nullptr, record, size);
   relay_unmarked_ = 0;
-  send_record({record, size});
+  // Counted before it leaves: sending may progress, and d's acknowledgement
+  // can run inside that progress. Counted after, the acknowledgement would
+  // come first and the window (markers - acknowledged, unsigned) read as
+  // full to every call made meanwhile, which then waited for ever.
   ++relay_markers_;
+  send_record({record, size});
 }
 
 void Messenger::send_record(std::span<std::byte> record) {  // Runs, as a send-based call, on the thread that would poll d's ring: d's
