@@ -625,9 +625,14 @@ bool ThreadContext::poll(std::size_t* executed) {
     // driver), and a call of the home's may wait for sends to that worker
     // (a relayed call's acknowledgement to a thread of this process, say):
     // the home's waits keep its receives going.
-    ThreadContext* const saved = std::exchange(stood_in_for, acting);
+    // Restored on a throw too: Runtime::serve_worker reports a call's error
+    // and goes on, and a stale pointer would have later polls receive for a
+    // worker whose driver this thread no longer holds.
+    struct Restore {
+      ThreadContext* saved;
+      ~Restore() { stood_in_for = saved; }
+    } restore{std::exchange(stood_in_for, acting)};
     active = home->poll(nullptr) || active;
-    stood_in_for = saved;
     set_current_context(acting);
     stand_in_home = home;
   }
