@@ -106,7 +106,23 @@ bool evicting_on_this_thread(std::uint32_t slot) noexcept {
     if (e->slot == slot) return true;
   return false;
 }
+
+// The scopes open on this thread, innermost first.
+thread_local DerefScope* scopes_here = nullptr;
+
+// How long a free or an explicit eviction waits for a pin held by another
+// thread. A pin may be transient: a thread dereferencing an object that
+// used to be in the slot holds it until it re-reads that object's word,
+// which on a loaded machine can take a whole scheduling round. A pin that
+// outlasts this is another thread's scope using the object.
+constexpr std::chrono::seconds pin_patience{5};
 }  // namespace
+
+bool pinned_on_this_thread(std::uint32_t slot) noexcept {
+  for (const DerefScope* scope = scopes_here; scope != nullptr; scope = scope->outer_)
+    if (scope->pins(slot)) return true;
+  return false;
+}
 
 struct Manager::Impl {
   Config config;
@@ -187,17 +203,22 @@ struct Manager::Impl {
     // Claim it, then look for pins: a reader pins before it re-reads the
     // word, so either it sees busy and backs off or this sees its pin.
     if (!word->compare_exchange_strong(s, s | state::busy, std::memory_order_seq_cst)) return Outcome::skipped;
-    // Patient (an explicit eviction): a pin may be another thread's, held
-    // for an instant on its way to a different object that used this slot.
+    // Patient (an explicit eviction): a pin that is not this thread's may
+    // be held for an instant on the way to a different object that used
+    // this slot. The lock is let go meanwhile; the object is busy, so
+    // nobody else evicts, frees or pins it.
     std::chrono::steady_clock::time_point deadline{};
     while (pins[slot].load(std::memory_order_seq_cst) != 0) {
       if (patient && deadline == std::chrono::steady_clock::time_point{})
-        deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        deadline = pinned_on_this_thread(slot) ? std::chrono::steady_clock::now()
+                                               : std::chrono::steady_clock::now() + pin_patience;
       if (!patient || std::chrono::steady_clock::now() > deadline) {
         word->fetch_and(~state::busy, std::memory_order_release);
         return Outcome::skipped;
       }
+      lock.unlock();
       std::this_thread::yield();
+      lock.lock();
     }
     s = word->load(std::memory_order_acquire);
     if ((s & state::dirty) != 0) {
@@ -1104,21 +1125,27 @@ void Manager::free(std::atomic<std::uint64_t>& word) {
     if (m.slots[slot].owner.load(std::memory_order_relaxed) != &word)
       throw Error(Errc::invalid_argument, "far: double free or dangling far pointer: its cache slot belongs to another object");
     // Claim it first. Another thread's dereference of an object that used
-    // to be in this slot may hold a pin for an instant, until it re-reads
-    // that object's word; a pin of this object that outlasts the wait is
-    // a scope that still uses it.
+    // to be in this slot may hold a pin until it re-reads that object's
+    // word; a pin of this thread's own scopes is a mistake at once, and
+    // another thread's that outlasts the wait is a scope still using it.
     std::uint64_t expected = s;
     while (!word.compare_exchange_weak(expected, expected | state::busy, std::memory_order_seq_cst)) {
     }
     std::chrono::steady_clock::time_point deadline{};
     while (m.pins[slot].load(std::memory_order_seq_cst) != 0) {
-      if (deadline == std::chrono::steady_clock::time_point{})
-        deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-      else if (std::chrono::steady_clock::now() > deadline) {
+      if (pinned_on_this_thread(slot)) {
         word.fetch_and(~state::busy, std::memory_order_release);
         throw Error(Errc::invalid_argument, "far: a far object was freed while a DerefScope still pins it");
       }
+      if (deadline == std::chrono::steady_clock::time_point{})
+        deadline = std::chrono::steady_clock::now() + pin_patience;
+      else if (std::chrono::steady_clock::now() > deadline) {
+        word.fetch_and(~state::busy, std::memory_order_release);
+        throw Error(Errc::invalid_argument, "far: a far object was freed while another thread's DerefScope pins it");
+      }
+      lock.unlock();
       std::this_thread::yield();
+      lock.lock();
     }
     remote = m.slots[slot].remote;
     m.release(slot);
@@ -1173,8 +1200,26 @@ void Manager::finish_scope(DerefScope& scope) noexcept {
 void Manager::pin_in(DerefScope& scope, std::uint32_t slot) { scope.pin(slot); }
 void Manager::unpin(std::uint32_t slot) noexcept { impl_->pins[slot].fetch_sub(1, std::memory_order_release); }
 
-DerefScope::DerefScope() : manager_(&Manager::current()) {}
+DerefScope::DerefScope() : manager_(&Manager::current()), outer_(scopes_here) { scopes_here = this; }
+DerefScope::DerefScope(Manager& manager) noexcept : manager_(&manager), outer_(scopes_here) { scopes_here = this; }
+
+bool DerefScope::pins(std::uint32_t slot) const noexcept {
+  for (std::size_t i = 0; i < std::min(pinned_, inline_pins); ++i)
+    if (first_[i] == slot) return true;
+  return std::find(more_.begin(), more_.end(), slot) != more_.end();
+}
+
 DerefScope::~DerefScope() {
+  // Scopes usually end innermost first; one kept in a container may not.
+  if (scopes_here == this) {
+    scopes_here = outer_;
+  } else {
+    for (DerefScope* s = scopes_here; s != nullptr; s = s->outer_)
+      if (s->outer_ == this) {
+        s->outer_ = outer_;
+        break;
+      }
+  }
   // Batches still in flight into this scope land first: their objects are
   // pinned in it (a prefetch's, a future's, one whose InFlight outlives it).
   if (!started_here.empty() || !detached_here.empty()) manager_->finish_scope(*this);

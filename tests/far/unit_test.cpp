@@ -140,6 +140,32 @@ TEST(FarUnit, ErrorsAreClear) {
   EXPECT_EQ(error_of([] { Manager m(make_local_device(1, 1 << 20), small_cache()); }), Errc::invalid_argument);
 }
 
+// A pin held by another thread is waited for, however long the scheduler
+// keeps that thread away (a loaded machine can for tens of milliseconds);
+// only this thread's own pin is an error at once (ErrorsAreClear).
+TEST(FarUnit, FreeAndEvictWaitForAnotherThreadsPin) {
+  Manager manager(make_local_device(1, 4 << 20), small_cache());
+  UniquePtr<Point> p = make_unique<Point>(Point{3, 4});
+  UniquePtr<Point> q = make_unique<Point>(Point{5, 6});
+  std::atomic<int> phase{0};  // 1: pinned, 2: about to end the scope
+  std::thread holder([&] {
+    DerefScope scope;
+    EXPECT_EQ(p.deref(scope)->x, 3);
+    EXPECT_EQ(q.deref(scope)->x, 5);
+    phase = 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    phase = 2;
+  });
+  while (phase.load() == 0) std::this_thread::yield();
+  EXPECT_TRUE(q.evict());
+  EXPECT_EQ(phase.load(), 2);  // not before the scope let go
+  EXPECT_FALSE(q.is_local());
+  p.reset();
+  holder.join();
+  DerefScope scope;
+  EXPECT_EQ(q.deref(scope)->y, 6);
+}
+
 TEST(FarUnit, BudgetExhaustedByPinsIsAnError) {
   Manager manager(make_local_device(1, 4 << 20), small_cache(64 * 1024));
   std::vector<UniquePtr<std::array<char, 16384>>> v;

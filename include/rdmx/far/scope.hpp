@@ -17,7 +17,7 @@ class DerefScope {
  public:
   // Binds to Manager::current().
   DerefScope();
-  explicit DerefScope(Manager& manager) noexcept : manager_(&manager) {}
+  explicit DerefScope(Manager& manager) noexcept;
   ~DerefScope();
   DerefScope(const DerefScope&) = delete;
   DerefScope& operator=(const DerefScope&) = delete;
@@ -28,11 +28,14 @@ class DerefScope {
 
  private:
   friend class Manager;
+  friend bool pinned_on_this_thread(std::uint32_t slot) noexcept;
   void pin(std::uint32_t slot) {
     if (pinned_ < inline_pins) first_[pinned_] = slot;
     else more_.push_back(slot);
     ++pinned_;
   }
+
+  bool pins(std::uint32_t slot) const noexcept;
 
   // Most scopes pin a few objects: those need no allocation, which would
   // cost a cold dereference as much as a fifth of its time.
@@ -41,6 +44,10 @@ class DerefScope {
   std::size_t pinned_ = 0;
   std::uint32_t first_[inline_pins];
   std::vector<std::uint32_t> more_;  // pins after the first inline_pins
+  // The scope opened before this one on the same thread: freeing an object
+  // that the thread itself still pins is an error at once, while another
+  // thread's pin is waited for.
+  DerefScope* outer_;
 };
 
 }  // namespace rdmx::far
