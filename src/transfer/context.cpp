@@ -1,6 +1,8 @@
 #include "rdmx/transfer/context.hpp"
 
+#include "rdmx/transfer/endpoint.hpp"
 #include "rdmx/transfer/status.hpp"
+#include "abandon.hpp"
 
 namespace rdmx::transfer {
 
@@ -17,7 +19,14 @@ Context::Context() {
 }
 
 Context::~Context() {
-  if (handle_ != nullptr) ucp_cleanup(handle_);
+  if (handle_ == nullptr) return;
+  // Workers left to the process's exit after a peer failure (worker.cpp)
+  // still use the context: it stays too, reachable.
+  if (Endpoint::any_failed()) {
+    detail::abandon_until_exit(handle_);
+    return;
+  }
+  ucp_cleanup(handle_);
 }
 
 }  // namespace rdmx::transfer

@@ -7,10 +7,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/transfer/status.hpp"
 #include "rdmx/transfer/worker.hpp"
+#include "abandon.hpp"
 
 namespace rdmx::transfer {
 namespace {
@@ -63,6 +65,10 @@ Endpoint::Endpoint(Worker& worker, std::span<const std::byte> remote_address, st
 }
 
 bool Endpoint::rma_emulated() const {
+  // Printing and parsing the report costs microseconds; the lanes do not
+  // change once the endpoint has them.
+  const std::int8_t known = emulated_.load(std::memory_order_relaxed);
+  if (known >= 0) return known != 0;
   // UCX has no query for this; its endpoint report lists one line per lane,
   // "lane[0]:  0:tcp/lo.0 md[0] -> ...": the transport is what stands
   // between the resource index and the '/'.
@@ -80,13 +86,31 @@ bool Endpoint::rma_emulated() const {
     const std::size_t name = info.find(':', info.find_first_not_of(' ', colon + 1));
     const std::size_t slash = info.find('/', name);
     if (colon == std::string::npos || name == std::string::npos || slash == std::string::npos) return false;
-    if (info.compare(name + 1, slash - name - 1, "tcp") != 0) return false;
+    if (info.compare(name + 1, slash - name - 1, "tcp") != 0) {
+      emulated_.store(0, std::memory_order_relaxed);
+      return false;
+    }
     any = true;
   }
+  if (any) emulated_.store(1, std::memory_order_relaxed);
   return any;
 }
 
+namespace {
+std::atomic<bool> failure_seen{false};
+}
+
+bool Endpoint::any_failed() noexcept { return failure_seen.load(std::memory_order_acquire); }
+
+void detail::abandon_until_exit(void* handle) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<void*>();
+  std::lock_guard lock(mutex);
+  kept->push_back(handle);
+}
+
 void Endpoint::mark_failed(ucs_status_t status) {
+  failure_seen.store(true, std::memory_order_release);
   ucs_status_t expected = UCS_OK;
   if (failure_.compare_exchange_strong(expected, status == UCS_OK ? UCS_ERR_CONNECTION_RESET : status) && on_failure_)
     on_failure_(status);

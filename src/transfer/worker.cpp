@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "rdmx/transfer/context.hpp"
+#include "rdmx/transfer/endpoint.hpp"
 #include "rdmx/transfer/status.hpp"
+#include "abandon.hpp"
 
 namespace rdmx::transfer {
 
@@ -27,7 +29,18 @@ Worker::Worker(Context& context, Sharing sharing) : context_(&context) {
 }
 
 Worker::~Worker() {
-  if (handle_ != nullptr) ucp_worker_destroy(handle_);
+  if (handle_ == nullptr) return;
+  // Debian's UCX 1.13 can abort in ucp_worker_destroy ("ucp_request.c:684
+  // Assertion ... got REP message") when a peer died while UCX was wiring
+  // up to it over TCP: it checks the type of each wire-up message it purges
+  // (later UCX does not). After a peer failure the worker is therefore left
+  // to the process's exit, kept reachable so that leak checkers do not
+  // report it, and so is the context it needs (context.cpp).
+  if (Endpoint::any_failed()) {
+    detail::abandon_until_exit(handle_);
+    return;
+  }
+  ucp_worker_destroy(handle_);
 }
 
 bool Worker::wait(int timeout_ms) {

@@ -39,6 +39,9 @@ class Endpoint {
   bool rma_emulated() const;
   // Record a failure found by other means; runs the failure handler once.
   void mark_failed(ucs_status_t status);
+  // Whether any endpoint of this process has failed: teardown then leaves
+  // UCX's workers and context to the process's exit (worker.cpp says why).
+  static bool any_failed() noexcept;
   // Called (on the progressing thread) when the peer fails.
   void on_failure(FailureHandler handler) { on_failure_ = std::move(handler); }
 
@@ -48,6 +51,7 @@ class Endpoint {
   ucp_ep_h handle_ = nullptr;
   std::string peer_name_;
   std::atomic<ucs_status_t> failure_{UCS_OK};
+  mutable std::atomic<std::int8_t> emulated_{-1};  // rma_emulated(), once known (-1: not yet)
   FailureHandler on_failure_;
   bool detects_failure_ = true;
 };
