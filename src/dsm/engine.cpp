@@ -14,6 +14,7 @@
 #include "rdmx/core/log.hpp"
 #include "rdmx/core/backoff.hpp"
 #include "rdmx/core/error.hpp"
+#include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/layer.hpp"
 #include "rdmx/fabric/rma.hpp"
@@ -991,12 +992,31 @@ void Engine::process_barrier(bool alone) {
   }
   const std::uint64_t target = epoch_ + 1;
   const std::uint64_t parity = target % 2;
-  for (std::uint32_t q = 0; q < processes_; ++q)
-    if (q != rank_) post_put(mine.data(), barrier_slot(q, parity, rank_, mine.size()));
-  for (std::uint32_t q = 0; q < processes_; ++q)
-    if (q != rank_) flush(q);
-  for (std::uint32_t q = 0; q < processes_; ++q)
-    if (q != rank_) put(&target, barrier_flag(q, rank_)).get();
+  // Where UCX emulates one-sided operations (TCP), each put and flush is a
+  // round trip through the peer's service thread: one message carrying the
+  // signature costs a single trip, and its handler raises the flag. It goes
+  // to the service thread, not to the worker thread that waits: a message
+  // that arrives while a worker faults is queued with an allocation, and a
+  // fault may interrupt malloc (docs/dsm.md, "Limits").
+  bool puts = false;
+  for (std::uint32_t q = 0; q < processes_; ++q) {
+    if (q == rank_) continue;
+    if (rma_emulated(q)) {
+      const std::uint32_t sender = rank_;
+      call_buffer(ThreadId{q, service_thread},
+                  [sender, target](std::span<std::byte> signature) { deliver_barrier(sender, target, signature); },
+                  mine);
+    } else {
+      post_put(mine.data(), barrier_slot(q, parity, rank_, mine.size()));
+      puts = true;
+    }
+  }
+  if (puts) {
+    for (std::uint32_t q = 0; q < processes_; ++q)
+      if (q != rank_ && !rma_emulated(q)) flush(q);
+    for (std::uint32_t q = 0; q < processes_; ++q)
+      if (q != rank_ && !rma_emulated(q)) put(&target, barrier_flag(q, rank_)).get();
+  }
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (p != rank_) wait_for_peer(p, target);
   std::vector<DecodedSignature> received;
@@ -1016,6 +1036,26 @@ void Engine::process_barrier(bool alone) {
   std::lock_guard<std::mutex> hold(history_mutex_);
   history_.clear();
   ++epoch_;
+}
+
+// A barrier signature that came as a message: stored where a put would have
+// put it, then the flag raised, as the puts' flush orders them. Runs on the
+// service thread. One too large to be a signature is stored as a header
+// that says so, which process_barrier reports.
+void Engine::deliver_barrier(std::uint32_t sender, std::uint64_t target, std::span<const std::byte> signature) {
+  Engine* engine = current();
+  if (engine == nullptr || sender >= engine->processes_) return;  // the Space is gone; nobody waits
+  const std::size_t slot = static_cast<std::size_t>(target % 2) * engine->processes_ + sender;
+  std::byte* at = engine->meta_ + engine->barrier_offset_ + std::size_t{engine->processes_} * 8 + slot * engine->slot_bytes_;
+  if (signature.size() <= engine->slot_bytes_ && signature.size() >= sizeof(SignatureHeader)) {
+    std::memcpy(at, signature.data(), signature.size());
+  } else {
+    SignatureHeader malformed{};
+    malformed.count = ~0u;
+    std::memcpy(at, &malformed, sizeof malformed);
+  }
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(engine->meta_ + engine->barrier_offset_ + std::size_t{sender} * 8))
+      .store(target, std::memory_order_release);
 }
 
 // Waits until `process` has raised its flag here to `target`; a process that

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "rdmx/dsm/config.hpp"
@@ -104,6 +105,7 @@ class Engine {
   RemoteLocator barrier_flag(std::uint32_t process, std::uint32_t sender) const;
   RemoteLocator barrier_slot(std::uint32_t process, std::uint64_t parity, std::uint32_t sender, std::size_t bytes) const;
   void wait_for_peer(std::uint32_t process, std::uint64_t target);
+  static void deliver_barrier(std::uint32_t sender, std::uint64_t target, std::span<const std::byte> signature);
   std::size_t offset(std::uint32_t block) const { return std::size_t{block} * config_.block_bytes; }
 
   void lock_block(std::uint32_t block) noexcept;
