@@ -605,7 +605,18 @@ bool ThreadContext::poll(std::size_t* executed) {
   while (!ready_.empty()) {
     InboundCall& front = ready_.front();
     if (front.arrived && !front.arrived->load(std::memory_order_acquire)) break;  // FIFO: wait for its payload
-    InboundCall r = ready_.take_front();
+    if (running_depth_ == running_.size()) running_.emplace_back();  // a new nesting level: once
+    InboundCall& r = running_[running_depth_];
+    ready_.pop_front_into(r);
+    struct Level {
+      ThreadContext& self;
+      InboundCall& r;
+      ~Level() {
+        r.arrived.reset();  // here, not when the slot is refilled (maybe inside a fault)
+        --self.running_depth_;
+      }
+    } level{*this, r};
+    ++running_depth_;
     execute(r);
     ++n;
   }

@@ -94,9 +94,15 @@ struct InboundCall {
 
 // The calls a thread has received and not yet run, in arrival order: a ring
 // of slots that are reused. (A std::deque of these ~200-byte records
-// allocated and freed a block every other call.)
+// allocated and freed a block every other call.) A slot keeps its payload
+// buffer when its call leaves (swapped with the running call's), and every
+// slot starts with receive_reserved_bytes of it: receiving a call allocates
+// nothing while the ring has room and the payload fits (fabric/call.hpp).
+// The DSM counts on it: a call may arrive while its thread serves a page
+// fault that interrupted malloc.
 class InboundQueue {
  public:
+  InboundQueue() { grow(); }
   bool empty() const noexcept { return size_ == 0; }
   InboundCall& front() noexcept { return slots_[head_]; }
   void push_back(InboundCall&& r) { emplace_back() = std::move(r); }
@@ -106,19 +112,18 @@ class InboundQueue {
     if (size_ == slots_.size()) grow();
     InboundCall& r = slots_[(head_ + size_) & (slots_.size() - 1)];
     r.header = {};
-    r.owned_data.clear();
+    r.owned_data.clear();  // keeps its capacity
     r.ucx_data = nullptr;
     r.ucx_length = 0;
-    r.arrived.reset();
     ++size_;
     return r;
   }
-  // The first call, moved out of its slot.
-  InboundCall take_front() noexcept {
-    InboundCall r = std::move(slots_[head_]);
+  // The first call, swapped into `out`, whose buffers the slot keeps.
+  void pop_front_into(InboundCall& out) noexcept {
+    using std::swap;
+    swap(out, slots_[head_]);
     head_ = (head_ + 1) & (slots_.size() - 1);
     --size_;
-    return r;
   }
   template <class F>
   void for_each(F&& f) {
@@ -129,6 +134,7 @@ class InboundQueue {
   void grow() {
     std::vector<InboundCall> bigger(std::max<std::size_t>(16, 2 * slots_.size()));  // a power of two
     for (std::size_t i = 0; i < size_; ++i) bigger[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
+    for (std::size_t i = size_; i < bigger.size(); ++i) bigger[i].owned_data.reserve(receive_reserved_bytes);
     slots_.swap(bigger);
     head_ = 0;
   }
@@ -299,6 +305,10 @@ class ThreadContext {
   std::vector<std::unique_ptr<transfer::Transmitter>> transmitters_;
   std::unordered_map<std::uint64_t, RemoteRegion> regions_;
   InboundQueue ready_;
+  // The calls being executed, one per nesting level (a call that waits runs
+  // others): a deque, so a deeper level's slot does not move a running one.
+  std::deque<InboundCall> running_;
+  std::size_t running_depth_ = 0;
   std::mutex inbox_mutex_;
   std::deque<InboundCall> inbox_;
   std::atomic<bool> inbox_nonempty_{false};

@@ -9,6 +9,7 @@
 //   rdmx::call<rdmx::Notify::consumed>({1, 0}, [x = 42] { use(x); }, sync);
 //   sync.wait();  // ran on process 1, thread 0
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -17,6 +18,13 @@
 
 namespace rdmx {
 namespace fabric {
+
+// A call whose payload (call_buffer's buffer) is at most this many bytes,
+// and whose captures at most 64, is received without a heap allocation, as
+// long as its thread has fewer than 16 calls queued (once it has held more,
+// as many as it held). A larger payload is received into a buffer that
+// grows, once per queue slot, unless UCX lends its own.
+inline constexpr std::size_t receive_reserved_bytes = 1024;
 
 void send_call(const Outgoing& call);
 void broadcast_call(const Outgoing& call);
