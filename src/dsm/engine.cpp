@@ -226,7 +226,7 @@ void Engine::exchange_locators() {
   const std::size_t mutexes_here = (config_.mutexes + processes_ - 1) / processes_;
   slot_bytes_ = Signature::encoded_size(config_.notices);
   barrier_offset_ = words * 16 + mutexes_here * (16 + slot_bytes_);
-  directory_offset_ = barrier_offset_ + processes_ * 8 + 2 * std::size_t{processes_} * slot_bytes_;
+  directory_offset_ = barrier_offset_ + 2 * std::size_t{processes_} * (8 + slot_bytes_);
   mailbox_offset_ = directory_offset_ + words * 8;
   meta_bytes_ = mailbox_offset_ + (blocks_ + 7) / 8 * 8;
   struct Mine {
@@ -293,13 +293,21 @@ RemoteLocator Engine::mutex_slot(std::uint32_t mutex, std::size_t bytes) const {
   return w.slice(16, bytes);
 }
 
-RemoteLocator Engine::barrier_flag(std::uint32_t process, std::uint32_t sender) const {
-  return metas_[process].slice(barrier_offset_ + std::size_t{sender} * 8, 8);
+// Barrier flags and signature slots, one of each per parity and sender:
+// 2P flags of 8 bytes, then 2P slots.
+std::size_t Engine::barrier_flag_offset(std::uint64_t parity, std::uint32_t sender) const {
+  return barrier_offset_ + (static_cast<std::size_t>(parity) * processes_ + sender) * 8;
+}
+std::size_t Engine::barrier_slot_offset(std::uint64_t parity, std::uint32_t sender) const {
+  return barrier_offset_ + 2 * std::size_t{processes_} * 8 +
+         (static_cast<std::size_t>(parity) * processes_ + sender) * slot_bytes_;
+}
+RemoteLocator Engine::barrier_flag(std::uint32_t process, std::uint64_t parity, std::uint32_t sender) const {
+  return metas_[process].slice(barrier_flag_offset(parity, sender), 8);
 }
 RemoteLocator Engine::barrier_slot(std::uint32_t process, std::uint64_t parity, std::uint32_t sender,
                                    std::size_t bytes) const {
-  const std::size_t slot = static_cast<std::size_t>(parity) * processes_ + sender;
-  return metas_[process].slice(barrier_offset_ + std::size_t{processes_} * 8 + slot * slot_bytes_, bytes);
+  return metas_[process].slice(barrier_slot_offset(parity, sender), bytes);
 }
 
 void Engine::lock_block(std::uint32_t block) noexcept {
@@ -977,6 +985,9 @@ void Engine::invalidate_expired() {
 // there; each waits for every flag locally. Two slot sets suffice: nobody
 // can start barrier e+2, and overwrite e's set, before every process has
 // raised its flag for e+1, which it does only after reading e's signatures.
+// The flags are per parity too: a signature sent as a message may go to
+// either of two threads (by its size), so e+2's may be delivered before
+// e+1's, and must not raise the flag e+1's waiter reads.
 void Engine::process_barrier(bool alone) {
   counters_.barriers.fetch_add(1, std::memory_order_relaxed);
   if (local()) {
@@ -995,15 +1006,17 @@ void Engine::process_barrier(bool alone) {
   // Where UCX emulates one-sided operations (TCP), each put and flush is a
   // round trip through the peer's service thread: one message carrying the
   // signature costs a single trip, and its handler raises the flag. It goes
-  // to the service thread, not to the worker thread that waits: a message
-  // that arrives while a worker faults is queued with an allocation, and a
-  // fault may interrupt malloc (docs/dsm.md, "Limits").
+  // to worker thread 0, which runs every process's barrier and receives it
+  // as it waits, if the receive needs no allocation: the message may arrive
+  // while that thread serves a fault, which may have interrupted malloc. A
+  // larger one goes to the service thread, which wakes up for it (slower).
+  const std::uint32_t receiver = mine.size() <= fabric::receive_reserved_bytes ? 0 : service_thread;
   bool puts = false;
   for (std::uint32_t q = 0; q < processes_; ++q) {
     if (q == rank_) continue;
     if (rma_emulated(q)) {
       const std::uint32_t sender = rank_;
-      call_buffer(ThreadId{q, service_thread},
+      call_buffer(ThreadId{q, receiver},
                   [sender, target](std::span<std::byte> signature) { deliver_barrier(sender, target, signature); },
                   mine);
     } else {
@@ -1015,19 +1028,21 @@ void Engine::process_barrier(bool alone) {
     for (std::uint32_t q = 0; q < processes_; ++q)
       if (q != rank_ && !rma_emulated(q)) flush(q);
     for (std::uint32_t q = 0; q < processes_; ++q)
-      if (q != rank_ && !rma_emulated(q)) put(&target, barrier_flag(q, rank_)).get();
+      if (q != rank_ && !rma_emulated(q)) put(&target, barrier_flag(q, parity, rank_)).get();
   }
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (p != rank_) wait_for_peer(p, target);
   std::vector<DecodedSignature> received;
   for (std::uint32_t p = 0; p < processes_; ++p) {
     if (p == rank_) continue;
-    const std::byte* slot =
-        meta_ + barrier_offset_ + std::size_t{processes_} * 8 + (parity * processes_ + p) * slot_bytes_;
+    const std::byte* slot = meta_ + barrier_slot_offset(parity, p);
     SignatureHeader header;
     std::memcpy(&header, slot, sizeof header);
     if (header.count > config_.notices)
       throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + " sent a malformed barrier signature");
+    if (header.epoch + 1 != target)  // every process passes the same barriers
+      throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + "'s signature in barrier " +
+                                      std::to_string(target) + "'s slot is from barrier " + std::to_string(header.epoch + 1));
     received.push_back(decode({slot, Signature::encoded_size(header.count)}, blocks_, processes_));
   }
   acquire(received, alone);
@@ -1045,8 +1060,7 @@ void Engine::process_barrier(bool alone) {
 void Engine::deliver_barrier(std::uint32_t sender, std::uint64_t target, std::span<const std::byte> signature) {
   Engine* engine = current();
   if (engine == nullptr || sender >= engine->processes_) return;  // the Space is gone; nobody waits
-  const std::size_t slot = static_cast<std::size_t>(target % 2) * engine->processes_ + sender;
-  std::byte* at = engine->meta_ + engine->barrier_offset_ + std::size_t{engine->processes_} * 8 + slot * engine->slot_bytes_;
+  std::byte* at = engine->meta_ + engine->barrier_slot_offset(target % 2, sender);
   if (signature.size() <= engine->slot_bytes_ && signature.size() >= sizeof(SignatureHeader)) {
     std::memcpy(at, signature.data(), signature.size());
   } else {
@@ -1054,14 +1068,14 @@ void Engine::deliver_barrier(std::uint32_t sender, std::uint64_t target, std::sp
     malformed.count = ~0u;
     std::memcpy(at, &malformed, sizeof malformed);
   }
-  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(engine->meta_ + engine->barrier_offset_ + std::size_t{sender} * 8))
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(engine->meta_ + engine->barrier_flag_offset(target % 2, sender)))
       .store(target, std::memory_order_release);
 }
 
 // Waits until `process` has raised its flag here to `target`; a process that
 // died never will, so it is probed every few milliseconds (Errc::peer_failed).
 void Engine::wait_for_peer(std::uint32_t process, std::uint64_t target) {
-  std::atomic_ref<std::uint64_t> flag(*reinterpret_cast<std::uint64_t*>(meta_ + barrier_offset_ + std::size_t{process} * 8));
+  std::atomic_ref<std::uint64_t> flag(*reinterpret_cast<std::uint64_t*>(meta_ + barrier_flag_offset(target % 2, process)));
   Backoff backoff;
   auto last_check = std::chrono::steady_clock::now();
   while (flag.load(std::memory_order_acquire) < target) {
@@ -1081,6 +1095,12 @@ void Engine::wait_for_peer(std::uint32_t process, std::uint64_t target) {
 void Engine::barrier(bool every_thread) {
   const std::uint32_t threads = job_.threads_per_process();
   if (!every_thread || threads <= 1) {
+    // Peers send their signatures to worker thread 0 (process_barrier): the
+    // barrier must run there, or on the main thread outside Job::run.
+    if (const ThreadId me = this_thread(); me.is_service() || me.thread != 0)
+      throw Error(Errc::invalid_argument, "dsm::barrier: called by " + to_string(me) +
+                                              "; only worker thread 0 (or the main thread outside Job::run) may call it, "
+                                              "or every worker thread dsm::thread_barrier");
     process_barrier(threads <= 1);
     return;
   }

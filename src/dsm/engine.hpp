@@ -102,7 +102,9 @@ class Engine {
   RemoteLocator home_block(std::uint32_t process, std::uint32_t block) const;
   RemoteLocator mutex_word(std::uint32_t mutex) const;
   RemoteLocator mutex_slot(std::uint32_t mutex, std::size_t bytes) const;
-  RemoteLocator barrier_flag(std::uint32_t process, std::uint32_t sender) const;
+  std::size_t barrier_flag_offset(std::uint64_t parity, std::uint32_t sender) const;
+  std::size_t barrier_slot_offset(std::uint64_t parity, std::uint32_t sender) const;
+  RemoteLocator barrier_flag(std::uint32_t process, std::uint64_t parity, std::uint32_t sender) const;
   RemoteLocator barrier_slot(std::uint32_t process, std::uint64_t parity, std::uint32_t sender, std::size_t bytes) const;
   void wait_for_peer(std::uint32_t process, std::uint64_t target);
   static void deliver_barrier(std::uint32_t sender, std::uint64_t target, std::span<const std::byte> signature);

@@ -13,7 +13,9 @@ void release();
 
 // Release, exchange every process's signature, acquire: after it, every
 // write any process made before its barrier is visible to every process.
-// One thread per process calls it (outside Job::run, or one chosen thread).
+// One thread per process calls it: the main thread outside Job::run, or
+// worker thread 0 inside it (peers send it their signatures); another
+// thread gets Errc::invalid_argument.
 void barrier();
 
 // The same inside Job::run, where every worker thread of every process
