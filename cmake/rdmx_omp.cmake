@@ -16,6 +16,13 @@
 # so the section must end below 2 GiB: at 1 GiB it may hold up to 1 GiB, and
 # the rest of the DSM heap (the master's stack, RDMX_DSM_HEAP) lies below.
 set(RDMX_OMP_SHARED_ADDRESS 0x40000000 CACHE STRING "Link address of section rdmx_shared")
+# The section also ends on a 64 KiB boundary, so that a DSM block of up to
+# 64 KiB never reaches past it into the brk heap (which starts right there
+# when the kernel does not randomize it).
+set(RDMX_OMP_LINKER_SCRIPT ${CMAKE_CURRENT_BINARY_DIR}/rdmx_shared.ld)
+file(WRITE ${RDMX_OMP_LINKER_SCRIPT}.in
+     "SECTIONS {\n  rdmx_shared @RDMX_OMP_SHARED_ADDRESS@ (NOLOAD) : { *(rdmx_shared) . = ALIGN(65536); }\n}\nINSERT AFTER .bss;\n")
+configure_file(${RDMX_OMP_LINKER_SCRIPT}.in ${RDMX_OMP_LINKER_SCRIPT} @ONLY)
 
 function(rdmx_omp_executable target)
   add_executable(${target} ${ARGN})
@@ -26,8 +33,8 @@ function(rdmx_omp_executable target)
   target_compile_definitions(${target} PRIVATE RDMX_OMP_DSM main=rdmx_omp_main)
   # No -fopenmp at link time: GOMP_* come from rdmx_omp, never from libgomp.
   # --wrap=exit: exit() on process 0 ends the whole job in order.
-  target_link_options(${target} PRIVATE -no-pie "-Wl,--section-start=rdmx_shared=${RDMX_OMP_SHARED_ADDRESS}"
-                      -Wl,--wrap=exit)
+  target_link_options(${target} PRIVATE -no-pie "-Wl,-T,${RDMX_OMP_LINKER_SCRIPT}" -Wl,--wrap=exit)
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${RDMX_OMP_LINKER_SCRIPT})
   target_link_libraries(${target} PRIVATE rdmx_omp)
 endfunction()
 
