@@ -411,7 +411,7 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
     // (a releaser locks or bumps the owner word before it reads the lease word).
     // A block fetched to be written needs none: its release leases it anew,
     // and a lease of ours would only push our own write timestamp past it.
-    if ((seen & word::lock_mask) == 0 && config_.lease != 0 && !for_write) {
+    if ((seen & word::lock_mask) == 0 && leasing() && !for_write) {
       lease = now() + config_.lease;
       extend_lease(block, lease);
     }
@@ -553,10 +553,12 @@ void Engine::release_floating(std::uint32_t block, bool writable) {
   const std::byte* mine = rw_ + off;
   const std::byte* twin = twin_ + off;
   const bool moved = owner != rank_;
-  // Our merged copy is the newest version: lease it to ourselves past the write.
+  // Our merged copy is the newest version: lease it to ourselves past the
+  // write, once leases are worth their two round trips (leasing()).
   const std::uint64_t wts = write_timestamp(block);
-  if (config_.lease != 0) extend_lease(block, wts + config_.lease);
-  lease_[block] = config_.lease != 0 ? wts + config_.lease : 0;
+  const std::uint64_t lease = leasing() ? wts + config_.lease : 0;
+  if (lease != 0) extend_lease(block, lease);
+  lease_[block] = lease;
   if (moved) {
     // Migration: the previous home's copy, with one get, straight into ours.
     get(home, home_block(owner, block)).get();
@@ -941,6 +943,7 @@ void Engine::acquire(std::span<const DecodedSignature> signatures, bool alone) {
 // ends before our (now raised) time may miss one of them and goes.
 void Engine::invalidate_expired() {
   counters_.overflows.fetch_add(1, std::memory_order_relaxed);
+  overflowed_.store(true, std::memory_order_relaxed);
   release_all();
   const std::uint64_t time = now();
   // Runs of adjacent expiring copies stay locked until one mprotect drops them all.

@@ -95,6 +95,11 @@ class Engine {
   RemoteLocator lease_word(std::uint32_t block) const;
   // Logical time (Tardis): raised to every write timestamp released or acquired here.
   std::uint64_t now() const noexcept { return time_.load(std::memory_order_acquire); }
+  // Whether copies take leases: only a copy an overflowed signature would
+  // drop needs one (MENPS), so a process takes them once it has acquired
+  // one, and saves the lease word's round trips before. Skipping a lease is
+  // always safe: a copy without one goes at the next overflow.
+  bool leasing() const noexcept { return config_.lease != 0 && overflowed_.load(std::memory_order_relaxed); }
   void advance(std::uint64_t t) noexcept;
   // Raises the lease word of `block` to at least `until`; returns what it held before.
   std::uint64_t extend_lease(std::uint32_t block, std::uint64_t until);
@@ -193,6 +198,7 @@ class Engine {
   std::unique_ptr<std::uint8_t[]> quiet_;         // fast-released, writable: releases since it last changed
   std::unique_ptr<std::uint64_t[]> lease_;        // logical time the cached copy is valid until (0: none)
   std::atomic<std::uint64_t> time_{0};
+  std::atomic<bool> overflowed_{false};  // an overflowed signature was acquired here
 
   std::atomic_flag dirty_lock_ = ATOMIC_FLAG_INIT;
   // Blocks to release, each listed at most once (listed_), so the fault
