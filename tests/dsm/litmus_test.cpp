@@ -410,6 +410,28 @@ TEST(Litmus, ThreadsShareTheCache) {
   dsm::barrier();
 }
 
+// Inside Job::run dsm::barrier belongs to worker thread 0 (peers send it
+// their signatures there); another thread gets a clear error at once.
+TEST(Litmus, ThreadsBarrierOnlyFromThreadZero) {
+  space();
+  std::atomic<int> refused{0}, other{0};
+  job().run([&](ThreadId me) {
+    if (me.thread == 0) return;
+    try {
+      dsm::barrier();
+      other.fetch_add(1);
+    } catch (const Error& e) {
+      if (e.code() == Errc::invalid_argument && std::string(e.what()).find("worker thread 0") != std::string::npos)
+        refused.fetch_add(1);
+      else
+        other.fetch_add(1);
+    }
+  });
+  EXPECT_EQ(refused.load(), static_cast<int>(job().threads_per_process()) - 1);
+  EXPECT_EQ(other.load(), 0);
+  dsm::barrier();
+}
+
 // Threads of several processes take one mutex in turn: every increment counts.
 TEST(Litmus, ThreadsCountUnderAMutex) {
   space();
