@@ -96,7 +96,7 @@ class Engine {
   // Logical time (Tardis): raised to every write timestamp released or acquired here.
   std::uint64_t now() const noexcept { return time_.load(std::memory_order_acquire); }
   // Whether copies take leases: only a copy an overflowed signature would
-  // drop needs one (MENPS), so a process takes them once it has acquired
+  // drop needs one, so a process takes them once it has acquired
   // one, and saves the lease word's round trips before. Skipping a lease is
   // always safe: a copy without one goes at the next overflow.
   bool leasing() const noexcept { return config_.lease != 0 && overflowed_.load(std::memory_order_relaxed); }
