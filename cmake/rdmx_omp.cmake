@@ -20,9 +20,8 @@ set(RDMX_OMP_SHARED_ADDRESS 0x40000000 CACHE STRING "Link address of section rdm
 # 64 KiB never reaches past it into the brk heap (which starts right there
 # when the kernel does not randomize it).
 set(RDMX_OMP_LINKER_SCRIPT ${CMAKE_CURRENT_BINARY_DIR}/rdmx_shared.ld)
-file(WRITE ${RDMX_OMP_LINKER_SCRIPT}.in
-     "SECTIONS {\n  rdmx_shared @RDMX_OMP_SHARED_ADDRESS@ (NOLOAD) : { *(rdmx_shared) . = ALIGN(65536); }\n}\nINSERT AFTER .bss;\n")
-configure_file(${RDMX_OMP_LINKER_SCRIPT}.in ${RDMX_OMP_LINKER_SCRIPT} @ONLY)
+file(CONFIGURE OUTPUT ${RDMX_OMP_LINKER_SCRIPT} @ONLY
+     CONTENT "SECTIONS {\n  rdmx_shared @RDMX_OMP_SHARED_ADDRESS@ (NOLOAD) : { *(rdmx_shared) . = ALIGN(65536); }\n}\nINSERT AFTER .bss;\n")
 
 function(rdmx_omp_executable target)
   add_executable(${target} ${ARGN})
