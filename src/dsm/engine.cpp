@@ -89,8 +89,9 @@ Engine::Engine(Job& job, const Config& config)
                                             " is not a positive multiple of the block size " +
                                             std::to_string(config_.block_bytes));
   if (processes_ > 0xfffe) throw Error(Errc::invalid_argument, "dsm: at most 65534 processes");
-  if (config_.notices == 0 || config_.mutexes == 0)
-    throw Error(Errc::invalid_argument, "dsm: notices and mutexes must be at least 1");
+  // notices == 0 is valid: every signature that carries a write overflows,
+  // so acquirers rely on leases alone (Tardis; MENPS's sweep starts there).
+  if (config_.mutexes == 0) throw Error(Errc::invalid_argument, "dsm: mutexes must be at least 1");
   if (current() != nullptr) throw Error(Errc::invalid_argument, "dsm: this process already has a dsm::Space");
   if (config_.invalidation == Invalidation::directory && processes_ > 64)
     throw Error(Errc::invalid_argument, "dsm: directory invalidation tracks at most 64 processes, the job has " +

@@ -42,7 +42,8 @@ struct Config {
   HomePolicy home = HomePolicy::floating;  // RDMX_DSM_HOME=floating|fixed
   Invalidation invalidation = Invalidation::signature;  // RDMX_DSM_INVALIDATION=signature|directory
   // Write notices a signature holds; beyond that it overflows and acquirers
-  // fall back to logical leases (RDMX_DSM_NOTICES, default 1024).
+  // fall back to logical leases (RDMX_DSM_NOTICES, default 1024; 0: every
+  // signature that carries a write overflows, leases alone keep copies).
   std::uint32_t notices = 0;
   std::uint32_t mutexes = 0;  // global mutexes (RDMX_DSM_MUTEXES, default 16)
   // Logical lease a reader takes on a block it fetches (Tardis): the copy
