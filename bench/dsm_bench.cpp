@@ -16,17 +16,39 @@
 //   barrier        dsm: dsm::barrier with nothing written;
 //                  floating_home / fixed_home: every process wrote its own bytes of the
 //                  same `density` blocks before it (the two home policies)
-//   mutex          dsm::Mutex lock + unlock, uncontended
+//                  full_signature: every process wrote one word of each of `notices`
+//                  blocks of its own (the signature holds a notice per block)
+//   mutex          dsm: dsm::Mutex lock + unlock (its word at process 1);
+//                  mpi: MPI_Win_lock exclusive + MPI_Win_unlock of process
+//                  1's window. `pattern` reacquire: process 0 alone;
+//                  contended: every process at once; contended_counter:
+//                  every process, incrementing a counter inside (a word of
+//                  the heap; MPI_Get, flush, MPI_Put), checked at the end;
+//                  median us (reacquire) or mean us (contended: with the waits)
+//   fig1           MENPS Fig. 1, 32 KiB, random bytes written at `density` %:
+//                  pack_diff (runs packed into a buffer), discontiguous_write
+//                  (a put per run, then flush: the fixed home's merge),
+//                  contiguous_write (the whole block in one put, then flush)
+//   migratory      256 blocks homed elsewhere (by the fixed home's rule)
+//                  written whole by the same process every phase, then a
+//                  barrier (BT's shape): floating / fixed home, us per phase
+//   read_shared    a read-only matrix (256 blocks) and a vector (64 blocks,
+//                  each process rewrites its slice every phase) that every
+//                  process reads whole after the barrier (CG's shape):
+//                  signature / directory, us and read faults per phase
+//   wn_sweep       read_shared with signatures holding `notices` 0/64/128/1024
 //   mpi            MPI_Get of one block (lock/get/unlock) and MPI_Barrier
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 #include <signal.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -91,6 +113,326 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+[[noreturn]] void wrong(const std::string& what) {
+  std::fprintf(stderr, "rdmx-bench-dsm: wrong result: %s\n", what.c_str());
+  std::exit(3);
+}
+
+rdmx::dsm::Config config_for(std::size_t block, std::size_t heap_blocks) {
+  rdmx::dsm::Config c = rdmx::dsm::Config::from_env();
+  c.block_bytes = block;
+  c.heap_bytes = heap_blocks * block;
+  return c;
+}
+
+std::uint64_t faults(const rdmx::dsm::Counters& c) { return c.read_faults + c.write_faults; }
+
+// A barrier whose signature is full: every process writes one word of each
+// of `notices` blocks only it writes, so its signature carries that many
+// notices (and each is a merge at the release).
+template <class Line>
+void full_signature_barrier(rdmx::Job& job, const Options& opt, const Line& line) {
+  constexpr std::size_t block = 4096;
+  rdmx::dsm::Config config = rdmx::dsm::Config::from_env();
+  const std::size_t per = config.notices;
+  if (per == 0) return;  // RDMX_DSM_NOTICES=0: no signature is ever full
+  const std::size_t processes = job.size();
+  config = config_for(block, per * processes + 8);
+  rdmx::dsm::Space space(job, config);
+  auto* area = static_cast<volatile std::uint64_t*>(rdmx::dsm::allocate(per * processes * block, block));
+  auto word = [&](std::size_t process, std::size_t i) -> volatile std::uint64_t& {
+    return area[(process * per + i) * (block / sizeof(std::uint64_t))];
+  };
+  const int rounds = std::max(10, opt.reps / 20);
+  std::vector<double> t;
+  for (int r = 1; r <= rounds + 2; ++r) {
+    for (std::size_t i = 0; i < per; ++i) word(job.rank(), i) = static_cast<std::uint64_t>(r);
+    const auto t0 = Clock::now();
+    rdmx::dsm::barrier();
+    if (r > 2) t.push_back(us_since(t0));
+  }
+  for (std::size_t p = 0; p < processes; ++p)
+    for (std::size_t i = 0; i < per; ++i)
+      if (word(p, i) != static_cast<std::uint64_t>(rounds + 2))
+        wrong("full_signature: block " + std::to_string(i) + " of process " + std::to_string(p));
+  rdmx::dsm::barrier();
+  if (job.rank() == 0)
+    line("barrier", "full_signature", block, double(per)).field("notices", per).field("metric", "us")
+        .field("value", median(t)).print();
+}
+
+// A global mutex against an MPI exclusive lock: lock and unlock alone
+// (`pattern` reacquire: process 0 alone; contended: every process at once),
+// and around an increment of a counter (contended_counter: in the shared
+// heap for the DSM; MPI_Get, flush, MPI_Put in a window for MPI), whose final
+// value is checked.
+template <class Line>
+void mutexes(rdmx::Job& job, const Options& opt, const Line& line) {
+  constexpr std::size_t block = 4096;
+  const bool me0 = job.rank() == 0;
+  const std::uint64_t processes = job.size();
+  const int n = opt.reps;
+  // Reacquire: the median. Contended: the mean, which counts the waits
+  // for the other holders (the median is a process re-taking the lock).
+  auto print = [&](const char* variant, const char* pattern, const std::vector<double>& t) {
+    if (!me0) return;
+    double value = median(t);
+    if (std::string_view(pattern) != "reacquire") {
+      value = 0;
+      for (double x : t) value += x;
+      value /= double(t.size());
+    }
+    line("mutex", variant, block, 0.0).field("pattern", pattern).field("metric", "us").field("value", value).print();
+  };
+  // Times n calls of `critical`, by process 0 alone or by every process.
+  auto time = [&](bool everyone, auto&& critical) {
+    std::vector<double> t;
+    if (everyone || me0)
+      for (int i = 0; i < n; ++i) {
+        const auto t0 = Clock::now();
+        critical();
+        t.push_back(us_since(t0));
+      }
+    return t;
+  };
+  {
+    rdmx::dsm::Space space(job, config_for(block, 8));
+    auto* counter = static_cast<volatile std::uint64_t*>(rdmx::dsm::allocate(block, block));
+    rdmx::dsm::Mutex mutex(1);  // its word lives at process 1 (mutex mod P)
+    const auto alone = time(false, [&] { mutex.lock(); mutex.unlock(); });
+    rdmx::dsm::barrier();
+    const auto all = time(true, [&] { mutex.lock(); mutex.unlock(); });
+    rdmx::dsm::barrier();
+    const auto counted = time(true, [&] {
+      mutex.lock();
+      *counter = *counter + 1;
+      mutex.unlock();
+    });
+    rdmx::dsm::barrier();
+    if (*counter != std::uint64_t(n) * processes) wrong("mutex: the counter reached " + std::to_string(*counter));
+    print("dsm", "reacquire", alone);
+    print("dsm", "contended", all);
+    print("dsm", "contended_counter", counted);
+  }
+  std::int64_t memory = 0;
+  MPI_Win win;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  const int made = MPI_Win_create(&memory, sizeof memory, sizeof memory, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+  int all_made = 0;
+  const int mine_made = made == MPI_SUCCESS ? 1 : 0;
+  MPI_Allreduce(&mine_made, &all_made, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (all_made == 0) {
+    if (made == MPI_SUCCESS) MPI_Win_free(&win);
+    if (me0) std::fprintf(stderr, "rdmx-bench-dsm: MPI_Win_create failed: no mpi mutex lines\n");
+    return;
+  }
+  auto lock_unlock = [&] {
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
+    MPI_Win_unlock(1, win);
+  };
+  const auto alone = time(false, lock_unlock);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto all = time(true, lock_unlock);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto counted = time(true, [&] {
+    std::int64_t value = 0;
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
+    MPI_Get(&value, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, win);
+    MPI_Win_flush(1, win);
+    ++value;
+    MPI_Put(&value, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, win);
+    MPI_Win_unlock(1, win);
+  });
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::int64_t value = 0;
+  MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+  MPI_Get(&value, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, win);
+  MPI_Win_unlock(1, win);
+  if (std::uint64_t(value) != std::uint64_t(n) * processes) wrong("MPI mutex: the counter reached " + std::to_string(value));
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_free(&win);
+  print("mpi", "reacquire", alone);
+  print("mpi", "contended", all);
+  print("mpi", "contended_counter", counted);
+}
+
+// MENPS Fig. 1: what merging a diff costs as a packed diff, as a put per
+// run (what the fixed home does) and as one contiguous transfer of the whole
+// block (what a migration moves), by the density of written bytes.
+template <class Line>
+void fig1(rdmx::Job& job, const Options& opt, const Line& line) {
+  constexpr std::size_t block = 32768;
+  const int reps = std::max(10, opt.reps / 4);
+  if (job.rank() == 0) {
+    const rdmx::RemoteLocator remote = rdmx::allocate_remote(1, block);
+    std::vector<std::byte> twin(block), mine(block), packed(5 * block);
+    std::mt19937_64 random(42);
+    for (std::byte& b : twin) b = std::byte(random());
+    std::vector<std::uint32_t> order(block);
+    for (std::uint32_t i = 0; i < block; ++i) order[i] = i;
+    std::uint64_t sink = 0;
+    for (const double density : {0.01, 0.1, 1.0, 10.0, 100.0}) {
+      mine = twin;
+      std::shuffle(order.begin(), order.end(), random);
+      const auto written = std::max<std::size_t>(1, static_cast<std::size_t>(double(block) * density / 100 + 0.5));
+      for (std::size_t k = 0; k < written; ++k) mine[order[k]] = twin[order[k]] ^ std::byte{0xff};
+      // Calls run(offset, length) for each run of bytes that differ from the twin.
+      auto each_run = [&](auto&& run) {
+        std::size_t runs = 0;
+        for (std::size_t i = 0; i < block;) {
+          if (mine[i] == twin[i]) {
+            ++i;
+            continue;
+          }
+          std::size_t end = i + 1;
+          while (end < block && mine[end] != twin[end]) ++end;
+          run(i, end - i);
+          ++runs;
+          i = end;
+        }
+        return runs;
+      };
+      std::vector<double> pack, discontiguous, contiguous;
+      std::size_t runs = 0;
+      for (int r = 0; r < reps; ++r) {
+        auto t0 = Clock::now();
+        std::size_t at = 0;
+        runs = each_run([&](std::size_t i, std::size_t n) {
+          const std::uint32_t header[2] = {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(n)};
+          std::memcpy(packed.data() + at, header, sizeof header);
+          std::memcpy(packed.data() + at + sizeof header, mine.data() + i, n);
+          at += sizeof header + n;
+        });
+        pack.push_back(us_since(t0));
+        sink += std::to_integer<std::uint64_t>(packed[at - 1]);
+        t0 = Clock::now();
+        each_run([&](std::size_t i, std::size_t n) { rdmx::post_put(mine.data() + i, remote.slice(i, n)); });
+        rdmx::flush(1);
+        discontiguous.push_back(us_since(t0));
+        t0 = Clock::now();
+        rdmx::post_put(mine.data(), remote);
+        rdmx::flush(1);
+        contiguous.push_back(us_since(t0));
+      }
+      for (auto [variant, t] : {std::pair{"pack_diff", &pack}, std::pair{"discontiguous_write", &discontiguous},
+                                std::pair{"contiguous_write", &contiguous}})
+        line("fig1", variant, block, density).field("runs", runs).field("metric", "us").field("value", median(*t)).print();
+    }
+    rdmx::free_remote(remote);
+    if (sink == 42) std::printf(" ");
+  }
+  job.barrier();
+}
+
+// BT's shape: every process rewrites the same 256 blocks each phase, blocks
+// the fixed home places at another process, then meets the others.
+template <class Line>
+void migratory(rdmx::Job& job, const Options& opt, const Line& line) {
+  constexpr std::size_t block = 4096, per = 256;
+  const std::size_t processes = job.size(), rank = job.rank();
+  const int phases = std::max(10, opt.reps / 20);
+  auto value = [](int phase) { return static_cast<unsigned char>(phase % 250 + 1); };
+  for (const rdmx::dsm::HomePolicy policy : {rdmx::dsm::HomePolicy::floating, rdmx::dsm::HomePolicy::fixed}) {
+    rdmx::dsm::Config config = config_for(block, per * processes + 8);
+    config.home = policy;
+    rdmx::dsm::Space space(job, config);
+    auto* area = static_cast<unsigned char*>(rdmx::dsm::allocate(per * processes * block, block));
+    const std::size_t first = static_cast<std::size_t>(reinterpret_cast<std::byte*>(area) - space.heap().data()) / block;
+    // Process p writes the blocks whose fixed home is process p + 1.
+    auto blocks_of = [&](std::size_t p) {
+      std::vector<std::size_t> mine;
+      for (std::size_t i = 0; i < per * processes; ++i)
+        if ((first + i) % processes == (p + 1) % processes) mine.push_back(i);
+      return mine;
+    };
+    const std::vector<std::size_t> mine = blocks_of(rank);
+    std::vector<double> t;
+    std::uint64_t faults_before = 0;
+    for (int phase = 1; phase <= phases + 2; ++phase) {
+      if (phase == 3) faults_before = faults(rdmx::dsm::counters());
+      const auto t0 = Clock::now();
+      for (std::size_t b : mine) std::memset(area + b * block, value(phase), block);
+      rdmx::dsm::barrier();
+      if (phase > 2) t.push_back(us_since(t0));
+    }
+    const double faults_per_phase = double(faults(rdmx::dsm::counters()) - faults_before) / phases;
+    for (std::size_t p = 0; p < processes; ++p)
+      for (std::size_t b : blocks_of(p))
+        if (area[b * block] != value(phases + 2) || area[b * block + block - 1] != value(phases + 2))
+          wrong(std::string("migratory: block ") + std::to_string(b) + " of process " + std::to_string(p));
+    rdmx::dsm::barrier();
+    const char* variant = policy == rdmx::dsm::HomePolicy::fixed ? "fixed" : "floating";
+    if (job.rank() == 0) {
+      line("migratory", variant, block, double(per)).field("metric", "us").field("value", median(t)).print();
+      line("migratory", variant, block, double(per)).field("metric", "faults").field("value", faults_per_phase).print();
+    }
+  }
+}
+
+// CG's shape: a matrix nobody writes after the start and a vector each
+// process rewrites its slice of every phase; after a barrier every process
+// reads both whole, then a second barrier ends the phase. Run with
+// signatures (the list length swept) and with the directory.
+template <class Line>
+void read_shared(rdmx::Job& job, const Options& opt, const Line& line) {
+  constexpr std::size_t block = 4096, matrix_blocks = 256, vector_blocks = 256;
+  const std::size_t processes = job.size(), rank = job.rank();
+  const int phases = std::max(10, opt.reps / 20);
+  const std::size_t slice = vector_blocks / processes;
+  auto value = [](int phase) { return static_cast<unsigned char>(phase % 250 + 1); };
+  auto matrix_value = [](std::size_t b) { return static_cast<unsigned char>(b % 251 + 1); };
+  struct Run {
+    rdmx::dsm::Invalidation invalidation;
+    std::uint32_t notices;
+  };
+  const Run runs[] = {{rdmx::dsm::Invalidation::signature, 1024}, {rdmx::dsm::Invalidation::directory, 1024},
+                      {rdmx::dsm::Invalidation::signature, 0},    {rdmx::dsm::Invalidation::signature, 64},
+                      {rdmx::dsm::Invalidation::signature, 128}};
+  for (const Run& run : runs) {
+    if (run.invalidation == rdmx::dsm::Invalidation::directory && processes > 64) continue;
+    rdmx::dsm::Config config = config_for(block, matrix_blocks + vector_blocks + 8);
+    config.invalidation = run.invalidation;
+    config.notices = run.notices;
+    rdmx::dsm::Space space(job, config);
+    auto* matrix = static_cast<unsigned char*>(rdmx::dsm::allocate(matrix_blocks * block, block));
+    auto* vector = static_cast<unsigned char*>(rdmx::dsm::allocate(vector_blocks * block, block));
+    for (std::size_t b = rank; b < matrix_blocks; b += processes) std::memset(matrix + b * block, matrix_value(b), block);
+    rdmx::dsm::barrier();
+    std::vector<double> t;
+    std::uint64_t faults_before = 0, sink = 0;
+    for (int phase = 1; phase <= phases + 2; ++phase) {
+      if (phase == 3) faults_before = rdmx::dsm::counters().read_faults;
+      const auto t0 = Clock::now();
+      std::memset(vector + rank * slice * block, value(phase), slice * block);
+      rdmx::dsm::barrier();
+      for (std::size_t b = 0; b < matrix_blocks; ++b) {
+        if (matrix[b * block] != matrix_value(b)) wrong("read_shared: matrix block " + std::to_string(b));
+        for (std::size_t i = 0; i < block; i += 64) sink += matrix[b * block + i];
+      }
+      for (std::size_t b = 0; b < slice * processes; ++b) {
+        if (vector[b * block] != value(phase))
+          wrong("read_shared: vector block " + std::to_string(b) + " in phase " + std::to_string(phase));
+        for (std::size_t i = 0; i < block; i += 64) sink += vector[b * block + i];
+      }
+      rdmx::dsm::barrier();
+      if (phase > 2) t.push_back(us_since(t0));
+    }
+    const double faults_per_phase = double(rdmx::dsm::counters().read_faults - faults_before) / phases;
+    if (sink == 42) std::printf(" ");
+    if (job.rank() != 0) continue;
+    const bool signature = run.invalidation == rdmx::dsm::Invalidation::signature;
+    if (run.notices == 1024) {
+      const char* variant = signature ? "signature" : "directory";
+      line("read_shared", variant, block, 0.0).field("notices", run.notices).field("metric", "us").field("value", median(t)).print();
+      line("read_shared", variant, block, 0.0).field("notices", run.notices).field("metric", "faults").field("value", faults_per_phase).print();
+    }
+    if (signature) {
+      line("wn_sweep", "signature", block, 0.0).field("notices", run.notices).field("metric", "us").field("value", median(t)).print();
+      line("wn_sweep", "signature", block, 0.0).field("notices", run.notices).field("metric", "faults").field("value", faults_per_phase).print();
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,12 +450,14 @@ int main(int argc, char** argv) {
   const std::string tls = tls_env != nullptr && std::string(tls_env).find("tcp") != std::string::npos ? "tcp" : "shm";
   JsonLine common;
   common.field("bench", "dsm").field("procs", job.size()).field("threads", 1).field("tls", tls);
-  auto emit = [&](const char* c, const char* variant, std::size_t size, int density, const char* metric, double v) {
-    if (!me0) return;
-    common.with("case", c).field("variant", variant).field("size", size).field("density", density)
-        .field("mpi_pml", pml).field("metric", metric).field("value", v)
-        .field("placement", rdmx::bench::cores_text() + (job.oversubscribed() ? ", oversubscribed" : ""))
-        .print();
+  // A result line with the fields every case has; a case adds its own.
+  auto line = [&](const char* c, const char* variant, std::size_t size, double density) {
+    return common.with("case", c).field("variant", variant).field("size", size).field("density", density)
+        .field("mpi_pml", pml)
+        .field("placement", rdmx::bench::cores_text() + (job.oversubscribed() ? ", oversubscribed" : ""));
+  };
+  auto emit = [&](const char* c, const char* variant, std::size_t size, double density, const char* metric, double v) {
+    if (me0) line(c, variant, size, density).field("metric", metric).field("value", v).print();
   };
 
   // Before any Space: the DSM's handler is not in the way yet.
@@ -210,20 +554,6 @@ int main(int argc, char** argv) {
       }
       emit("barrier", "dsm", block, 0, "us", median(t));
     }
-    // an uncontended mutex
-    {
-      std::vector<double> t;
-      rdmx::dsm::Mutex m(0);
-      if (me0)
-        for (int i = 0; i < n; ++i) {
-          const auto t0 = Clock::now();
-          m.lock();
-          m.unlock();
-          t.push_back(us_since(t0));
-        }
-      rdmx::dsm::barrier();
-      emit("mutex", "dsm", block, 0, "us", me0 ? median(t) : 0);
-    }
     if (me0) std::fprintf(stderr, "rdmx-bench-dsm: block %zu: %s\n", block, rdmx::dsm::to_string(rdmx::dsm::counters()).c_str());
 
     // Open MPI in the same processes: one block by MPI_Get, and MPI_Barrier.
@@ -291,6 +621,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rdmx-bench-dsm: %s home: %s\n", rdmx::dsm::to_string(policy),
                    rdmx::dsm::to_string(rdmx::dsm::counters()).c_str());
   }
+  full_signature_barrier(job, opt, line);
+  mutexes(job, opt, line);
+  fig1(job, opt, line);
+  migratory(job, opt, line);
+  read_shared(job, opt, line);
   MPI_Finalize();
   return 0;
 }
