@@ -402,6 +402,7 @@ class Runtime {
   std::uint32_t receive_probe_ms() const noexcept { return receive_probe_ms_; }
   bool shutting_down() const noexcept { return shutting_down_.load(std::memory_order_acquire); }
   bool same_host(std::uint32_t process) const { return infos_[process].hostname == infos_[rank_].hostname; }
+  const std::string& hostname_of(std::uint32_t process) const { return infos_[process].hostname; }
   std::size_t max_message() const noexcept { return max_message_; }
   std::size_t max_closure() const noexcept { return max_closure_; }
   PendingReplies& pending() { return pending_; }

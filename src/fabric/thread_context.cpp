@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "rdmx/core/backoff.hpp"
@@ -77,6 +78,26 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
       try {
         owned = std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
                                                      "thread " + rdmx::to_string(peer));
+        // An endpoint that cannot detect failures has only shared-memory
+        // lanes (UCX 1.13). To another host that is no way at all: real
+        // hosts get "unreachable", but namespace hosts share a boot id, so
+        // UCX connects and what is sent never arrives. It was seen, rarely,
+        // right after a namespace host's link came back: try again briefly
+        // for a TCP lane, then say so rather than hang.
+        for (int attempt = 0; !owned->detects_failure() && !runtime_.same_host(process); ++attempt) {
+          if (attempt == 20)
+            throw Error(Errc::transport, "cannot reach thread " + rdmx::to_string(peer) + " on another host (" +
+                                             runtime_.hostname_of(process) +
+                                             "): UCX found only shared-memory transports to it, which do not "
+                                             "cross hosts (check UCX_TLS and the network)");
+          owned.reset();
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          owned = std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
+                                                       "thread " + rdmx::to_string(peer));
+          if (owned->detects_failure())
+            rdmx::log(rdmx::LogLevel::warn, "thread %s on another host was reachable only by shared memory; "
+                      "reached it over the network at attempt %d\n", rdmx::to_string(peer).c_str(), attempt + 2);
+        }
       } catch (const Error& e) {
         // Over shared memory, connecting to a process that died fails in
         // UCX (its segments are gone): that is the peer's failure. Over TCP
