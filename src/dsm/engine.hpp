@@ -161,7 +161,8 @@ class Engine {
   void invalidate_expired();
   void note(const WriteNotice& notice);
   void process_barrier(bool alone);
-  void acquire_mutex(std::uint32_t mutex);
+  // `free_word`: the mutex word as the lock found it free.
+  void acquire_mutex(std::uint32_t mutex, std::uint64_t free_word);
   void check_mutex(std::uint32_t mutex, const char* what) const;
   static Error not_held(std::uint32_t mutex, std::uint64_t word);
 
@@ -197,6 +198,9 @@ class Engine {
   std::unique_ptr<WriteNotice[]> hint_;           // newest notice of an invalid block (source ~0u: none)
   std::unique_ptr<std::uint8_t[]> quiet_;         // fast-released, writable: releases since it last changed
   std::unique_ptr<std::uint64_t[]> lease_;        // logical time the cached copy is valid until (0: none)
+  // Per mutex: the word this process holds it with (0: not held), and the
+  // free word it last saw (what its next lock expects).
+  std::unique_ptr<std::atomic<std::uint64_t>[]> held_, mutex_free_;
   std::atomic<std::uint64_t> time_{0};
   std::atomic<bool> overflowed_{false};  // an overflowed signature was acquired here
 
