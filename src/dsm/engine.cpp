@@ -540,9 +540,15 @@ void Engine::release_blocks(std::vector<std::uint32_t>& blocks) {
 void Engine::release_floating(std::uint32_t block, bool writable) {
   const RemoteLocator where = owner_word(block);
   const std::uint32_t me = rank_ + 1;
-  // Take the owner word's lock: expect it unlocked at whatever owner and
-  // version it holds; a failed swap tells us what it holds.
-  std::uint64_t expected = fetch_add(where, 0).get() & ~word::lock_mask;
+  // Take the owner word's lock. Expect it as our last release of the block
+  // left it (we own it, at the version we hold): right whenever we released
+  // it last, which is what floating homes are for, and a wrong guess costs
+  // no more than reading the word first would, as a failed swap returns it.
+  // Take the owner word's lock. Expect it as our last release of the block
+  // left it (we own it, at the version we hold): right whenever we released
+  // it last, which is what floating homes are for, and a wrong guess costs
+  // no more than reading the word first would, as a failed swap returns it.
+  std::uint64_t expected = word::pack(version_[block], rank_, 0);
   Backoff backoff;
   for (;;) {
     const std::uint64_t seen = compare_swap(where, expected, expected | me).get();
