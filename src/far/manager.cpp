@@ -678,7 +678,10 @@ void Manager::Impl::take_slots(std::span<Claim> claims, std::size_t bytes) {
     for (Claim& c : claims) {
       c.slot = take_slot(lock, state::class_of(c.remote));
       occupy(c.slot, *c.word, c.remote, bytes);
-      pins[c.slot].store(1, std::memory_order_relaxed);  // for the scope, before the word turns local
+      // For the scope, before the word turns local. An increment, not a
+      // store: a reader that raced with this slot's eviction may hold a
+      // transient pin here that it is about to take back.
+      pins[c.slot].fetch_add(1, std::memory_order_relaxed);
       ++slotted;
     }
   } catch (...) {
@@ -692,7 +695,7 @@ void Manager::Impl::give_back(std::span<const Claim> claims) {
   {
     std::lock_guard lock(mutex);
     for (const Claim& c : claims) {
-      pins[c.slot].store(0, std::memory_order_relaxed);
+      pins[c.slot].fetch_sub(1, std::memory_order_relaxed);
       release(c.slot);
     }
   }
@@ -1069,7 +1072,7 @@ std::size_t Manager::prefetch(std::span<std::atomic<std::uint64_t>* const> words
       if (!slot) break;
       c.slot = *slot;
       m.occupy(c.slot, *c.word, c.remote, bytes);
-      m.pins[c.slot].store(1, std::memory_order_relaxed);  // for the scope, before the word turns local
+      m.pins[c.slot].fetch_add(1, std::memory_order_relaxed);  // for the scope (an increment: see take_slots)
       ++slotted;
     }
   } catch (...) {
