@@ -544,10 +544,6 @@ void Engine::release_floating(std::uint32_t block, bool writable) {
   // left it (we own it, at the version we hold): right whenever we released
   // it last, which is what floating homes are for, and a wrong guess costs
   // no more than reading the word first would, as a failed swap returns it.
-  // Take the owner word's lock. Expect it as our last release of the block
-  // left it (we own it, at the version we hold): right whenever we released
-  // it last, which is what floating homes are for, and a wrong guess costs
-  // no more than reading the word first would, as a failed swap returns it.
   std::uint64_t expected = word::pack(version_[block], rank_, 0);
   Backoff backoff;
   for (;;) {
@@ -1263,7 +1259,7 @@ void Engine::acquire_mutex(std::uint32_t mutex, std::uint64_t free_word) {
   const std::uint64_t stamp = mutex_bits::stamp(free_word);
   if (stamp == 0 || stamp - 1 < epoch_) return;
   // One get reads the header and, for a short list, the notices with it.
-  std::vector<std::byte> bytes(std::min(slot_bytes_, std::max(Signature::encoded_size(0), std::size_t{1024})));
+  std::vector<std::byte> bytes(std::min<std::size_t>(slot_bytes_, 1024));
   blocking_get(bytes.data(), mutex_slot(mutex, bytes.size()));
   SignatureHeader header{};
   std::memcpy(&header, bytes.data(), sizeof header);

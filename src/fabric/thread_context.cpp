@@ -74,10 +74,13 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
     ep = endpoint_index_[index].load(std::memory_order_acquire);
     if (ep == nullptr) {
       ThreadId peer{process, slot == runtime_.workers() ? service_thread : slot};
+      auto connect = [&] {
+        return std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
+                                                     "thread " + rdmx::to_string(peer));
+      };
       std::unique_ptr<transfer::Endpoint> owned;
       try {
-        owned = std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
-                                                     "thread " + rdmx::to_string(peer));
+        owned = connect();
         // An endpoint that cannot detect failures has only shared-memory
         // lanes (UCX 1.13). To another host that is no way at all: real
         // hosts get "unreachable", but namespace hosts share a boot id, so
@@ -92,8 +95,7 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
                                              "cross hosts (check UCX_TLS and the network)");
           owned.reset();
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          owned = std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
-                                                       "thread " + rdmx::to_string(peer));
+          owned = connect();
           if (owned->detects_failure())
             rdmx::log(rdmx::LogLevel::warn, "thread %s on another host was reachable only by shared memory; "
                       "reached it over the network at attempt %d\n", rdmx::to_string(peer).c_str(), attempt + 2);
