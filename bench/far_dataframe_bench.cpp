@@ -433,11 +433,10 @@ int main(int argc, char** argv) {
   }
   // The server's region holds the table, the derived columns and the
   // temporaries; the compute process's cache up to the table. Each is one
-  // registered chunk, so the arena's segments must be as large (unless the
-  // user set them).
+  // registered chunk (a segment of its own): the arena must be allowed to
+  // hold them (unless the user set its maximum).
   const std::size_t table = o.trips * trip_bytes;
   const std::size_t region = (table * 5 / 2 + (64 << 20)) / (64 << 20) * (64 << 20);
-  setenv("RDMX_ARENA_SEGMENT", std::to_string(region).c_str(), 0);
   setenv("RDMX_ARENA_MAX", std::to_string(3 * region).c_str(), 0);
   rdmx::Job job(argc, argv);
   try {

@@ -271,8 +271,7 @@ Arena::Plan Arena::plan_segment() const {
   return {Backing::ucx, 0, round_up(want, base_page_size())};
 }
 
-std::unique_ptr<Arena::Segment> Arena::map_segment() {
-  const std::size_t length = plan_.segment_size;
+std::unique_ptr<Arena::Segment> Arena::map_segment(std::size_t length) {
   const int node = options_.numa_node;
   auto note_binding = [&](void* address) {
     if (node < 0) return;
@@ -345,19 +344,34 @@ std::unique_ptr<Arena::Segment> Arena::map_segment() {
   return finish(Mapping{}, std::move(region), Backing::ucx, base_page_size());
 }
 
+// The page size a segment of the plan's backing is rounded up to.
+std::size_t Arena::granule() const noexcept {
+  if (plan_.page_size != 0) return plan_.page_size;
+  return plan_.backing == Backing::thp ? 2 * MiB : base_page_size();
+}
+
+std::size_t Arena::mapped_locked() const noexcept {
+  std::size_t mapped = 0;
+  for (auto& s : segments_) mapped += s->region->size();
+  return mapped;
+}
+
 Block Arena::allocate_chunk(std::size_t bytes, std::size_t align) {
   if (bytes == 0) throw Error(Errc::invalid_argument, "arena: chunk of 0 bytes");
   if (align == 0 || (align & (align - 1)) != 0)
     throw Error(Errc::invalid_argument, "arena: alignment " + std::to_string(align) + " is not a power of two");
   const std::string who = options_.numa_node >= 0 ? "arena node " + std::to_string(options_.numa_node) : "arena";
-  // Checked: a size near SIZE_MAX (a hostile allocate_remote) must not wrap to a tiny chunk.
-  if (bytes > plan_.segment_size || align > plan_.segment_size)
+  if (align > plan_.segment_size)
+    throw Error(Errc::out_of_memory, who + ": alignment " + size_text(align) + " exceeds a segment of " +
+                                         size_text(plan_.segment_size));
+  // Checked first: a size near SIZE_MAX (a hostile allocate_remote) must
+  // neither wrap to a tiny chunk nor reach mmap.
+  if (bytes > options_.max_size || bytes > SIZE_MAX / 2)
     throw Error(Errc::out_of_memory, who + ": a chunk of " + std::to_string(bytes) + " bytes (" + size_text(bytes) +
-                                         ") does not fit in a segment of " +
-                                         size_text(plan_.segment_size) +
-                                         "; segments are registered whole and chunks cannot span them: raise RDMX_ARENA_SEGMENT");
+                                         ") exceeds the arena's maximum of " + size_text(options_.max_size) +
+                                         " (RDMX_ARENA_MAX)");
 
-  const std::size_t rounded = round_up(bytes, 64);  // <= segment size, itself a multiple of 64
+  const std::size_t rounded = round_up(bytes, 64);
   std::lock_guard lock(mutex_);
   auto take = [&](Segment& s) -> std::optional<Block> {
     auto offset = s.free.allocate(rounded, align, detail::Fit::first);
@@ -367,20 +381,24 @@ Block Arena::allocate_chunk(std::size_t bytes, std::size_t align) {
   for (auto& s : segments_) {
     if (auto block = take(*s)) return *block;
   }
-  const std::size_t mapped = segments_.size() * plan_.segment_size;
-  if (mapped + plan_.segment_size > options_.max_size) {
+  // A chunk larger than a segment gets a segment of its own, rounded up to
+  // the page size: segments are registered whole and chunks never span them.
+  // It stays with the arena like any other, its room reused once released.
+  const std::size_t length = bytes > plan_.segment_size ? round_up(rounded, granule()) : plan_.segment_size;
+  const std::size_t mapped = mapped_locked();
+  if (length > options_.max_size - std::min(mapped, options_.max_size)) {
     std::size_t used = 0;
     for (auto& s : segments_) used += s->free.used_bytes();
     throw Error(Errc::out_of_memory,
                 who + " exhausted: no segment has room for " + size_text(bytes) + " (" + size_text(used) + " in use of " +
-                    size_text(mapped) + " mapped in " + std::to_string(segments_.size()) + " segments of " +
-                    size_text(plan_.segment_size) + "), and another segment would exceed RDMX_ARENA_MAX=" +
-                    size_text(options_.max_size) + ": raise RDMX_ARENA_MAX or release chunks");
+                    size_text(mapped) + " mapped in " + std::to_string(segments_.size()) + " segments), and another " +
+                    size_text(length) + " would exceed RDMX_ARENA_MAX=" + size_text(options_.max_size) +
+                    ": raise RDMX_ARENA_MAX or release chunks");
   }
-  segments_.push_back(map_segment());
+  segments_.push_back(map_segment(length));
   if (auto block = take(*segments_.back())) return *block;
   throw Error(Errc::out_of_memory, who + ": " + size_text(bytes) + " aligned to " + size_text(align) +
-                                       " does not fit in a fresh segment of " + size_text(plan_.segment_size));
+                                       " does not fit in a fresh segment of " + size_text(length));
 }
 
 void Arena::release_chunk(const Block& chunk) {
@@ -407,7 +425,7 @@ std::size_t Arena::segment_count() const {
 
 std::size_t Arena::mapped_bytes() const {
   std::lock_guard lock(mutex_);
-  return segments_.size() * plan_.segment_size;
+  return mapped_locked();
 }
 
 std::size_t Arena::used_bytes() const {
@@ -433,8 +451,12 @@ PageKind Arena::page_kind() const {
 std::string Arena::describe() const {
   std::lock_guard lock(mutex_);
   std::string text = options_.numa_node >= 0 ? "arena node " + std::to_string(options_.numa_node) : "arena (no NUMA binding)";
-  text += ": " + std::to_string(segments_.size()) + (segments_.size() == 1 ? " segment x " : " segments x ") +
-          size_text(plan_.segment_size) + " (max " + size_text(options_.max_size) + "), ";
+  std::size_t large = 0;  // segments mapped for one chunk larger than the rest
+  for (auto& s : segments_) large += s->region->size() != plan_.segment_size ? 1 : 0;
+  text += ": " + std::to_string(segments_.size() - large) + (segments_.size() - large == 1 ? " segment x " : " segments x ") +
+          size_text(plan_.segment_size) +
+          (large != 0 ? " + " + std::to_string(large) + " large (" + size_text(mapped_locked()) + " mapped)" : "") +
+          " (max " + size_text(options_.max_size) + "), ";
   if (segments_.empty()) {
     text += std::string(backing_label(plan_.backing)) + (plan_.page_size ? " " + size_text(plan_.page_size) + " pages" : "") +
             " planned, nothing mapped yet";
@@ -455,7 +477,7 @@ std::string Arena::describe() const {
     text += backings + ", ";
     switch (kind) {
       case PageKind::transparent:
-        text += "transparent huge pages (" + size_text(thp) + " of " + size_text(segments_.size() * plan_.segment_size) + ")";
+        text += "transparent huge pages (" + size_text(thp) + " of " + size_text(mapped_locked()) + ")";
         break;
       case PageKind::huge_1g:
       case PageKind::huge_2m:

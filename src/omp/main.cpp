@@ -181,13 +181,12 @@ void release_section(std::byte* begin, std::size_t bytes) {
     throw Error(Errc::invalid_argument, std::string("unmapping section rdmx_shared: ") + std::strerror(errno));
 }
 
-// The DSM registers its home copies as one chunk of the heap's size, which
-// must fit in one arena segment: size the segments (and the arena) for the
-// heap, unless the user set them. Before the Job, which builds the arena.
+// The DSM registers its home copies as one chunk of the heap's size (a
+// segment of its own when larger than the others): let the arena grow to
+// hold it beside the runtime's own chunks, unless the user set a maximum.
+// Before the Job, which builds the arena.
 void size_arena(std::size_t heap_bytes) {
   const std::size_t slack = std::size_t{64} << 20;  // metadata and the runtime's own chunks
-  if (!env::get("RDMX_ARENA_SEGMENT") && heap_bytes + slack > (std::size_t{64} << 20))
-    ::setenv("RDMX_ARENA_SEGMENT", std::to_string(heap_bytes + slack).c_str(), 0);
   if (!env::get("RDMX_ARENA_MAX") && 2 * (heap_bytes + slack) > (std::size_t{1} << 30))
     ::setenv("RDMX_ARENA_MAX", std::to_string(2 * (heap_bytes + slack)).c_str(), 0);
 }

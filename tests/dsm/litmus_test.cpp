@@ -17,6 +17,7 @@
 #include "rdmx/dsm/fence.hpp"
 #include "rdmx/dsm/mutex.hpp"
 #include "rdmx/dsm/space.hpp"
+#include "rdmx/memory/arena.hpp"
 #include "support.hpp"
 
 using namespace rdmx;
@@ -91,6 +92,25 @@ TEST(Litmus, AnAddressTakenSomewhereIsAClearError) {
       EXPECT_NE(std::string(e.what()).find("configured its space differently"), std::string::npos) << e.what();
     }
   }
+}
+
+// The home copies are one registered chunk of the heap's size: a heap
+// larger than an arena segment gets a segment of its own, with no setting.
+TEST(Litmus, HeapLargerThanAnArenaSegment) {
+  ASSERT_FALSE(the_space);
+  dsm::Config config = dsm::Config::from_env();
+  config.heap_bytes = job().arena().segment_size() + (std::size_t{1} << 20);
+  dsm::Space space(job(), config);
+  auto* words = static_cast<volatile std::uint64_t*>(dsm::allocate(config.heap_bytes - 2 * config.block_bytes));
+  const std::size_t last = (config.heap_bytes - 2 * config.block_bytes) / sizeof(std::uint64_t) - 1;
+  if (rank() == procs() - 1) {
+    words[0] = 7;
+    words[last] = 11;
+  }
+  dsm::barrier();
+  EXPECT_EQ(words[0], 7u);
+  EXPECT_EQ(words[last], 11u);
+  dsm::barrier();
 }
 
 TEST(Litmus, HeapAndAllocationsHaveOneAddress) {

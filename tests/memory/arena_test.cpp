@@ -72,9 +72,41 @@ TEST(Arena, ExhaustionNamesSizesAndVariable) {
 
   Error large = error_from([&] { arena.allocate_chunk(3 * MiB); });
   EXPECT_EQ(large.code(), Errc::out_of_memory);
-  EXPECT_TRUE(contains(large.what(), "RDMX_ARENA_SEGMENT")) << large.what();
+  EXPECT_TRUE(contains(large.what(), "RDMX_ARENA_MAX")) << large.what();
   EXPECT_TRUE(contains(large.what(), "3 MiB")) << large.what();
-  EXPECT_TRUE(contains(large.what(), "1 MiB")) << large.what();
+  EXPECT_TRUE(contains(large.what(), "2 MiB")) << large.what();
+}
+
+// A registered buffer larger than a segment (a DSM heap, a far-memory
+// region) must not need RDMX_ARENA_SEGMENT raised: it gets a segment of its
+// own, counted against the maximum, and its room is reused once released.
+TEST(Arena, ChunkLargerThanASegmentGetsASegmentOfItsOwn) {
+  Arena arena(context(), small_arena(1 * MiB, 8 * MiB));
+  Block small = arena.allocate_chunk(4 * KiB);
+  Block large = arena.allocate_chunk(3 * MiB + 100);
+  ASSERT_NE(large.data, nullptr);
+  EXPECT_EQ(arena.segment_count(), 2u);
+  EXPECT_GE(arena.mapped_bytes(), 1 * MiB + 3 * MiB + 100);
+  EXPECT_NE(large.region, small.region);
+  std::memset(large.data, 0x5a, large.size);  // all of it is mapped and writable
+  EXPECT_TRUE(contains(arena.describe(), "1 large")) << arena.describe();
+  const auto* registered = RegionTable::process().get(large.region);
+  ASSERT_NE(registered, nullptr);
+  EXPECT_TRUE(registered->contains(large.data, large.size));
+
+  arena.release_chunk(large);
+  Block again = arena.allocate_chunk(2 * MiB);  // fits the released room: nothing new mapped
+  EXPECT_EQ(again.region, large.region);
+  EXPECT_EQ(arena.segment_count(), 2u);
+  Block other = arena.allocate_chunk(3 * MiB);  // the large segment is taken: another
+  EXPECT_EQ(arena.segment_count(), 3u);
+  Error full = error_from([&] { arena.allocate_chunk(3 * MiB); });  // 1 + 4 + 3 mapped, 3 more > 8
+  EXPECT_EQ(full.code(), Errc::out_of_memory);
+  EXPECT_TRUE(contains(full.what(), "RDMX_ARENA_MAX")) << full.what();
+  arena.release_chunk(other);
+  arena.release_chunk(again);
+  arena.release_chunk(small);
+  EXPECT_EQ(arena.used_bytes(), 0u);
 }
 
 TEST(Arena, BadNumaNodeIsInvalidArgument) {

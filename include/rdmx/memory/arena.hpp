@@ -7,8 +7,10 @@
 // memory. Chunk allocation is mutex-protected and thread-safe: it happens
 // when an allocator grows, not per operation.
 //
-// Segments are kept until the Arena is destroyed; chunks handed out must not
-// be used after that.
+// A chunk larger than a segment gets a segment of its own (rounded up to the
+// page size), so a program never has to size segments for its largest
+// registered buffer. Segments are kept until the Arena is destroyed, their
+// room reused; chunks handed out must not be used after that.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -72,7 +74,8 @@ class Arena {
 
   // A chunk of `bytes` (rounded up to 64) aligned to `align` (a power of two,
   // at most the segment's page size). Throws Errc::out_of_memory when the
-  // request exceeds a segment or the arena would exceed max_size.
+  // arena would exceed max_size (a chunk larger than a segment maps one of
+  // its own size).
   Block allocate_chunk(std::size_t bytes, std::size_t align = 64);
   // Give a chunk back; throws Errc::invalid_argument for a block this arena
   // did not hand out (or already took back).
@@ -101,7 +104,9 @@ class Arena {
     std::size_t segment_size;
   };
   Plan plan_segment() const;
-  std::unique_ptr<Segment> map_segment();
+  std::size_t granule() const noexcept;
+  std::size_t mapped_locked() const noexcept;  // mutex_ held
+  std::unique_ptr<Segment> map_segment(std::size_t length);
 
   transfer::Context& context_;
   Options options_;
