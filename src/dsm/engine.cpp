@@ -474,67 +474,137 @@ bool Engine::merge(std::uint32_t block) {
 // at each release until then. With a fixed home (or keep 0) every dirty
 // block is made read-only and merged (remote diffs are put from the runtime
 // view, which must not change under the puts).
-// The run's blocks are locked in ascending order, the only order in which
-// any thread holds several.
+// Every block of the list is locked, in ascending order (the only order in
+// which any thread holds several), for the whole release: the floating
+// home's blocks are then released together (release_floating_all).
 void Engine::release_blocks(std::vector<std::uint32_t>& blocks) {
   std::sort(blocks.begin(), blocks.end());
-  const bool fast = config_.home == HomePolicy::floating && config_.keep > 0;
-  std::size_t kept = 0;  // blocks[0, kept): kept writable (each position is read before it is overwritten)
-  std::size_t i = 0;
-  while (i < blocks.size()) {
-    std::size_t end = i + 1;
-    while (end < blocks.size() && blocks[end] == blocks[end - 1] + 1) ++end;
-    // The run is blocks first .. first + (end - i) - 1; positions up to k are
-    // overwritten by the kept blocks below, so unlocking goes by number.
-    const std::uint32_t first = blocks[i];
-    const auto count = static_cast<std::uint32_t>(end - i);
-    auto unlock_run = [&] {
-      for (std::uint32_t b = first; b < first + count; ++b) unlock_block(b);
-    };
-    for (std::uint32_t b = first; b < first + count; ++b) lock_block(b);
-    // Adjacent dirty blocks to make read-only and merge, with one mprotect.
-    std::uint32_t run_first = 0, run_count = 0;
-    auto settle = [&] {
-      if (run_count == 0) return;
-      protect(run_first, run_count, PROT_READ);
-      for (std::uint32_t b = run_first; b < run_first + run_count; ++b) merge(b);
-      run_count = 0;
-    };
-    try {
-      for (std::size_t k = i; k < end; ++k) {
-        const std::uint32_t b = blocks[k];
-        // Another thread may have released it meanwhile (an acquire's early release).
-        if (state_[b].load(std::memory_order_relaxed) != BlockState::dirty) {
-          settle();
-          continue;
-        }
-        if (fast && changed(b)) {
-          settle();
-          release_floating(b, true);
-          if (config_.invalidation == Invalidation::directory) invalidate_sharers(b);
-          counters_.merges.fetch_add(1, std::memory_order_relaxed);
-          counters_.fast_releases.fetch_add(1, std::memory_order_relaxed);
-          quiet_[b] = 0;
-          blocks[kept++] = b;
-          continue;
-        }
-        if (fast && ++quiet_[b] < config_.keep) {  // unchanged, but may be written again soon
-          settle();
-          blocks[kept++] = b;
-          continue;
-        }
-        if (run_count == 0) run_first = b;
-        ++run_count;
-      }
-      settle();
-    } catch (...) {
-      unlock_run();
-      throw;
+  const bool floating = config_.home == HomePolicy::floating;
+  const bool fast = floating && config_.keep > 0;
+  std::vector<FloatingRelease> todo;
+  std::vector<std::uint32_t> kept;  // the blocks a fast release leaves writable
+  for (std::uint32_t b : blocks) lock_block(b);
+  struct Unlock {
+    Engine& engine;
+    const std::vector<std::uint32_t>* locked;
+    ~Unlock() {
+      if (locked != nullptr)
+        for (std::uint32_t b : *locked) engine.unlock_block(b);
     }
-    unlock_run();
-    i = end;
+  } unlock{*this, &blocks};
+  // Adjacent dirty blocks to make read-only and merge, with one mprotect.
+  std::uint32_t run_first = 0, run_count = 0;
+  auto settle = [&] {
+    if (run_count == 0) return;
+    protect(run_first, run_count, PROT_READ);
+    for (std::uint32_t b = run_first; b < run_first + run_count; ++b) {
+      if (!floating) {
+        merge(b);
+      } else if (changed(b)) {
+        todo.push_back({b, false});
+      } else {
+        state_[b].store(BlockState::clean, std::memory_order_release);
+      }
+    }
+    run_count = 0;
+  };
+  for (std::uint32_t b : blocks) {
+    // Another thread may have released it meanwhile (an acquire's early release).
+    if (state_[b].load(std::memory_order_relaxed) != BlockState::dirty) {
+      settle();
+      continue;
+    }
+    if (fast && changed(b)) {
+      settle();
+      todo.push_back({b, true});
+      quiet_[b] = 0;
+      kept.push_back(b);
+      continue;
+    }
+    if (fast && ++quiet_[b] < config_.keep) {  // unchanged, but may be written again soon
+      settle();
+      kept.push_back(b);
+      continue;
+    }
+    if (run_count != 0 && b != run_first + run_count) settle();
+    if (run_count == 0) run_first = b;
+    ++run_count;
   }
-  blocks.resize(kept);
+  settle();
+  release_floating_all(todo);
+  for (const FloatingRelease& r : todo) {
+    if (config_.invalidation == Invalidation::directory) invalidate_sharers(r.block);
+    if (!r.writable) state_[r.block].store(BlockState::clean, std::memory_order_release);
+    counters_.merges.fetch_add(1, std::memory_order_relaxed);
+    if (r.writable) counters_.fast_releases.fetch_add(1, std::memory_order_relaxed);
+  }
+  for (std::uint32_t b : blocks) unlock_block(b);
+  unlock.locked = nullptr;
+  // Assigned, not swapped: the list keeps its capacity (release_all hands it
+  // back as the spare, so that a release allocates no list of every block).
+  blocks.assign(kept.begin(), kept.end());
+}
+
+// Releases floating-home blocks together: every owner word's lock is asked
+// for at once (each expected as our own last release left it), then every
+// lease word of those taken is read at once, the blocks are merged here, and
+// every lock is given back at once: three round trips for the lot where one
+// block at a time costs three each, which is what a release of many blocks
+// spends its time on where a round trip is dear (TCP, a large machine's
+// shared memory). Blocks whose lock was not as expected (held by another
+// process, or released elsewhere since) are released one at a time after
+// the others, holding no other owner word, as release_floating does.
+void Engine::release_floating_all(std::span<const FloatingRelease> todo) {
+  if (todo.size() <= 1) {
+    for (const FloatingRelease& r : todo) release_floating(r.block, r.writable);
+    return;
+  }
+  const std::uint64_t me = rank_ + 1;
+  std::vector<std::uint64_t> expected(todo.size());
+  std::vector<Future<std::uint64_t>> ops;
+  ops.reserve(todo.size());
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    expected[i] = word::pack(version_[todo[i].block], rank_, 0);
+    ops.push_back(compare_swap(owner_word(todo[i].block), expected[i], expected[i] | me));
+  }
+  std::vector<std::uint8_t> held(todo.size());
+  for (std::size_t i = 0; i < todo.size(); ++i) held[i] = ops[i].get() == expected[i] ? 1 : 0;
+  ops.clear();
+  for (std::size_t i = 0; i < todo.size(); ++i)
+    if (held[i] != 0) ops.push_back(fetch_add(lease_word(todo[i].block), 0));
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    if (held[i] == 0) continue;
+    const std::uint32_t block = todo[i].block;
+    // Tardis, as write_timestamp: past every lease readers took on the version it replaces.
+    const std::uint64_t wts = std::max(ops[next++].get() + 1, now());
+    advance(wts);
+    const std::uint64_t lease = leasing() ? wts + config_.lease : 0;
+    if (lease != 0) extend_lease(block, lease);
+    lease_[block] = lease;
+    if (todo[i].writable)
+      merge_writable(block, false);
+    else
+      merge_into_home(block, false);
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  ops.clear();
+  for (std::size_t i = 0; i < todo.size(); ++i)
+    if (held[i] != 0)
+      ops.push_back(compare_swap(owner_word(todo[i].block), expected[i] | me,
+                                 word::pack(word::version(expected[i]) + 1, rank_, 0)));
+  next = 0;
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    if (held[i] == 0) continue;
+    const std::uint32_t block = todo[i].block;
+    if (ops[next++].get() != (expected[i] | me))
+      throw Error(Errc::protocol, "dsm: the owner word of block " + std::to_string(block) +
+                                      " changed while this process held its lock");
+    version_[block] = word::version(expected[i]) + 1;
+    note(WriteNotice{block, rank_, version_[block]});
+  }
+  for (std::size_t i = 0; i < todo.size(); ++i)
+    if (held[i] == 0) release_floating(todo[i].block, todo[i].writable);
 }
 
 void Engine::release_floating(std::uint32_t block, bool writable) {
@@ -554,10 +624,7 @@ void Engine::release_floating(std::uint32_t block, bool writable) {
   }
   const std::uint32_t owner = word::owner(expected);
   const std::uint64_t version = word::version(expected);
-  const std::size_t off = offset(block);
-  std::byte* home = home_ + off;
-  const std::byte* mine = rw_ + off;
-  const std::byte* twin = twin_ + off;
+  std::byte* home = home_ + offset(block);
   const bool moved = owner != rank_;
   // Our merged copy is the newest version: lease it to ourselves past the
   // write, once leases are worth their two round trips (leasing()).
@@ -571,20 +638,10 @@ void Engine::release_floating(std::uint32_t block, bool writable) {
     counters_.migrations.fetch_add(1, std::memory_order_relaxed);
     counters_.bytes_fetched.fetch_add(config_.block_bytes, std::memory_order_relaxed);
   }
-  if (writable) {
+  if (writable)
     merge_writable(block, moved);
-  } else {
-    for (std::size_t i = 0; i < config_.block_bytes; i += 8) {
-      if (same_word(mine + i, twin + i)) continue;
-      for (std::size_t j = i; j < i + 8; ++j) {
-        if (mine[j] == twin[j]) continue;
-        if (config_.check_races && moved && home[j] != twin[j]) report_race(block, j);
-        home[j] = mine[j];
-      }
-    }
-    // Our cached copy becomes the merged block: it holds every write up to the new version.
-    if (moved) std::memcpy(rw_ + off, home, config_.block_bytes);
-  }
+  else
+    merge_into_home(block, moved);
   std::atomic_thread_fence(std::memory_order_release);
   const std::uint64_t released = word::pack(version + 1, rank_, 0);
   const std::uint64_t was = compare_swap(where, expected | me, released).get();
@@ -593,6 +650,25 @@ void Engine::release_floating(std::uint32_t block, bool writable) {
                                     " changed while this process held its lock");
   version_[block] = version + 1;
   note(WriteNotice{block, rank_, version + 1});
+}
+
+// The merge of a read-only block: the bytes that differ from the twin go to
+// the home copy; after a migration our copy becomes the merged block.
+void Engine::merge_into_home(std::uint32_t block, bool moved) {
+  const std::size_t off = offset(block);
+  std::byte* home = home_ + off;
+  const std::byte* mine = rw_ + off;
+  const std::byte* twin = twin_ + off;
+  for (std::size_t i = 0; i < config_.block_bytes; i += 8) {
+    if (same_word(mine + i, twin + i)) continue;
+    for (std::size_t j = i; j < i + 8; ++j) {
+      if (mine[j] == twin[j]) continue;
+      if (config_.check_races && moved && home[j] != twin[j]) report_race(block, j);
+      home[j] = mine[j];
+    }
+  }
+  // It holds every write up to the new version.
+  if (moved) std::memcpy(rw_ + off, home, config_.block_bytes);
 }
 
 // The merge of a block that stays writable: other threads of this process

@@ -139,6 +139,14 @@ class Engine {
   // Floating home; `writable`: the fast release, the block stays writable
   // and dirty, its twin becomes what was merged.
   void release_floating(std::uint32_t block, bool writable);
+  struct FloatingRelease {
+    std::uint32_t block;
+    bool writable;
+  };
+  // release_floating of several blocks (their local locks held), the round
+  // trips of all overlapped.
+  void release_floating_all(std::span<const FloatingRelease> todo);
+  void merge_into_home(std::uint32_t block, bool moved);
   void merge_writable(std::uint32_t block, bool moved);
   void report_race(std::uint32_t block, std::size_t at);
   void release_fixed(std::uint32_t block);
