@@ -152,6 +152,11 @@ Engine::Engine(Job& job, const Config& config)
   if (!local()) {
     warm();
     if (void** warmed = fabric::acting_word<Engine>()) *warmed = this;
+    std::uint32_t native = 1;
+    for (std::uint32_t p = 0; p < processes_; ++p)
+      if (p != rank_ && rma_emulated(p)) native = 0;
+    disseminate_ = true;
+    for (std::uint32_t all : gather(job_, native)) disseminate_ = disseminate_ && all != 0;
   }
   job_.barrier();
 }
@@ -230,7 +235,8 @@ void Engine::exchange_locators() {
   const std::size_t mutexes_here = (config_.mutexes + processes_ - 1) / processes_;
   slot_bytes_ = Signature::encoded_size(config_.notices);
   barrier_offset_ = words * 16 + mutexes_here * (16 + slot_bytes_);
-  directory_offset_ = barrier_offset_ + 2 * std::size_t{processes_} * (8 + slot_bytes_);
+  rounds_offset_ = barrier_offset_ + 2 * std::size_t{processes_} * (8 + slot_bytes_);
+  directory_offset_ = rounds_offset_ + 2 * std::size_t{max_rounds} * 16;
   mailbox_offset_ = directory_offset_ + words * 8;
   meta_bytes_ = mailbox_offset_ + (blocks_ + 7) / 8 * 8;
   struct Mine {
@@ -312,6 +318,10 @@ RemoteLocator Engine::barrier_flag(std::uint32_t process, std::uint64_t parity, 
 RemoteLocator Engine::barrier_slot(std::uint32_t process, std::uint64_t parity, std::uint32_t sender,
                                    std::size_t bytes) const {
   return metas_[process].slice(barrier_slot_offset(parity, sender), bytes);
+}
+RemoteLocator Engine::round_word(std::uint32_t process, std::uint64_t parity, std::uint32_t round,
+                                 std::uint32_t word) const {
+  return metas_[process].slice(rounds_offset_ + ((parity * max_rounds + round) * 2 + word) * 8, 8);
 }
 
 void Engine::lock_block(std::uint32_t block) noexcept {
@@ -1065,14 +1075,27 @@ void Engine::invalidate_expired() {
 
 // ---- barrier ---------------------------------------------------------------------
 
-// Every process puts its signature into every other process's slot for this
-// barrier's parity, then (after a flush orders the two) raises its flag
-// there; each waits for every flag locally. Two slot sets suffice: nobody
-// can start barrier e+2, and overwrite e's set, before every process has
-// raised its flag for e+1, which it does only after reading e's signatures.
-// The flags are per parity too: a signature sent as a message may go to
-// either of two threads (by its size), so e+2's may be delivered before
-// e+1's, and must not raise the flag e+1's waiter reads.
+// Two ways to exchange signatures, chosen once for the job (disseminate_):
+// - Where every process reaches every other with native one-sided
+//   operations (shared memory, RDMA), a process that released or acquired
+//   something puts its signature into every other process's slot for this
+//   barrier's parity and flushes; then all meet in a dissemination barrier
+//   (round k: a record to process rank + 2^k, wait for the one from
+//   rank - 2^k), log2(P) rounds of one put each instead of P - 1, whose
+//   records carry the largest logical clock seen so far. A slot whose
+//   signature is from this barrier was filled before its sender's first
+//   round, so before the rounds end here; an older one means the sender
+//   had nothing to say.
+// - Otherwise (TCP, where a put is a round trip through the peer's
+//   service thread) every process sends every other its signature as one
+//   message, whose handler raises the sender's flag here, and waits for
+//   every flag.
+// Two slot sets suffice: nobody can start barrier e+2, and overwrite e's
+// set, before every process has entered e+1, which it does only after
+// reading e's signatures. Flags and records are per parity too: a
+// signature sent as a message may go to either of two threads (by its
+// size), so e+2's may be delivered before e+1's, and must not raise the
+// flag e+1's waiter reads.
 void Engine::process_barrier(bool alone) {
   counters_.barriers.fetch_add(1, std::memory_order_relaxed);
   if (local()) {
@@ -1088,35 +1111,25 @@ void Engine::process_barrier(bool alone) {
   }
   const std::uint64_t target = epoch_ + 1;
   const std::uint64_t parity = target % 2;
-  // Where UCX emulates one-sided operations (TCP), each put and flush is a
-  // round trip through the peer's service thread: one message carrying the
-  // signature costs a single trip, and its handler raises the flag. It goes
-  // to worker thread 0, which runs every process's barrier and receives it
-  // as it waits, if the receive needs no allocation: the message may arrive
-  // while that thread serves a fault, which may have interrupted malloc. A
-  // larger one goes to the service thread, which wakes up for it (slower).
-  const std::uint32_t receiver = mine.size() <= fabric::receive_reserved_bytes ? 0 : service_thread;
-  bool puts = false;
-  for (std::uint32_t q = 0; q < processes_; ++q) {
-    if (q == rank_) continue;
-    if (rma_emulated(q)) {
+  if (disseminate_) {
+    advance(disseminate(mine, target));
+  } else {
+    // One message per peer: it goes to worker thread 0, which runs every
+    // process's barrier and receives it as it waits, if the receive needs
+    // no allocation: the message may arrive while that thread serves a
+    // fault, which may have interrupted malloc. A larger one goes to the
+    // service thread, which wakes up for it (slower).
+    const std::uint32_t receiver = mine.size() <= fabric::receive_reserved_bytes ? 0 : service_thread;
+    for (std::uint32_t q = 0; q < processes_; ++q) {
+      if (q == rank_) continue;
       const std::uint32_t sender = rank_;
       call_buffer(ThreadId{q, receiver},
                   [sender, target](std::span<std::byte> signature) { deliver_barrier(sender, target, signature); },
                   mine);
-    } else {
-      post_put(mine.data(), barrier_slot(q, parity, rank_, mine.size()));
-      puts = true;
     }
+    for (std::uint32_t p = 0; p < processes_; ++p)
+      if (p != rank_) wait_for_peer(p, target);
   }
-  if (puts) {
-    for (std::uint32_t q = 0; q < processes_; ++q)
-      if (q != rank_ && !rma_emulated(q)) flush(q);
-    for (std::uint32_t q = 0; q < processes_; ++q)
-      if (q != rank_ && !rma_emulated(q)) put(&target, barrier_flag(q, parity, rank_)).get();
-  }
-  for (std::uint32_t p = 0; p < processes_; ++p)
-    if (p != rank_) wait_for_peer(p, target);
   std::vector<DecodedSignature> received;
   for (std::uint32_t p = 0; p < processes_; ++p) {
     if (p == rank_) continue;
@@ -1125,9 +1138,12 @@ void Engine::process_barrier(bool alone) {
     std::memcpy(&header, slot, sizeof header);
     if (header.count > config_.notices)
       throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + " sent a malformed barrier signature");
-    if (header.epoch + 1 != target)  // every process passes the same barriers
+    if (header.epoch + 1 != target) {
+      if (disseminate_) continue;  // nothing from p this time
+      // Every process passes the same barriers.
       throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + "'s signature in barrier " +
                                       std::to_string(target) + "'s slot is from barrier " + std::to_string(header.epoch + 1));
+    }
     received.push_back(decode({slot, Signature::encoded_size(header.count)}, blocks_, processes_));
   }
   acquire(received, alone);
@@ -1136,6 +1152,54 @@ void Engine::process_barrier(bool alone) {
   std::lock_guard<std::mutex> hold(history_mutex_);
   history_.clear();
   ++epoch_;
+}
+
+std::uint64_t Engine::disseminate(std::span<const std::byte> signature, std::uint64_t target) {
+  const std::uint64_t parity = target % 2;
+  SignatureHeader header;
+  std::memcpy(&header, signature.data(), sizeof header);
+  if (header.count != 0 || header.overflowed != 0) {
+    for (std::uint32_t q = 0; q < processes_; ++q)
+      if (q != rank_) post_put(signature.data(), barrier_slot(q, parity, rank_, signature.size()));
+    for (std::uint32_t q = 0; q < processes_; ++q)
+      if (q != rank_) flush(q);
+  }
+  std::uint64_t clock = header.time;
+  std::uint32_t round = 0;
+  for (std::uint32_t distance = 1; distance < processes_; distance *= 2, ++round) {
+    const std::uint32_t to = (rank_ + distance) % processes_;
+    const std::uint64_t sent = clock;
+    put(&sent, round_word(to, parity, round, 0)).get();
+    transmitter(to).fence();  // the clock lands before the flag says it is there
+    put(&target, round_word(to, parity, round, 1)).get();
+    auto* record = reinterpret_cast<std::uint64_t*>(meta_ + rounds_offset_ + (parity * max_rounds + round) * 16);
+    std::atomic_ref<std::uint64_t> flag(record[1]);
+    Backoff backoff;
+    auto last_check = std::chrono::steady_clock::now();
+    while (flag.load(std::memory_order_acquire) < target) {
+      backoff(progress() != 0);
+      const auto t = std::chrono::steady_clock::now();
+      if (t - last_check < std::chrono::milliseconds(5)) continue;
+      last_check = t;
+      probe_peers("dsm::barrier");
+    }
+    clock = std::max(clock, std::atomic_ref<std::uint64_t>(record[0]).load(std::memory_order_relaxed));
+  }
+  return clock;
+}
+
+// A process waiting in a dissemination round hears from one peer, which may
+// wait on another: each asks every peer, so all notice a failure.
+void Engine::probe_peers(const char* what) {
+  for (std::uint32_t p = 0; p < processes_; ++p) {
+    if (p == rank_) continue;
+    try {
+      std::uint64_t probe = 0;
+      get(&probe, metas_[p].slice(0, 8)).get();
+    } catch (const Error& e) {
+      throw Error(Errc::peer_failed, std::string(what) + ": process " + std::to_string(p) + " failed: " + e.what());
+    }
+  }
 }
 
 // A barrier signature that came as a message: stored where a put would have

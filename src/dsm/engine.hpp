@@ -112,6 +112,11 @@ class Engine {
   RemoteLocator barrier_flag(std::uint32_t process, std::uint64_t parity, std::uint32_t sender) const;
   RemoteLocator barrier_slot(std::uint32_t process, std::uint64_t parity, std::uint32_t sender, std::size_t bytes) const;
   void wait_for_peer(std::uint32_t process, std::uint64_t target);
+  RemoteLocator round_word(std::uint32_t process, std::uint64_t parity, std::uint32_t round, std::uint32_t word) const;
+  // The barrier's exchange by dissemination; returns the largest clock of any process.
+  std::uint64_t disseminate(std::span<const std::byte> signature, std::uint64_t target);
+  // Whether every process is alive, asked of each (Errc::peer_failed if not).
+  void probe_peers(const char* what);
   static void deliver_barrier(std::uint32_t sender, std::uint64_t target, std::span<const std::byte> signature);
   std::size_t offset(std::uint32_t block) const { return std::size_t{block} * config_.block_bytes; }
 
@@ -191,6 +196,15 @@ class Engine {
   std::size_t meta_bytes_ = 0;
   std::size_t slot_bytes_ = 0;
   std::size_t barrier_offset_ = 0;
+  // The dissemination barrier's records, per parity and round: the
+  // sender's logical clock, then the barrier it reached (the flag).
+  static constexpr std::uint32_t max_rounds = 32;
+  std::size_t rounds_offset_ = 0;
+  // Every peer's one-sided operations are native (no process reaches
+  // another over TCP): the barrier disseminates flags in log2(P) rounds
+  // and pushes only signatures that hold something. Agreed by every
+  // process when the Space starts.
+  bool disseminate_ = false;
   // Directory invalidation: the directory words of the blocks this process
   // manages, then a byte per block that releasers set to invalidate our copy.
   std::size_t directory_offset_ = 0;
