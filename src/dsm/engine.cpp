@@ -1173,33 +1173,10 @@ std::uint64_t Engine::disseminate(std::span<const std::byte> signature, std::uin
     transmitter(to).fence();  // the clock lands before the flag says it is there
     put(&target, round_word(to, parity, round, 1)).get();
     auto* record = reinterpret_cast<std::uint64_t*>(meta_ + rounds_offset_ + (parity * max_rounds + round) * 16);
-    std::atomic_ref<std::uint64_t> flag(record[1]);
-    Backoff backoff;
-    auto last_check = std::chrono::steady_clock::now();
-    while (flag.load(std::memory_order_acquire) < target) {
-      backoff(progress() != 0);
-      const auto t = std::chrono::steady_clock::now();
-      if (t - last_check < std::chrono::milliseconds(5)) continue;
-      last_check = t;
-      probe_peers("dsm::barrier");
-    }
+    await_flag(record[1], target, every_peer);
     clock = std::max(clock, std::atomic_ref<std::uint64_t>(record[0]).load(std::memory_order_relaxed));
   }
   return clock;
-}
-
-// A process waiting in a dissemination round hears from one peer, which may
-// wait on another: each asks every peer, so all notice a failure.
-void Engine::probe_peers(const char* what) {
-  for (std::uint32_t p = 0; p < processes_; ++p) {
-    if (p == rank_) continue;
-    try {
-      std::uint64_t probe = 0;
-      get(&probe, metas_[p].slice(0, 8)).get();
-    } catch (const Error& e) {
-      throw Error(Errc::peer_failed, std::string(what) + ": process " + std::to_string(p) + " failed: " + e.what());
-    }
-  }
 }
 
 // A barrier signature that came as a message: stored where a put would have
@@ -1224,19 +1201,30 @@ void Engine::deliver_barrier(std::uint32_t sender, std::uint64_t target, std::sp
 // Waits until `process` has raised its flag here to `target`; a process that
 // died never will, so it is probed every few milliseconds (Errc::peer_failed).
 void Engine::wait_for_peer(std::uint32_t process, std::uint64_t target) {
-  std::atomic_ref<std::uint64_t> flag(*reinterpret_cast<std::uint64_t*>(meta_ + barrier_flag_offset(target % 2, process)));
+  await_flag(*reinterpret_cast<std::uint64_t*>(meta_ + barrier_flag_offset(target % 2, process)), target, process);
+}
+
+// Waits until a flag peers raise here reaches `target`. A process that died
+// never raises it, so `process` (every peer: every_peer) is asked every few
+// milliseconds whether it is alive: a waiter in a dissemination round hears
+// from one peer only, which may itself wait on the dead one.
+void Engine::await_flag(std::uint64_t& word, std::uint64_t target, std::uint32_t process) {
+  std::atomic_ref<std::uint64_t> flag(word);
   Backoff backoff;
   auto last_check = std::chrono::steady_clock::now();
   while (flag.load(std::memory_order_acquire) < target) {
     backoff(progress() != 0);
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_check < std::chrono::milliseconds(5)) continue;
-    last_check = now;
-    try {
-      std::uint64_t probe = 0;
-      get(&probe, metas_[process].slice(0, 8)).get();
-    } catch (const Error& e) {
-      throw Error(Errc::peer_failed, "dsm::barrier: process " + std::to_string(process) + " failed: " + e.what());
+    const auto t = std::chrono::steady_clock::now();
+    if (t - last_check < std::chrono::milliseconds(5)) continue;
+    last_check = t;
+    for (std::uint32_t p = 0; p < processes_; ++p) {
+      if (p == rank_ || (process != every_peer && p != process)) continue;
+      try {
+        std::uint64_t probe = 0;
+        get(&probe, metas_[p].slice(0, 8)).get();
+      } catch (const Error& e) {
+        throw Error(Errc::peer_failed, "dsm::barrier: process " + std::to_string(p) + " failed: " + e.what());
+      }
     }
   }
 }

@@ -115,8 +115,8 @@ class Engine {
   RemoteLocator round_word(std::uint32_t process, std::uint64_t parity, std::uint32_t round, std::uint32_t word) const;
   // The barrier's exchange by dissemination; returns the largest clock of any process.
   std::uint64_t disseminate(std::span<const std::byte> signature, std::uint64_t target);
-  // Whether every process is alive, asked of each (Errc::peer_failed if not).
-  void probe_peers(const char* what);
+  static constexpr std::uint32_t every_peer = ~0u;
+  void await_flag(std::uint64_t& word, std::uint64_t target, std::uint32_t process);
   static void deliver_barrier(std::uint32_t sender, std::uint64_t target, std::span<const std::byte> signature);
   std::size_t offset(std::uint32_t block) const { return std::size_t{block} * config_.block_bytes; }
 
