@@ -94,8 +94,9 @@ Engine::Engine(Job& job, const Config& config)
   // so acquirers rely on leases alone (Tardis; MENPS's sweep starts there).
   if (config_.mutexes == 0) throw Error(Errc::invalid_argument, "dsm: mutexes must be at least 1");
   if (current() != nullptr) throw Error(Errc::invalid_argument, "dsm: this process already has a dsm::Space");
-  if (config_.invalidation == Invalidation::directory && processes_ > 64)
-    throw Error(Errc::invalid_argument, "dsm: directory invalidation tracks at most 64 processes, the job has " +
+  if (config_.invalidation == Invalidation::directory && processes_ > directory::max_processes)
+    throw Error(Errc::invalid_argument, "dsm: directory invalidation tracks at most " +
+                                            std::to_string(directory::max_processes) + " processes, the job has " +
                                             std::to_string(processes_) + " (RDMX_DSM_INVALIDATION=signature has no limit)");
   // Leases stand in for write notices a signature dropped; a directory
   // drops none.
@@ -905,15 +906,38 @@ void Engine::join_sharers(std::uint32_t block) {
 void Engine::invalidate_sharers(std::uint32_t block) {
   // Take the sharers, leaving ourselves listed (our copy is current or,
   // with a fixed home, invalidated by the next releaser), and tell each.
+  // While we tell them the word also carries `telling`, and another
+  // releaser of the block waits for it to clear: a sharer whose bit we took
+  // relies on our byte alone, and the next releaser, who no longer sees
+  // that bit, may free a lock the sharer takes next. Without the wait the
+  // sharer could take it before our byte landed (we were descheduled
+  // between the swap and the put) and keep a stale copy: a mutex-protected
+  // counter in a block another process released at a barrier lost an
+  // increment. A fetch joins without waiting: its get comes after our merge.
   const RemoteLocator where = directory_word(block);
   const std::uint64_t me = std::uint64_t{1} << rank_;
   std::uint64_t seen = fetch_add(where, 0).get();
-  while (seen != me) {
-    const std::uint64_t was = compare_swap(where, seen, me).get();
+  Backoff backoff;
+  auto last_check = std::chrono::steady_clock::now();
+  for (;;) {
+    if ((seen & directory::telling) != 0) {
+      backoff(progress() != 0);
+      if (const auto t = std::chrono::steady_clock::now(); t - last_check > std::chrono::milliseconds(5)) {
+        last_check = t;
+        probe_peers("dsm: a release of block " + std::to_string(block) + " waited for another releaser's invalidation");
+      }
+      seen = fetch_add(where, 0).get();
+      continue;
+    }
+    const bool others = (seen & ~me) != 0;
+    if (!others && seen == me) break;
+    const std::uint64_t was = compare_swap(where, seen, others ? me | directory::telling : me).get();
     if (was == seen) break;
     seen = was;
   }
   shared_[block] = 1;
+  if ((seen & ~me) == 0) return;
+  if (config_.tell_delay_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(config_.tell_delay_us));
   static constexpr std::uint8_t stale = 1;
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (p != rank_ && (seen >> p & 1) != 0) put(&stale, mailbox(p, block)).get();
@@ -923,6 +947,14 @@ void Engine::invalidate_sharers(std::uint32_t block) {
   // a sharer kept its stale copy (a mutex-protected counter lost increments).
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (p != rank_ && (seen >> p & 1) != 0) flush(p);
+  // Every byte landed: clear `telling`, keeping the bits of fetches that
+  // joined meanwhile.
+  std::uint64_t now_seen = me | directory::telling;
+  for (;;) {
+    const std::uint64_t was = compare_swap(where, now_seen, now_seen & ~directory::telling).get();
+    if (was == now_seen) break;
+    now_seen = was;
+  }
 }
 
 void Engine::acquire_directory() {
@@ -1217,14 +1249,20 @@ void Engine::await_flag(std::uint64_t& word, std::uint64_t target, std::uint32_t
     const auto t = std::chrono::steady_clock::now();
     if (t - last_check < std::chrono::milliseconds(5)) continue;
     last_check = t;
-    for (std::uint32_t p = 0; p < processes_; ++p) {
-      if (p == rank_ || (process != every_peer && p != process)) continue;
-      try {
-        std::uint64_t probe = 0;
-        get(&probe, metas_[p].slice(0, 8)).get();
-      } catch (const Error& e) {
-        throw Error(Errc::peer_failed, "dsm::barrier: process " + std::to_string(p) + " failed: " + e.what());
-      }
+    probe_peers("dsm::barrier", process);
+  }
+}
+
+// Asks `process` (every peer: every_peer) whether it is alive, one get each:
+// a peer that died turns into Errc::peer_failed here, naming `what` waited.
+void Engine::probe_peers(const std::string& what, std::uint32_t process) {
+  for (std::uint32_t p = 0; p < processes_; ++p) {
+    if (p == rank_ || (process != every_peer && p != process)) continue;
+    try {
+      std::uint64_t probe = 0;
+      get(&probe, metas_[p].slice(0, 8)).get();
+    } catch (const Error& e) {
+      throw Error(Errc::peer_failed, what + ": process " + std::to_string(p) + " failed: " + e.what());
     }
   }
 }

@@ -34,7 +34,12 @@ namespace rdmx::dsm {
 // reader took on the block's current version (Tardis's rts); a releaser's
 // write timestamp is past it.
 // A block's directory word (directory invalidation only), at its manager:
-// bit p set while process p may cache the block.
+// bit p set while process p may cache the block; the top bit set while a
+// releaser tells the sharers it took (others' releases wait for it).
+namespace directory {
+inline constexpr std::uint64_t telling = std::uint64_t{1} << 63;
+inline constexpr std::uint32_t max_processes = 63;
+}  // namespace directory
 // A block's owner word, at its manager (block mod P):
 //   bits 0-15 lock holder + 1 (0: unlocked), 16-31 owner (home), 32-63 version.
 namespace word {
@@ -117,6 +122,7 @@ class Engine {
   std::uint64_t disseminate(std::span<const std::byte> signature, std::uint64_t target);
   static constexpr std::uint32_t every_peer = ~0u;
   void await_flag(std::uint64_t& word, std::uint64_t target, std::uint32_t process);
+  void probe_peers(const std::string& what, std::uint32_t process = every_peer);
   static void deliver_barrier(std::uint32_t sender, std::uint64_t target, std::span<const std::byte> signature);
   std::size_t offset(std::uint32_t block) const { return std::size_t{block} * config_.block_bytes; }
 

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -111,6 +112,55 @@ TEST(Litmus, HeapLargerThanAnArenaSegment) {
   EXPECT_EQ(words[0], 7u);
   EXPECT_EQ(words[last], 11u);
   dsm::barrier();
+}
+
+// Directory invalidation: a release that took a block's sharers tells each
+// with a byte. Process 1 releases the block (a plain release, no lock) and
+// is slow to tell process 0, which still caches it; meanwhile process 2
+// increments a counter in the block under a mutex, and process 0 takes the
+// mutex after it. The release of process 2 must wait until process 1's byte
+// has landed, or process 0 keeps its stale copy and the increment of
+// process 2 is lost (the job barrier between the phases is the launcher's,
+// not the DSM's: it acquires nothing).
+TEST(Litmus, DirectoryReleaseWaitsForAnotherReleasersInvalidation) {
+  ASSERT_FALSE(the_space);
+  if (procs() < 3) GTEST_SKIP() << "needs 3 processes";
+  dsm::Config config = dsm::Config::from_env();
+  config.invalidation = dsm::Invalidation::directory;
+  constexpr std::uint32_t stale = 0, slow = 1, other = 2;
+  if (rank() == slow) config.tell_delay_us = 60'000;
+  dsm::Space space(job(), config);
+  auto* data = static_cast<volatile std::uint64_t*>(dsm::allocate(config.block_bytes, config.block_bytes));
+  dsm::Mutex counter(3);
+  dsm::barrier();
+  for (std::uint64_t round = 0; round < 3; ++round) {
+    if (rank() == stale) {
+      counter.lock();
+      data[0] = data[0] + 1;
+      counter.unlock();
+    }
+    job().barrier();
+    if (rank() == slow) {
+      data[1] = round + 1;
+      dsm::release();
+    }
+    if (rank() == other) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      counter.lock();
+      data[0] = data[0] + 1;
+      counter.unlock();
+    }
+    if (rank() == stale) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      counter.lock();
+      data[0] = data[0] + 1;
+      counter.unlock();
+    }
+    dsm::barrier();
+    ASSERT_EQ(data[0], 3 * (round + 1)) << "round " << round;
+    ASSERT_EQ(data[1], round + 1) << "round " << round;
+    dsm::barrier();
+  }
 }
 
 TEST(Litmus, HeapAndAllocationsHaveOneAddress) {

@@ -59,6 +59,10 @@ struct Config {
   // Report bytes that two processes wrote between the same synchronizations
   // (RDMX_DSM_CHECK_RACES; floating home only).
   bool check_races = false;
+  // Testing only: microseconds a directory release waits between taking a
+  // block's sharers and telling them, as if descheduled there (the window
+  // the tests widen). Processes may differ in it.
+  std::uint32_t tell_delay_us = 0;
   // Where to put the heap; 0 lets process 0 pick. A non-zero address that
   // some process cannot map there is an error.
   std::uintptr_t address = 0;
