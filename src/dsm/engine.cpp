@@ -948,13 +948,10 @@ void Engine::invalidate_sharers(std::uint32_t block) {
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (p != rank_ && (seen >> p & 1) != 0) flush(p);
   // Every byte landed: clear `telling`, keeping the bits of fetches that
-  // joined meanwhile.
-  std::uint64_t now_seen = me | directory::telling;
-  for (;;) {
-    const std::uint64_t was = compare_swap(where, now_seen, now_seen & ~directory::telling).get();
-    if (was == now_seen) break;
-    now_seen = was;
-  }
+  // joined meanwhile. Only we clear it, so it is set: adding it clears it
+  // (the carry leaves the word), one atomic where a compare-and-swap would
+  // retry after every join.
+  fetch_add(where, directory::telling).get();
 }
 
 void Engine::acquire_directory() {
