@@ -3,7 +3,10 @@
 // MPI (MPI_Get of one block under a passive-target lock, MPI_Barrier)
 // measured in the same processes. Process 0 measures; the others serve.
 //
-//   rdmx-bench-dsm [--reps=N] [--quick]
+//   rdmx-bench-dsm [--reps=N] [--quick] [--rdmx-threads=T]
+//
+// With T > 1 worker threads per process only read_shared runs, its reads
+// and writes split among the threads (the other cases time one thread).
 //
 // Cases (JSON lines, bench "dsm"; metric us per operation, median):
 //   floor          mprotect_fault: touch of a protected page, handler unprotects;
@@ -44,6 +47,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -372,11 +376,15 @@ void migratory(rdmx::Job& job, const Options& opt, const Line& line) {
 // CG's shape: a matrix nobody writes after the start and a vector each
 // process rewrites its slice of every phase; after a barrier every process
 // reads both whole, then a second barrier ends the phase. Run with
-// signatures (the list length swept) and with the directory.
+// signatures (the list length swept) and with the directory. With several
+// worker threads per process (--rdmx-threads) the threads split each
+// process's writes and reads (block b to thread b mod T), so they fault on
+// different blocks of the one cache at once, and meet in dsm::thread_barrier.
 template <class Line>
 void read_shared(rdmx::Job& job, const Options& opt, const Line& line) {
   constexpr std::size_t block = 4096, matrix_blocks = 256, vector_blocks = 256;
   const std::size_t processes = job.size(), rank = job.rank();
+  const std::uint32_t threads = job.threads_per_process();
   const int phases = std::max(10, opt.reps / 20);
   const std::size_t slice = vector_blocks / processes;
   auto value = [](int phase) { return static_cast<unsigned char>(phase % 250 + 1); };
@@ -389,7 +397,8 @@ void read_shared(rdmx::Job& job, const Options& opt, const Line& line) {
                       {rdmx::dsm::Invalidation::signature, 0},    {rdmx::dsm::Invalidation::signature, 64},
                       {rdmx::dsm::Invalidation::signature, 128}};
   for (const Run& run : runs) {
-    if (run.invalidation == rdmx::dsm::Invalidation::directory && processes > 64) continue;
+    if (run.invalidation == rdmx::dsm::Invalidation::directory && processes > 63) continue;
+    if (threads > 1 && run.notices != 1024) continue;  // the sweep is a one-thread study
     rdmx::dsm::Config config = config_for(block, matrix_blocks + vector_blocks + 8);
     config.invalidation = run.invalidation;
     config.notices = run.notices;
@@ -399,34 +408,50 @@ void read_shared(rdmx::Job& job, const Options& opt, const Line& line) {
     for (std::size_t b = rank; b < matrix_blocks; b += processes) std::memset(matrix + b * block, matrix_value(b), block);
     rdmx::dsm::barrier();
     std::vector<double> t;
-    std::uint64_t faults_before = 0, sink = 0;
-    for (int phase = 1; phase <= phases + 2; ++phase) {
-      if (phase == 3) faults_before = rdmx::dsm::counters().read_faults;
-      const auto t0 = Clock::now();
-      std::memset(vector + rank * slice * block, value(phase), slice * block);
-      rdmx::dsm::barrier();
-      for (std::size_t b = 0; b < matrix_blocks; ++b) {
+    std::uint64_t faults_before = 0;
+    std::atomic<std::uint64_t> sink{0};
+    // One phase as thread `me` of `threads` does its part, `meet` the barrier.
+    auto phase_of = [&](std::uint32_t me, int phase, auto&& meet) {
+      for (std::size_t b = rank * slice + me; b < (rank + 1) * slice; b += threads)
+        std::memset(vector + b * block, value(phase), block);
+      meet();
+      std::uint64_t sum = 0;
+      for (std::size_t b = me; b < matrix_blocks; b += threads) {
         if (matrix[b * block] != matrix_value(b)) wrong("read_shared: matrix block " + std::to_string(b));
-        for (std::size_t i = 0; i < block; i += 64) sink += matrix[b * block + i];
+        for (std::size_t i = 0; i < block; i += 64) sum += matrix[b * block + i];
       }
-      for (std::size_t b = 0; b < slice * processes; ++b) {
+      for (std::size_t b = me; b < slice * processes; b += threads) {
         if (vector[b * block] != value(phase))
           wrong("read_shared: vector block " + std::to_string(b) + " in phase " + std::to_string(phase));
-        for (std::size_t i = 0; i < block; i += 64) sink += vector[b * block + i];
+        for (std::size_t i = 0; i < block; i += 64) sum += vector[b * block + i];
       }
-      rdmx::dsm::barrier();
-      if (phase > 2) t.push_back(us_since(t0));
-    }
+      sink.fetch_add(sum, std::memory_order_relaxed);
+      meet();
+    };
+    auto timed = [&](std::uint32_t me, auto&& meet) {
+      for (int phase = 1; phase <= phases + 2; ++phase) {
+        if (me == 0 && phase == 3) faults_before = rdmx::dsm::counters().read_faults;
+        const auto t0 = Clock::now();
+        phase_of(me, phase, meet);
+        if (me == 0 && phase > 2) t.push_back(us_since(t0));
+      }
+    };
+    if (threads == 1)
+      timed(0, [] { rdmx::dsm::barrier(); });
+    else
+      job.run([&](rdmx::ThreadId me) { timed(me.thread, [] { rdmx::dsm::thread_barrier(); }); });
     const double faults_per_phase = double(rdmx::dsm::counters().read_faults - faults_before) / phases;
-    if (sink == 42) std::printf(" ");
+    if (sink.load() == 42) std::printf(" ");
     if (job.rank() != 0) continue;
     const bool signature = run.invalidation == rdmx::dsm::Invalidation::signature;
     if (run.notices == 1024) {
       const char* variant = signature ? "signature" : "directory";
-      line("read_shared", variant, block, 0.0).field("notices", run.notices).field("metric", "us").field("value", median(t)).print();
-      line("read_shared", variant, block, 0.0).field("notices", run.notices).field("metric", "faults").field("value", faults_per_phase).print();
+      for (const char* metric : {"us", "faults"})
+        line("read_shared", variant, block, 0.0).field("notices", run.notices)
+            .field("metric", metric).field("value", std::string_view(metric) == "us" ? median(t) : faults_per_phase)
+            .print();
     }
-    if (signature) {
+    if (signature && threads == 1) {
       line("wn_sweep", "signature", block, 0.0).field("notices", run.notices).field("metric", "us").field("value", median(t)).print();
       line("wn_sweep", "signature", block, 0.0).field("notices", run.notices).field("metric", "faults").field("value", faults_per_phase).print();
     }
@@ -446,10 +471,11 @@ int main(int argc, char** argv) {
   }
   const bool me0 = job.rank() == 0;
   const std::string pml = rdmx::bench::mpi_pml();
+  const std::uint32_t threads = job.threads_per_process();
   const char* tls_env = std::getenv("UCX_TLS");
   const std::string tls = tls_env != nullptr && std::string(tls_env).find("tcp") != std::string::npos ? "tcp" : "shm";
   JsonLine common;
-  common.field("bench", "dsm").field("procs", job.size()).field("threads", 1).field("tls", tls);
+  common.field("bench", "dsm").field("procs", job.size()).field("threads", threads).field("tls", tls);
   // A result line with the fields every case has; a case adds its own.
   auto line = [&](const char* c, const char* variant, std::size_t size, double density) {
     return common.with("case", c).field("variant", variant).field("size", size).field("density", density)
@@ -459,6 +485,15 @@ int main(int argc, char** argv) {
   auto emit = [&](const char* c, const char* variant, std::size_t size, double density, const char* metric, double v) {
     if (me0) line(c, variant, size, density).field("metric", metric).field("value", v).print();
   };
+
+  // With several worker threads: only the case that uses them (the others
+  // measure one thread's operations, the one-thread run has them).
+  if (threads > 1) {
+    if (me0) std::fprintf(stderr, "rdmx-bench-dsm: %u threads per process: read_shared only\n", threads);
+    read_shared(job, opt, line);
+    MPI_Finalize();
+    return 0;
+  }
 
   // Before any Space: the DSM's handler is not in the way yet.
   if (me0) emit("floor", "mprotect_fault", 4096, 0, "us", mprotect_fault(opt.reps));
