@@ -5,8 +5,9 @@
 //
 //   rdmx-bench-dsm [--reps=N] [--quick] [--rdmx-threads=T]
 //
-// With T > 1 worker threads per process only read_shared runs, its reads
-// and writes split among the threads (the other cases time one thread).
+// With T > 1 worker threads per process only the fault floor (the T threads
+// of every process faulting at once, each on its own page) and read_shared (reads and writes
+// split among the threads) run; the other cases time one thread.
 //
 // Cases (JSON lines, bench "dsm"; metric us per operation, median):
 //   floor          mprotect_fault: touch of a protected page, handler unprotects;
@@ -73,30 +74,46 @@ namespace {
 
 double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
 
-// The floor: a fault whose handler only unprotects the page.
-char* floor_page = nullptr;
+// The floor: a fault whose handler only unprotects the page. With T
+// threads, each faults on a page of its own at the same time: what the
+// kernel's protection changes cost when several threads share the address
+// space (the threaded read_shared's floor).
+char* floor_area = nullptr;
+std::size_t floor_pages = 0;
 void floor_handler(int, siginfo_t* info, void*) {
   auto* at = static_cast<char*>(info->si_addr);
-  if (at < floor_page || at >= floor_page + 4096) std::abort();
-  mprotect(floor_page, 4096, PROT_READ | PROT_WRITE);
+  if (at < floor_area || at >= floor_area + floor_pages * 4096) std::abort();
+  mprotect(floor_area + (at - floor_area) / 4096 * 4096, 4096, PROT_READ | PROT_WRITE);
 }
 
-double mprotect_fault(int reps) {
-  floor_page = static_cast<char*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+double mprotect_fault(rdmx::Job& job, int reps) {
+  const std::uint32_t threads = job.threads_per_process();
+  floor_pages = threads;
+  floor_area = static_cast<char*>(mmap(nullptr, 4096 * floor_pages, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   struct sigaction sa {}, old{};
   sa.sa_sigaction = floor_handler;
   sa.sa_flags = SA_SIGINFO | SA_NODEFER;
   sigaction(SIGSEGV, &sa, &old);
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    mprotect(floor_page, 4096, PROT_NONE);
-    const auto t0 = Clock::now();
-    *reinterpret_cast<volatile char*>(floor_page) = 1;
-    t.push_back(us_since(t0));
-  }
+  std::vector<std::vector<double>> t(threads);
+  auto faults = [&](std::uint32_t me) {
+    char* page = floor_area + std::size_t{me} * 4096;
+    for (int i = 0; i < reps; ++i) {
+      mprotect(page, 4096, PROT_NONE);
+      const auto t0 = Clock::now();
+      *reinterpret_cast<volatile char*>(page) = 1;
+      t[me].push_back(us_since(t0));
+    }
+  };
+  if (threads == 1)
+    faults(0);
+  else
+    job.run([&](rdmx::ThreadId me) { faults(me.thread); });
   sigaction(SIGSEGV, &old, nullptr);
-  munmap(floor_page, 4096);
-  return median(t);
+  munmap(floor_area, 4096 * floor_pages);
+  std::vector<double> all;
+  for (const auto& mine : t) all.insert(all.end(), mine.begin(), mine.end());
+  return median(all);
 }
 
 struct Options {
@@ -489,14 +506,17 @@ int main(int argc, char** argv) {
   // With several worker threads: only the case that uses them (the others
   // measure one thread's operations, the one-thread run has them).
   if (threads > 1) {
-    if (me0) std::fprintf(stderr, "rdmx-bench-dsm: %u threads per process: read_shared only\n", threads);
+    if (me0) std::fprintf(stderr, "rdmx-bench-dsm: %u threads per process: the fault floor and read_shared only\n", threads);
+    const double floor = mprotect_fault(job, opt.reps);
+    if (me0) emit("floor", "mprotect_fault", 4096, 0, "us", floor);
+    job.barrier();
     read_shared(job, opt, line);
     MPI_Finalize();
     return 0;
   }
 
   // Before any Space: the DSM's handler is not in the way yet.
-  if (me0) emit("floor", "mprotect_fault", 4096, 0, "us", mprotect_fault(opt.reps));
+  if (me0) emit("floor", "mprotect_fault", 4096, 0, "us", mprotect_fault(job, opt.reps));
   job.barrier();
 
   for (std::size_t block : {std::size_t{4096}, std::size_t{32768}}) {
