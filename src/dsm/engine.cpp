@@ -66,7 +66,7 @@ bool same_word(const std::byte* a, const std::byte* b) {
 
 Counters AtomicCounters::snapshot() const {
   auto r = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
-  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(migrations), r(merges), r(fast_releases),
+  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(read_ahead), r(migrations), r(merges), r(fast_releases),
                   r(invalidations), r(overflows), r(bytes_fetched), r(races), r(protects), r(barriers), r(locks)};
 }
 
@@ -367,8 +367,17 @@ void Engine::fault(void* address, bool write) {
       fetch(block, write);
       s = BlockState::clean;
       if (!write) {
-        protect(block, PROT_READ);
-        state_[block].store(BlockState::clean, std::memory_order_release);
+        const std::uint32_t ahead = read_ahead(block);
+        try {
+          protect(block, 1 + ahead, PROT_READ);
+        } catch (...) {
+          for (std::uint32_t b = block + 1; b <= block + ahead; ++b) unlock_block(b);
+          throw;
+        }
+        for (std::uint32_t b = block; b <= block + ahead; ++b) {
+          state_[b].store(BlockState::clean, std::memory_order_release);
+          if (b != block) unlock_block(b);
+        }
       }
     }
     if (write) {
@@ -388,6 +397,41 @@ void Engine::fault(void* address, bool write) {
     throw;
   }
   unlock_block(block);
+}
+
+// After a read miss on `block` (its lock held, fetched): when the thread's
+// previous read miss was the block before (a sequential read), fetches up
+// to Config::read_ahead following blocks that are not cached, taking each
+// one's lock (ascending, the global order) and stopping at the first that
+// is cached or whose lock another thread holds. Returns how many it
+// fetched; their locks stay held for the caller, which makes them readable
+// with `block` (one mprotect) and unlocks them.
+std::uint32_t Engine::read_ahead(std::uint32_t block) {
+  // The block after the last one this thread fetched on a read miss.
+  thread_local const Engine* owner = nullptr;
+  thread_local std::uint32_t next = 0;
+  const bool sequential = owner == this && next == block;
+  std::uint32_t n = 0;
+  if (sequential && config_.read_ahead > 0) {
+    for (std::uint32_t b = block + 1; b < blocks_ && n < config_.read_ahead; ++b) {
+      if (block_lock_[b].exchange(1, std::memory_order_acquire) != 0) break;
+      if (state_[b].load(std::memory_order_relaxed) != BlockState::invalid) {
+        unlock_block(b);
+        break;
+      }
+      try {
+        fetch(b, false);
+      } catch (...) {
+        for (std::uint32_t k = block + 1; k <= b; ++k) unlock_block(k);
+        throw;
+      }
+      ++n;
+    }
+    counters_.read_ahead.fetch_add(n, std::memory_order_relaxed);
+  }
+  owner = this;
+  next = block + n + 1;
+  return n;
 }
 
 void Engine::warm() {

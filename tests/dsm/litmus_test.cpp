@@ -332,8 +332,13 @@ TEST(Litmus, HomeMigrationWhileOthersRead) {
 TEST(Litmus, LeasesKeepBlocksNobodyWrote) {
   space();
   const std::size_t words = block() / sizeof(std::uint64_t);
-  auto* kept = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
+  // `kept` after `written` and out of read-ahead's reach: a sequential read
+  // miss fetches the following blocks too, which must fetch neither `kept`
+  // (it would not fault where the test expects it to) nor, from `kept`,
+  // `written` (a lease there would push the writer's clock past `kept`'s).
   auto* written = static_cast<std::uint64_t*>(dsm::allocate(4 * block(), block()));
+  dsm::allocate((space().config().read_ahead + 4) * block(), block());
+  auto* kept = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
   // Nobody writes `kept`: every process fetches it by owner lookup, with a
   // lease (a copy that came by fast read has none).
   ASSERT_EQ(kept[0], 0u);
@@ -353,6 +358,36 @@ TEST(Litmus, LeasesKeepBlocksNobodyWrote) {
     EXPECT_EQ(after.read_faults, middle.read_faults) << dsm::to_string(after);
   else if (small)
     EXPECT_GT(after.read_faults, middle.read_faults) << dsm::to_string(after);
+  dsm::barrier();
+}
+
+// Blocks read in order: the miss on the block after the thread's previous
+// miss fetches the following uncached blocks too, so a run of them faults
+// once per Config::read_ahead + 1 blocks, and every value is the written
+// one. Read-ahead stops at a block already cached.
+TEST(Litmus, SequentialReadsFetchAhead) {
+  space();
+  const std::uint32_t ahead = space().config().read_ahead;
+  if (ahead == 0) GTEST_SKIP() << "RDMX_DSM_READ_AHEAD=0";
+  const std::size_t words = block() / sizeof(std::uint64_t), n = 4 * (ahead + 1) + 2;
+  auto* data = static_cast<std::uint64_t*>(dsm::allocate(n * block(), block()));
+  if (rank() == procs() - 1)
+    for (std::size_t b = 0; b < n; ++b) data[b * words] = value(7, b);
+  dsm::barrier();
+  if (rank() == 0) {
+    const std::size_t cached = 2 * (ahead + 1) + 1;  // fetched alone first: read-ahead must stop before it
+    ASSERT_EQ(data[cached * words], value(7, cached));
+    const dsm::Counters before = dsm::counters();
+    for (std::size_t b = 0; b < n; ++b) ASSERT_EQ(data[b * words], value(7, b)) << "block " << b;
+    const dsm::Counters after = dsm::counters();
+    const std::uint64_t faults = after.read_faults - before.read_faults;
+    const std::uint64_t fetched_ahead = after.read_ahead - before.read_ahead;
+    // Every block but `cached` once, and past the end what the last run fetched ahead.
+    EXPECT_GE(faults + fetched_ahead, n - 1) << dsm::to_string(after);
+    EXPECT_LE(faults + fetched_ahead, n - 1 + ahead) << dsm::to_string(after);
+    EXPECT_LE(faults, 2 + (n - 1 + ahead) / (ahead + 1)) << dsm::to_string(after);
+    EXPECT_GT(fetched_ahead, 0u) << dsm::to_string(after);
+  }
   dsm::barrier();
 }
 

@@ -56,6 +56,12 @@ struct Config {
   // merges read-only, so every interval's first write faults (RDMX_DSM_KEEP,
   // default 1: a block stays writable while it changes at every release).
   std::uint32_t keep = 0;
+  // A read miss on the block after the thread's previous read miss also
+  // fetches up to this many following blocks that are not cached (stopping
+  // at the first that is, or that another thread holds), made readable
+  // with the missed one by one mprotect: a sequential read then faults once
+  // per run instead of once per block (RDMX_DSM_READ_AHEAD, default 8; 0: off).
+  std::uint32_t read_ahead = 0;
   // Report bytes that two processes wrote between the same synchronizations
   // (RDMX_DSM_CHECK_RACES; floating home only).
   bool check_races = false;
