@@ -395,8 +395,9 @@ void migratory(rdmx::Job& job, const Options& opt, const Line& line) {
 // reads both whole, then a second barrier ends the phase. Run with
 // signatures (the list length swept) and with the directory. With several
 // worker threads per process (--rdmx-threads) the threads split each
-// process's writes and reads (block b to thread b mod T), so they fault on
-// different blocks of the one cache at once, and meet in dsm::thread_barrier.
+// process's writes and reads into contiguous chunks (OpenMP's static
+// schedule), so they fault on different blocks of the one cache at once, and
+// meet in dsm::thread_barrier.
 template <class Line>
 void read_shared(rdmx::Job& job, const Options& opt, const Line& line) {
   constexpr std::size_t block = 4096, matrix_blocks = 256, vector_blocks = 256;
@@ -427,17 +428,22 @@ void read_shared(rdmx::Job& job, const Options& opt, const Line& line) {
     std::vector<double> t;
     std::uint64_t faults_before = 0;
     std::atomic<std::uint64_t> sink{0};
+    // Thread `me`'s share of blocks [first, first + count): a contiguous
+    // chunk, as OpenMP's static schedule gives.
+    auto share = [&](std::uint32_t me, std::size_t first, std::size_t count) {
+      return std::pair{first + count * me / threads, first + count * (me + 1) / threads};
+    };
     // One phase as thread `me` of `threads` does its part, `meet` the barrier.
     auto phase_of = [&](std::uint32_t me, int phase, auto&& meet) {
-      for (std::size_t b = rank * slice + me; b < (rank + 1) * slice; b += threads)
+      for (auto [b, end] = share(me, rank * slice, slice); b < end; ++b)
         std::memset(vector + b * block, value(phase), block);
       meet();
       std::uint64_t sum = 0;
-      for (std::size_t b = me; b < matrix_blocks; b += threads) {
+      for (auto [b, end] = share(me, 0, matrix_blocks); b < end; ++b) {
         if (matrix[b * block] != matrix_value(b)) wrong("read_shared: matrix block " + std::to_string(b));
         for (std::size_t i = 0; i < block; i += 64) sum += matrix[b * block + i];
       }
-      for (std::size_t b = me; b < slice * processes; b += threads) {
+      for (auto [b, end] = share(me, 0, slice * processes); b < end; ++b) {
         if (vector[b * block] != value(phase))
           wrong("read_shared: vector block " + std::to_string(b) + " in phase " + std::to_string(phase));
         for (std::size_t i = 0; i < block; i += 64) sum += vector[b * block + i];
