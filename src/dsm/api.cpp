@@ -80,7 +80,8 @@ Counters counters() { return Engine::require("counters").counters(); }
 
 std::string to_string(const Counters& c) {
   return "read_faults " + std::to_string(c.read_faults) + ", write_faults " + std::to_string(c.write_faults) +
-         ", fast_reads " + std::to_string(c.fast_reads) + ", read_ahead " + std::to_string(c.read_ahead) + ", migrations " + std::to_string(c.migrations) +
+         ", fast_reads " + std::to_string(c.fast_reads) + ", read_ahead " + std::to_string(c.read_ahead) +
+         ", migrations " + std::to_string(c.migrations) +
          ", merges " + std::to_string(c.merges) + ", fast_releases " + std::to_string(c.fast_releases) +
          ", invalidations " + std::to_string(c.invalidations) +
          ", overflows " + std::to_string(c.overflows) + ", bytes_fetched " + std::to_string(c.bytes_fetched) +

@@ -66,8 +66,9 @@ bool same_word(const std::byte* a, const std::byte* b) {
 
 Counters AtomicCounters::snapshot() const {
   auto r = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
-  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(read_ahead), r(migrations), r(merges), r(fast_releases),
-                  r(invalidations), r(overflows), r(bytes_fetched), r(races), r(protects), r(barriers), r(locks)};
+  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(read_ahead), r(migrations),
+                  r(merges), r(fast_releases), r(invalidations), r(overflows), r(bytes_fetched),
+                  r(races), r(protects), r(barriers), r(locks)};
 }
 
 Engine& Engine::require(const char* what) {
@@ -973,8 +974,8 @@ void Engine::invalidate_sharers(std::uint32_t block) {
       seen = fetch_add(where, 0).get();
       continue;
     }
+    if (seen == me) break;
     const bool others = (seen & ~me) != 0;
-    if (!others && seen == me) break;
     const std::uint64_t was = compare_swap(where, seen, others ? me | directory::telling : me).get();
     if (was == seen) break;
     seen = was;
@@ -1439,13 +1440,7 @@ void Engine::lock(std::uint32_t mutex) {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_check > std::chrono::milliseconds(5)) {
       last_check = now;
-      try {
-        std::uint64_t probe = 0;
-        get(&probe, metas_[holder - 1].slice(0, 8)).get();
-      } catch (const Error& e) {
-        throw Error(Errc::peer_failed, "dsm: mutex " + std::to_string(mutex) + " is held by process " +
-                                           std::to_string(holder - 1) + ", which failed: " + e.what());
-      }
+      probe_peers("dsm: mutex " + std::to_string(mutex) + "'s holder", static_cast<std::uint32_t>(holder - 1));
     }
     progress();
     backoff(false);

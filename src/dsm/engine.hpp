@@ -55,8 +55,8 @@ enum class BlockState : std::uint8_t { invalid, clean, dirty };
 
 // Counters bumped from any thread.
 struct AtomicCounters {
-  std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, read_ahead{0}, migrations{0}, merges{0}, fast_releases{0},
-      invalidations{0}, overflows{0}, bytes_fetched{0}, races{0}, protects{0}, barriers{0}, locks{0};
+  std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, read_ahead{0}, migrations{0}, merges{0},
+      fast_releases{0}, invalidations{0}, overflows{0}, bytes_fetched{0}, races{0}, protects{0}, barriers{0}, locks{0};
   Counters snapshot() const;
 };
 
