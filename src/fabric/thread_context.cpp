@@ -74,9 +74,14 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
     ep = endpoint_index_[index].load(std::memory_order_acquire);
     if (ep == nullptr) {
       ThreadId peer{process, slot == runtime_.workers() ? service_thread : slot};
+      // A process of this machine is watched through /proc (liveness.cpp):
+      // asking UCX to detect its failure would only keep shared memory out.
+      const auto watch = runtime_.same_host(process) && runtime_.context().shared_memory()
+                             ? transfer::Endpoint::Watch::owner
+                             : transfer::Endpoint::Watch::transport;
       auto connect = [&] {
         return std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
-                                                     "thread " + rdmx::to_string(peer));
+                                                     "thread " + rdmx::to_string(peer), watch);
       };
       std::unique_ptr<transfer::Endpoint> owned;
       try {

@@ -42,17 +42,21 @@ ucs_status_t create(ucp_worker_h worker, const ucp_address_t* address, ucp_err_h
 
 }  // namespace
 
-Endpoint::Endpoint(Worker& worker, std::span<const std::byte> remote_address, std::string peer_name)
+Endpoint::Endpoint(Worker& worker, std::span<const std::byte> remote_address, std::string peer_name, Watch watch)
     : worker_(&worker), peer_name_(std::move(peer_name)) {
   static std::once_flag install_filter;
   std::call_once(install_filter, [] { ucs_log_push_handler(&filter_probe); });
   auto* address = reinterpret_cast<const ucp_address_t*>(remote_address.data());
-  probing_peer_mode = true;
-  ucs_status_t status = create(worker.get(), address, UCP_ERR_HANDLING_MODE_PEER, &Endpoint::error_callback, this, &handle_);
-  probing_peer_mode = false;
+  ucs_status_t status = UCS_ERR_UNREACHABLE;
+  if (watch == Watch::transport) {
+    probing_peer_mode = true;
+    status = create(worker.get(), address, UCP_ERR_HANDLING_MODE_PEER, &Endpoint::error_callback, this, &handle_);
+    probing_peer_mode = false;
+  }
   if (status == UCS_ERR_UNREACHABLE) {
-    // No transport to this peer detects failures (shared memory in UCX 1.13):
-    // connect without, and leave failure detection to the caller.
+    // The owner watches the peer, or no transport to it detects failures
+    // (shared memory in UCX 1.13): connect without, and leave failure
+    // detection to the owner.
     detects_failure_ = false;
     status = create(worker.get(), address, UCP_ERR_HANDLING_MODE_NONE, &Endpoint::error_callback, this, &handle_);
   }

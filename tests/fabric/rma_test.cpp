@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <cstdint>
 #include <numeric>
@@ -12,6 +13,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
+#include "rdmx/transfer/endpoint.hpp"
 #include "rdmx/transfer/transmitter.hpp"
 
 using namespace rdmx;
@@ -27,6 +29,23 @@ RemoteLocator shared_counter() {
   return job().allgather(where)[0];
 }
 }  // namespace
+
+// A process of this machine is watched through /proc, so its endpoint asks
+// UCX for no failure detection, which would keep shared memory out (UCX
+// 1.13's shared-memory transports cannot detect failures) and send all of a
+// machine's traffic over TCP loopback whenever UCX_TLS allows TCP. Run with
+// UCX_TLS unset, posix,cma,self and tcp,self.
+TEST(Rma, ProcessesOfOneMachineShareMemoryWhereUcxCan) {
+  const char* tls = std::getenv("UCX_TLS");
+  const std::string allowed = tls != nullptr ? tls : "";
+  const bool shared_memory = allowed.empty() || allowed.find("posix") != std::string::npos;
+  for (std::uint32_t p = 0; p < job().size(); ++p) {
+    if (p == job().rank() || job().process_info(p).hostname != job().process_info(job().rank()).hostname) continue;
+    const transfer::Endpoint& ep = transmitter(p).endpoint();
+    EXPECT_EQ(ep.detects_failure(), !shared_memory) << "UCX_TLS=" << allowed << ", process " << p;
+    EXPECT_EQ(ep.rma_emulated(), !shared_memory) << "UCX_TLS=" << allowed << ", process " << p;
+  }
+}
 
 TEST(Job, TypedAllgatherRefusesMismatchedSizes) {
   // Every process gives its rank, typed; then one gives a different size.

@@ -13,9 +13,13 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   ucp_context_h get() const noexcept { return handle_; }
+  // Whether UCX may reach processes of this machine through shared memory
+  // (a posix, sysv or xpmem transport is enabled: UCX_TLS allows one).
+  bool shared_memory() const noexcept { return shared_memory_; }
 
  private:
   ucp_context_h handle_ = nullptr;
+  bool shared_memory_ = false;
 };
 
 }  // namespace rdmx::transfer

@@ -2,8 +2,9 @@
 // address (the seed's queue pair). Peer failures are detected (UCX peer error
 // handling): the endpoint is marked failed and every later operation on it
 // throws Errc::peer_failed instead of hanging. Where no transport to the peer
-// can report failures (shared memory in UCX 1.13), detects_failure() is false
-// and the owner watches the peer some other way and calls mark_failed().
+// can report failures (shared memory in UCX 1.13), or where the owner asks to
+// watch the peer itself, detects_failure() is false and the owner watches the
+// peer some other way and calls mark_failed().
 #pragma once
 #include <ucp/api/ucp.h>
 
@@ -20,7 +21,15 @@ class Worker;
 class Endpoint {
  public:
   using FailureHandler = std::function<void(ucs_status_t)>;
-  Endpoint(Worker& worker, std::span<const std::byte> remote_address, std::string peer_name);
+  // Who finds out that the peer failed. `transport`: UCX, where some
+  // transport to the peer can (else as `owner`). UCX 1.13 then leaves out
+  // every transport that cannot, shared memory among them, and reaches a
+  // process of the same machine over TCP loopback. `owner`: the owner
+  // watches the peer itself (a process of this machine, through /proc), and
+  // UCX is free to choose shared memory.
+  enum class Watch { transport, owner };
+  Endpoint(Worker& worker, std::span<const std::byte> remote_address, std::string peer_name,
+           Watch watch = Watch::transport);
   ~Endpoint();  // closes at once: flush first what must arrive
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
