@@ -734,7 +734,9 @@ void Engine::merge_into_home(std::uint32_t block, bool moved) {
 // differs from the twin at the next release. After a migration the bytes
 // others wrote (home differs, we did not write) are installed in our copy by
 // a compare-and-swap of the word, redone from the new value if one of our
-// threads wrote the word meanwhile.
+// threads wrote the word meanwhile. Without a migration the home copy is
+// the twin, so each word goes to both as read, with no per-byte selection
+// (the common case, and most of a release's time when it went per byte).
 void Engine::merge_writable(std::uint32_t block, bool moved) {
   const std::size_t off = offset(block);
   auto* mine = reinterpret_cast<std::uint64_t*>(rw_ + off);
@@ -748,11 +750,23 @@ void Engine::merge_writable(std::uint32_t block, bool moved) {
       if ((diff >> (8 * byte) & 0xff) != 0) written |= std::uint64_t{0xff} << (8 * byte);
     return (ours & written) | (theirs & ~written);
   };
-  for (std::size_t w = 0; w < config_.block_bytes / 8; ++w) {
+  const std::size_t words = config_.block_bytes / 8;
+  if (!moved) {
+    // Our home copy is the twin: the merged word is the word as read.
+    for (std::size_t w = 0; w < words; ++w) {
+      const std::uint64_t seen = std::atomic_ref<std::uint64_t>(mine[w]).load(std::memory_order_acquire);
+      if (seen != twin[w]) {
+        home[w] = seen;
+        twin[w] = seen;
+      }
+    }
+    return;
+  }
+  for (std::size_t w = 0; w < words; ++w) {
     std::atomic_ref<std::uint64_t> word(mine[w]);
     std::uint64_t seen = word.load(std::memory_order_acquire);
-    if (seen == twin[w] && (!moved || home[w] == seen)) continue;
-    if (config_.check_races && moved)
+    if (seen == twin[w] && home[w] == seen) continue;
+    if (config_.check_races)
       for (int byte = 0; byte < 8; ++byte) {
         const auto at = [byte](std::uint64_t v) { return v >> (8 * byte) & 0xff; };
         if (at(seen) != at(twin[w]) && at(home[w]) != at(twin[w])) report_race(block, w * 8 + byte);
