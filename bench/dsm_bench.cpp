@@ -527,7 +527,8 @@ int main(int argc, char** argv) {
     rdmx::dsm::Config config = rdmx::dsm::Config::from_env();
     config.block_bytes = block;
     config.heap_bytes = rdmx::bench::round_up(std::size_t(2 * opt.reps + 8) * block, block);
-    config.read_ahead = 0;  // these cases time one miss each (their blocks are read in order)
+    config.read_ahead = 0;  // these cases time one miss or write fault each (their blocks are in order)
+    config.write_ahead = 0;
     rdmx::dsm::Space space(job, config);
     const int n = opt.reps;
 

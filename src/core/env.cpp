@@ -86,6 +86,8 @@ constexpr Variable table[] = {
      "DSM fast release: releases a written block stays writable unchanged before it is made read-only (0: off)"},
     {"RDMX_DSM_READ_AHEAD", nullptr, Kind::count, 0, 64, nullptr, "8",
      "DSM blocks fetched after a sequential read miss, readable with it (0: off)"},
+    {"RDMX_DSM_WRITE_AHEAD", nullptr, Kind::count, 0, 64, nullptr, "8",
+     "DSM blocks made writable after a sequential write fault, with it (0: off)"},
     {"RDMX_DSM_CHECK_RACES", nullptr, Kind::flag, 0, 1, nullptr, "0",
      "debug: report bytes two processes wrote between the same DSM synchronizations (floating home)"},
     {"RDMX_OMP_STACK", nullptr, Kind::size, 64 * KiB, 64 * GiB, nullptr, "8M",

@@ -46,6 +46,7 @@ Config Config::from_env() {
   c.keep = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_KEEP", 1));
   c.check_races = env::get_bool("RDMX_DSM_CHECK_RACES", false);
   c.read_ahead = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_READ_AHEAD", 8));
+  c.write_ahead = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_WRITE_AHEAD", 8));
   return c;
 }
 
@@ -81,6 +82,7 @@ Counters counters() { return Engine::require("counters").counters(); }
 std::string to_string(const Counters& c) {
   return "read_faults " + std::to_string(c.read_faults) + ", write_faults " + std::to_string(c.write_faults) +
          ", fast_reads " + std::to_string(c.fast_reads) + ", read_ahead " + std::to_string(c.read_ahead) +
+         ", write_ahead " + std::to_string(c.write_ahead) +
          ", migrations " + std::to_string(c.migrations) +
          ", merges " + std::to_string(c.merges) + ", fast_releases " + std::to_string(c.fast_releases) +
          ", invalidations " + std::to_string(c.invalidations) +

@@ -66,7 +66,7 @@ bool same_word(const std::byte* a, const std::byte* b) {
 
 Counters AtomicCounters::snapshot() const {
   auto r = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
-  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(read_ahead), r(migrations),
+  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(read_ahead), r(write_ahead), r(migrations),
                   r(merges), r(fast_releases), r(invalidations), r(overflows), r(bytes_fetched),
                   r(races), r(protects), r(barriers), r(locks)};
 }
@@ -368,7 +368,7 @@ void Engine::fault(void* address, bool write) {
       fetch(block, write);
       s = BlockState::clean;
       if (!write) {
-        const std::uint32_t ahead = read_ahead(block);
+        const std::uint32_t ahead = take_ahead(block, false);
         try {
           protect(block, 1 + ahead, PROT_READ);
         } catch (...) {
@@ -382,16 +382,15 @@ void Engine::fault(void* address, bool write) {
       }
     }
     if (write) {
-      std::memcpy(twin_ + offset(block), rw_ + offset(block), config_.block_bytes);
-      quiet_[block] = 0;
-      while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
-      if (listed_[block] == 0) {
-        listed_[block] = 1;
-        dirty_.push_back(block);  // within the reserved capacity: each block is listed once
+      const std::uint32_t ahead = take_ahead(block, true);
+      for (std::uint32_t b = block; b <= block + ahead; ++b) make_dirty(b);
+      try {
+        protect(block, 1 + ahead, PROT_READ | PROT_WRITE);
+      } catch (...) {
+        for (std::uint32_t b = block + 1; b <= block + ahead; ++b) unlock_block(b);
+        throw;
       }
-      dirty_lock_.clear(std::memory_order_release);
-      state_[block].store(BlockState::dirty, std::memory_order_release);
-      protect(block, PROT_READ | PROT_WRITE);
+      for (std::uint32_t b = block + 1; b <= block + ahead; ++b) unlock_block(b);
     }
   } catch (...) {
     unlock_block(block);
@@ -400,39 +399,68 @@ void Engine::fault(void* address, bool write) {
   unlock_block(block);
 }
 
-// After a read miss on `block` (its lock held, fetched): when the thread's
-// previous read miss was the block before (a sequential read), fetches up
-// to Config::read_ahead following blocks that are not cached, taking each
-// one's lock (ascending, the global order) and stopping at the first that
-// is cached or whose lock another thread holds. Returns how many it
-// fetched; their locks stay held for the caller, which makes them readable
-// with `block` (one mprotect) and unlocks them.
-std::uint32_t Engine::read_ahead(std::uint32_t block) {
-  // The block after the last one this thread fetched on a read miss.
-  thread_local const Engine* owner = nullptr;
-  thread_local std::uint32_t next = 0;
-  const bool sequential = owner == this && next == block;
+// After a fault on `block` (its lock held, cached): when the thread's
+// previous fault of the same kind ended just before it (a sequential read or
+// write), takes following blocks for the same access, each one's lock in
+// ascending order (the global one), stopping at the first whose lock another
+// thread holds or that needs nothing (cached, for a read; writable, for a
+// write), and fetches those not cached, each exactly as a miss would.
+// Returns how many; their locks stay held for the caller, which makes them
+// readable or dirty with `block` (one mprotect) and unlocks them.
+// Reads take up to Config::read_ahead blocks at once: one never read costs
+// a get. Writes ramp up, one block the first time and twice the previous
+// run after that, up to Config::write_ahead: one never written costs a twin
+// copy and, at the next release, a comparison that finds it unchanged (it
+// is made read-only again, no merge), and the doubling keeps those fewer
+// than the blocks the thread wrote when its write ends soon.
+std::uint32_t Engine::take_ahead(std::uint32_t block, bool write) {
+  struct Run {
+    const Engine* engine = nullptr;
+    std::uint32_t next = 0;  // the block after the last one the run took
+    std::uint32_t last = 0;  // blocks its previous fault took ahead
+  };
+  thread_local Run runs[2];
+  Run& run = runs[write ? 1 : 0];
+  const bool sequential = run.engine == this && run.next == block;
+  const std::uint32_t most = write ? config_.write_ahead : config_.read_ahead;
+  const std::uint32_t want = write ? std::min(most, std::max(1u, 2 * run.last)) : most;
   std::uint32_t n = 0;
-  if (sequential && config_.read_ahead > 0) {
-    for (std::uint32_t b = block + 1; b < blocks_ && n < config_.read_ahead; ++b) {
+  if (sequential && most > 0) {
+    for (std::uint32_t b = block + 1; b < blocks_ && n < want; ++b) {
       if (block_lock_[b].exchange(1, std::memory_order_acquire) != 0) break;
-      if (state_[b].load(std::memory_order_relaxed) != BlockState::invalid) {
+      const BlockState s = state_[b].load(std::memory_order_relaxed);
+      if (s == BlockState::dirty || (s == BlockState::clean && !write)) {
         unlock_block(b);
         break;
       }
-      try {
-        fetch(b, false);
-      } catch (...) {
-        for (std::uint32_t k = block + 1; k <= b; ++k) unlock_block(k);
-        throw;
+      if (s == BlockState::invalid) {
+        try {
+          fetch(b, write);
+        } catch (...) {
+          for (std::uint32_t k = block + 1; k <= b; ++k) unlock_block(k);
+          throw;
+        }
       }
       ++n;
     }
-    counters_.read_ahead.fetch_add(n, std::memory_order_relaxed);
+    (write ? counters_.write_ahead : counters_.read_ahead).fetch_add(n, std::memory_order_relaxed);
   }
-  owner = this;
-  next = block + n + 1;
+  run = Run{this, block + n + 1, n};
   return n;
+}
+
+// A cached block (its lock held) about to be made writable: twinned, listed
+// for the next release.
+void Engine::make_dirty(std::uint32_t block) {
+  std::memcpy(twin_ + offset(block), rw_ + offset(block), config_.block_bytes);
+  quiet_[block] = 0;
+  while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+  if (listed_[block] == 0) {
+    listed_[block] = 1;
+    dirty_.push_back(block);  // within the reserved capacity: each block is listed once
+  }
+  dirty_lock_.clear(std::memory_order_release);
+  state_[block].store(BlockState::dirty, std::memory_order_release);
 }
 
 void Engine::warm() {

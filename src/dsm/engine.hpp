@@ -55,7 +55,7 @@ enum class BlockState : std::uint8_t { invalid, clean, dirty };
 
 // Counters bumped from any thread.
 struct AtomicCounters {
-  std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, read_ahead{0}, migrations{0}, merges{0},
+  std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, read_ahead{0}, write_ahead{0}, migrations{0}, merges{0},
       fast_releases{0}, invalidations{0}, overflows{0}, bytes_fetched{0}, races{0}, protects{0}, barriers{0}, locks{0};
   Counters snapshot() const;
 };
@@ -126,7 +126,8 @@ class Engine {
   static void deliver_barrier(std::uint32_t sender, std::uint64_t target, std::span<const std::byte> signature);
   std::size_t offset(std::uint32_t block) const { return std::size_t{block} * config_.block_bytes; }
 
-  std::uint32_t read_ahead(std::uint32_t block);
+  std::uint32_t take_ahead(std::uint32_t block, bool write);
+  void make_dirty(std::uint32_t block);
   void lock_block(std::uint32_t block) noexcept;
   void unlock_block(std::uint32_t block) noexcept;
   void protect(std::uint32_t block, int protection);

@@ -93,7 +93,19 @@ TEST(FaultPath, ServesFaultsWithoutAllocating) {
     report_allocations("reads (faults, fast reads and owner lookups)", seen);
     dsm::barrier();
   }
+  // A run of blocks of its own, written in order: write faults that make the
+  // following blocks writable too (write-ahead), fetching them.
+  const std::size_t run = 3 * (space().config().write_ahead + 1);
+  auto* own = static_cast<std::byte*>(dsm::allocate(procs * run * bytes, bytes));
+  const dsm::Counters before_run = dsm::counters();
+  counting = true;
+  for (std::size_t b = rank * run; b < (rank + 1) * run; ++b) *word(own, b) = value(rounds, b);
+  counting = false;
+  report_allocations("sequential writes (write faults and blocks made writable ahead)", run);
+  dsm::barrier();
+  for (std::size_t b = 0; b < procs * run; ++b) ASSERT_EQ(*word(own, b), value(rounds, b)) << "block " << b;
   const dsm::Counters after = dsm::counters();
+  if (space().config().write_ahead > 0) EXPECT_GT(after.write_ahead - before_run.write_ahead, 0u);
   // A block fetched ahead of a sequential read miss saves that block's fault.
   const std::uint64_t read_faults = after.read_faults - before.read_faults + after.read_ahead - before.read_ahead;
   const std::uint64_t fast_reads = after.fast_reads - before.fast_reads;

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -388,6 +389,49 @@ TEST(Litmus, SequentialReadsFetchAhead) {
     EXPECT_LE(faults, 2 + (n - 1 + ahead) / (ahead + 1)) << dsm::to_string(after);
     EXPECT_GT(fetched_ahead, 0u) << dsm::to_string(after);
   }
+  dsm::barrier();
+}
+
+// Blocks written in order: the write fault on the block after the thread's
+// previous one makes the following blocks writable too, so a run of them
+// faults about once per Config::write_ahead + 1 blocks once the run has
+// ramped up, stopping at a block already dirty. A block made writable ahead and left unwritten is not
+// merged: another process's write to it is what everyone reads.
+TEST(Litmus, SequentialWritesMakeBlocksWritableAhead) {
+  space();
+  const std::uint32_t ahead = space().config().write_ahead;
+  if (ahead == 0) GTEST_SKIP() << "RDMX_DSM_WRITE_AHEAD=0";
+  const std::size_t words = block() / sizeof(std::uint64_t), n = 4 * (ahead + 1) + 2;
+  // A spacer first: an earlier test's write-ahead past its own blocks must
+  // not reach these (with RDMX_DSM_KEEP > 1 they would still be writable).
+  // Then `n` blocks written in order, and `ahead` that write-ahead may take past them.
+  dsm::allocate(ahead * block(), block());
+  auto* data = static_cast<std::uint64_t*>(dsm::allocate((n + ahead) * block(), block()));
+  const std::uint32_t writer = procs() - 1;
+  dsm::barrier();
+  if (rank() == writer) {
+    const std::size_t dirty = ahead + 4;  // inside the second run: written alone first
+    data[dirty * words] = value(9, dirty);
+    const dsm::Counters before = dsm::counters();
+    for (std::size_t b = 0; b < n; ++b) data[b * words] = value(9, b);
+    const dsm::Counters after = dsm::counters();
+    const std::uint64_t faults = after.write_faults - before.write_faults;
+    const std::uint64_t made_ahead = after.write_ahead - before.write_ahead;
+    // Every block but `dirty` once, and past the end what the last run took.
+    EXPECT_GE(faults + made_ahead, n - 1) << dsm::to_string(after);
+    EXPECT_LE(faults + made_ahead, n - 1 + ahead) << dsm::to_string(after);
+    // Each run ramps up (1, 2, 4, ... blocks ahead); the dirty block breaks it once.
+    EXPECT_LE(faults, 2 * (2 + std::bit_width(ahead)) + n / (ahead + 1)) << dsm::to_string(after);
+    EXPECT_GT(made_ahead, 0u) << dsm::to_string(after);
+  }
+  dsm::barrier();
+  // Past the end: left unwritten by the writer, written by another process.
+  const std::uint32_t other = procs() > 1 ? 0 : writer;
+  if (rank() == other)
+    for (std::size_t b = n; b < n + ahead; ++b) data[b * words] = value(10, b);
+  dsm::barrier();
+  for (std::size_t b = 0; b < n; ++b) ASSERT_EQ(data[b * words], value(9, b)) << "block " << b;
+  for (std::size_t b = n; b < n + ahead; ++b) ASSERT_EQ(data[b * words], value(10, b)) << "block " << b;
   dsm::barrier();
 }
 

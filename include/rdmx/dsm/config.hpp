@@ -62,6 +62,13 @@ struct Config {
   // with the missed one by one mprotect: a sequential read then faults once
   // per run instead of once per block (RDMX_DSM_READ_AHEAD, default 8; 0: off).
   std::uint32_t read_ahead = 0;
+  // A write fault on the block after the thread's previous write fault
+  // also makes up to this many following blocks writable (fetching those
+  // not cached, stopping at one already writable or that another thread
+  // holds), with one mprotect: a sequential write then faults once per run.
+  // A block made writable and left unwritten costs a twin copy and, at the
+  // next release, a comparison (RDMX_DSM_WRITE_AHEAD, default 8; 0: off).
+  std::uint32_t write_ahead = 0;
   // Report bytes that two processes wrote between the same synchronizations
   // (RDMX_DSM_CHECK_RACES; floating home only).
   bool check_races = false;
