@@ -242,14 +242,18 @@ struct FilterKind {
     ServedVector<T> src(r.views[0], table);
     ServedVector<Out> dst(r.views[1], table);
     std::uint64_t out = r.out_first;
+    std::span<Out> to;  // the destination from `out` to the end of its chunk
     for (std::uint64_t i = r.first; i < r.last;) {
       const std::span<T> from = src.run(i, r.last);
       for (std::size_t k = 0; k < from.size(); ++k)
         if (r.op(from[k])) {
+          if (to.empty()) to = dst.run(out, dst.size());
           if constexpr (Positions)
-            dst[out++] = i + k;
+            to.front() = i + k;
           else
-            dst[out++] = from[k];
+            to.front() = from[k];
+          to = to.subspan(1);
+          ++out;
         }
       i += from.size();
     }
