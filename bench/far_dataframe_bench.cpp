@@ -179,22 +179,34 @@ struct Far {
   }
   // Here in both far variants (AIFM offloads no element-wise maps): the
   // inputs stream through the cache, a window ahead, and the output is
-  // appended a chunk at a time.
+  // appended a chunk at a time. The loop runs over spans: from element i,
+  // as far as every input's chunk and the output batch go, with plain
+  // pointers (the chunks stay pinned while their reader's window holds them).
   template <class R, class F, class... T>
   Col<R> map(F&& fn, const Col<T>&... cols) const {
     const std::size_t n = std::min({cols.size()...});
     Col<R> out(server);
     std::tuple<typename Col<T>::Reader...> readers{typename Col<T>::Reader(cols)...};
-    std::vector<R> batch;
-    batch.reserve(Col<R>::per_chunk);
-    for (std::size_t i = 0; i < n; ++i) {
-      batch.push_back(std::apply([&](auto&... r) { return fn(r[i]...); }, readers));
-      if (batch.size() == Col<R>::per_chunk) {
+    std::vector<R> batch(Col<R>::per_chunk);
+    std::size_t filled = 0;
+    for (std::size_t i = 0; i < n;) {
+      const std::size_t len =
+          std::min({n - i, Col<R>::per_chunk - filled, (Col<T>::per_chunk - i % Col<T>::per_chunk)...});
+      const auto inputs = std::apply(
+          [&](auto&... r) { return std::tuple{(r.items(i / Col<T>::per_chunk) + i % Col<T>::per_chunk)...}; }, readers);
+      std::apply(
+          [&](const auto*... in) {
+            for (std::size_t k = 0; k < len; ++k) batch[filled + k] = fn(in[k]...);
+          },
+          inputs);
+      i += len;
+      filled += len;
+      if (filled == batch.size()) {
         out.append(batch);
-        batch.clear();
+        filled = 0;
       }
     }
-    out.append(batch);
+    out.append(std::span<const R>(batch.data(), filled));
     return out;
   }
 };
