@@ -771,11 +771,13 @@ void Engine::merge_writable(std::uint32_t block, bool moved) {
   auto* twin = reinterpret_cast<std::uint64_t*>(twin_ + off);
   auto* home = reinterpret_cast<std::uint64_t*>(home_ + off);
   // Per byte: ours where we wrote it (differs from the twin), else the home's.
+  // Branch-free: a byte's top bit after adding 0x7f to its low seven bits,
+  // or'ed with the byte, is set iff the byte is not zero (no carry leaves it).
   auto select = [](std::uint64_t ours, std::uint64_t before, std::uint64_t theirs) {
-    std::uint64_t written = 0;
+    constexpr std::uint64_t low7 = 0x7f7f7f7f7f7f7f7full, top = 0x8080808080808080ull;
     const std::uint64_t diff = ours ^ before;
-    for (int byte = 0; byte < 8; ++byte)
-      if ((diff >> (8 * byte) & 0xff) != 0) written |= std::uint64_t{0xff} << (8 * byte);
+    const std::uint64_t nonzero = (((diff & low7) + low7) | diff) & top;
+    const std::uint64_t written = (nonzero >> 7) * 0xff;
     return (ours & written) | (theirs & ~written);
   };
   const std::size_t words = config_.block_bytes / 8;
