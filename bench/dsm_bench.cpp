@@ -36,6 +36,9 @@
 //   migratory      256 blocks homed elsewhere (by the fixed home's rule)
 //                  written whole by the same process every phase, then a
 //                  barrier (BT's shape): floating / fixed home, us per phase
+//   write_sweep    256 blocks per process rewritten in order every phase,
+//                  the slices rotating among the processes (MG's shape):
+//                  write_ahead / block_at_a_time, us and write faults per phase
 //   read_shared    a read-only matrix (256 blocks) and a vector (64 blocks,
 //                  each process rewrites its slice every phase) that every
 //                  process reads whole after the barrier (CG's shape):
@@ -390,6 +393,46 @@ void migratory(rdmx::Job& job, const Options& opt, const Line& line) {
   }
 }
 
+// MG's shape: a grid of 256 blocks per process, each process rewriting a
+// contiguous slice in order every phase, the slices rotating among the
+// processes, so every write lands on a block another process wrote last
+// (invalid here: a fetch, then the twin). With write-ahead (up to 8 blocks
+// made writable after a sequential write fault) and without, us and write
+// faults per phase.
+template <class Line>
+void write_sweep(rdmx::Job& job, const Options& opt, const Line& line) {
+  constexpr std::size_t block = 4096, per = 256;
+  const std::size_t processes = job.size(), rank = job.rank();
+  const int phases = std::max(10, opt.reps / 20);
+  auto value = [](int phase, std::size_t b) { return static_cast<unsigned char>((phase * 7 + b) % 251 + 1); };
+  for (const std::uint32_t ahead : {8u, 0u}) {
+    rdmx::dsm::Config config = config_for(block, per * processes + 8);
+    config.write_ahead = ahead;
+    rdmx::dsm::Space space(job, config);
+    auto* grid = static_cast<unsigned char*>(rdmx::dsm::allocate(per * processes * block, block));
+    std::vector<double> t;
+    std::uint64_t faults_before = 0;
+    for (int phase = 1; phase <= phases + 2; ++phase) {
+      if (phase == 3) faults_before = rdmx::dsm::counters().write_faults;
+      const std::size_t first = (rank + static_cast<std::size_t>(phase)) % processes * per;
+      const auto t0 = Clock::now();
+      for (std::size_t b = first; b < first + per; ++b) std::memset(grid + b * block, value(phase, b), block);
+      rdmx::dsm::barrier();
+      if (phase > 2) t.push_back(us_since(t0));
+    }
+    const double faults_per_phase = double(rdmx::dsm::counters().write_faults - faults_before) / phases;
+    for (std::size_t b = 0; b < per * processes; ++b)
+      if (grid[b * block] != value(phases + 2, b) || grid[b * block + block - 1] != value(phases + 2, b))
+        wrong("write_sweep: block " + std::to_string(b));
+    rdmx::dsm::barrier();
+    const char* variant = ahead > 0 ? "write_ahead" : "block_at_a_time";
+    if (job.rank() == 0) {
+      line("write_sweep", variant, block, double(per)).field("metric", "us").field("value", median(t)).print();
+      line("write_sweep", variant, block, double(per)).field("metric", "faults").field("value", faults_per_phase).print();
+    }
+  }
+}
+
 // CG's shape: a matrix nobody writes after the start and a vector each
 // process rewrites its slice of every phase; after a barrier every process
 // reads both whole, then a second barrier ends the phase. Run with
@@ -686,6 +729,7 @@ int main(int argc, char** argv) {
   mutexes(job, opt, line);
   fig1(job, opt, line);
   migratory(job, opt, line);
+  write_sweep(job, opt, line);
   read_shared(job, opt, line);
   MPI_Finalize();
   return 0;
