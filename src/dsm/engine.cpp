@@ -357,40 +357,27 @@ void Engine::fault(void* address, bool write) {
   }
   lock_block(block);
   try {
-    BlockState s = state_[block].load(std::memory_order_relaxed);
+    const BlockState s = state_[block].load(std::memory_order_relaxed);
     // Another thread may have served this block while we waited for its lock.
     if (s == BlockState::dirty || (s == BlockState::clean && !write)) {
       unlock_block(block);
       return;
     }
     (write ? counters_.write_faults : counters_.read_faults).fetch_add(1, std::memory_order_relaxed);
-    if (s == BlockState::invalid) {
-      fetch(block, write);
-      s = BlockState::clean;
-      if (!write) {
-        const std::uint32_t ahead = take_ahead(block, false);
-        try {
-          protect(block, 1 + ahead, PROT_READ);
-        } catch (...) {
-          for (std::uint32_t b = block + 1; b <= block + ahead; ++b) unlock_block(b);
-          throw;
-        }
-        for (std::uint32_t b = block; b <= block + ahead; ++b) {
-          state_[b].store(BlockState::clean, std::memory_order_release);
-          if (b != block) unlock_block(b);
-        }
-      }
+    if (s == BlockState::invalid) fetch(block, write);
+    // The blocks taken ahead are locked and cached: one mprotect for the run.
+    const std::uint32_t last = block + take_ahead(block, write);
+    if (write)
+      for (std::uint32_t b = block; b <= last; ++b) make_dirty(b);
+    try {
+      protect(block, last - block + 1, write ? PROT_READ | PROT_WRITE : PROT_READ);
+    } catch (...) {
+      for (std::uint32_t b = block + 1; b <= last; ++b) unlock_block(b);
+      throw;
     }
-    if (write) {
-      const std::uint32_t ahead = take_ahead(block, true);
-      for (std::uint32_t b = block; b <= block + ahead; ++b) make_dirty(b);
-      try {
-        protect(block, 1 + ahead, PROT_READ | PROT_WRITE);
-      } catch (...) {
-        for (std::uint32_t b = block + 1; b <= block + ahead; ++b) unlock_block(b);
-        throw;
-      }
-      for (std::uint32_t b = block + 1; b <= block + ahead; ++b) unlock_block(b);
+    for (std::uint32_t b = block; b <= last; ++b) {
+      if (!write) state_[b].store(BlockState::clean, std::memory_order_release);
+      if (b != block) unlock_block(b);
     }
   } catch (...) {
     unlock_block(block);

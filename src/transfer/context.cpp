@@ -1,12 +1,12 @@
 #include "rdmx/transfer/context.hpp"
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "rdmx/transfer/endpoint.hpp"
 #include "rdmx/transfer/status.hpp"
 #include "abandon.hpp"
+#include "report.hpp"
 
 namespace rdmx::transfer {
 
@@ -31,18 +31,10 @@ Context::Context() {
   ucs_status_t status = ucp_init(&params, config, &handle_);
   ucp_config_release(config);
   check(status, "ucp_init (is UCX_TLS naming transports this machine has?)");
-  // UCX has no query for its transports; its report lists one line per
-  // resource, "resource 3  :  md 2  dev 3  flags -- posix/memory".
-  char* text = nullptr;
-  std::size_t length = 0;
-  if (FILE* report = open_memstream(&text, &length); report != nullptr) {
-    ucp_context_print_info(handle_, report);
-    std::fclose(report);
-    const std::string info(text, length);
-    std::free(text);
-    for (const char* tl : {"-- posix/", "-- sysv/", "-- xpmem/"})
-      if (info.find(tl) != std::string::npos) shared_memory_ = true;
-  }
+  // The report lists one line per resource, "resource 3  :  md 2  dev 3  flags -- posix/memory".
+  const std::string info = detail::report(&ucp_context_print_info, handle_);
+  for (const char* tl : {"-- posix/", "-- sysv/", "-- xpmem/"})
+    if (info.find(tl) != std::string::npos) shared_memory_ = true;
 }
 
 Context::~Context() {

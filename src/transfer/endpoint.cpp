@@ -13,6 +13,7 @@
 #include "rdmx/transfer/status.hpp"
 #include "rdmx/transfer/worker.hpp"
 #include "abandon.hpp"
+#include "report.hpp"
 
 namespace rdmx::transfer {
 namespace {
@@ -76,14 +77,7 @@ bool Endpoint::rma_emulated() const {
   // UCX has no query for this; its endpoint report lists one line per lane,
   // "lane[0]:  0:tcp/lo.0 md[0] -> ...": the transport is what stands
   // between the resource index and the '/'.
-  char* text = nullptr;
-  std::size_t length = 0;
-  FILE* report = open_memstream(&text, &length);
-  if (report == nullptr) return false;
-  ucp_ep_print_info(handle_, report);
-  std::fclose(report);
-  const std::string info(text, length);
-  std::free(text);
+  const std::string info = detail::report(&ucp_ep_print_info, handle_);
   bool any = false;
   for (std::size_t at = info.find("lane["); at != std::string::npos; at = info.find("lane[", at + 1)) {
     const std::size_t colon = info.find(':', info.find(']', at));
