@@ -174,6 +174,37 @@ TEST(FarVector, OffloadedEqualsHereEqualsPlainLoops) {
   EXPECT_EQ(none.reduce(Count<Trip, Cheap>{{20}}), 0u);
 }
 
+// An offloaded filter makes one pass: before each request the result has
+// room for all that the request's range could keep. Whatever it keeps, none
+// of that room outlives the call: the result holds its chunks and its
+// directory, nothing more.
+TEST(FarVector, OffloadedFilterKeepsNoSpareRoom) {
+  Manager manager(make_local_device(1, 16 << 20), small_cache());
+  const std::vector<Trip> trips = random_trips(70001, 7);  // several requests' ranges
+  const auto far = far_copy_of<Trip, 4096>(trips);
+  EXPECT_EQ(far.reduce(Count<Trip, Cheap>{{1e9}}), trips.size());  // the source's directory exists from here on
+  const std::size_t before = manager.stats().objects;
+  const auto chunks = [](std::size_t n, std::size_t per_chunk) { return (n + per_chunk - 1) / per_chunk; };
+  {
+    const auto none = far.filter(Cheap{-1});
+    EXPECT_EQ(none.size(), 0u);
+    EXPECT_LE(manager.stats().objects - before, 1u);  // its directory
+  }
+  {
+    const auto all = far.filter(Cheap{1e9});
+    EXPECT_TRUE(same(all.to_vector(), trips));
+    EXPECT_EQ(manager.stats().objects - before, chunks(trips.size(), Vector<Trip>::per_chunk) + 1);
+  }
+  {
+    const auto every = far.where(Cheap{1e9});
+    std::vector<std::uint64_t> expected(trips.size());
+    std::iota(expected.begin(), expected.end(), 0);
+    EXPECT_EQ(every.to_vector(), expected);
+    EXPECT_EQ(manager.stats().objects - before, chunks(trips.size(), Vector<std::uint64_t>::per_chunk) + 1);
+  }
+  EXPECT_EQ(manager.stats().objects, before);
+}
+
 // Offloaded, the chunks do not travel: an offloaded copy and gather of a
 // vector 30 times the cache cost a handful of misses where running here
 // fetches every chunk.

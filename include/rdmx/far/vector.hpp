@@ -183,7 +183,7 @@ class Vector {
     Vector out(server_);
     if (offloads(run, size_)) {
       out.add_remote_chunks(size_);
-      requests<detail::CopyKind<T>>(detail::NoOp{}, size_, {view_of(*this), view_of(out)}, true, 0, expect_all);
+      requests<detail::CopyKind<T>>(detail::NoOp{}, size_, {view_of(*this), view_of(out)}, true, expect_all);
       return out;
     }
     out.reserve(size_);
@@ -199,7 +199,7 @@ class Vector {
     Vector out(server_);
     if (offloads(run, index.size(), index)) {
       out.add_remote_chunks(index.size());
-      requests<detail::GatherKind<T>>(detail::NoOp{}, index.size(), {view_of(out), view_of(index), view_of(*this)}, true, 0, expect_all);
+      requests<detail::GatherKind<T>>(detail::NoOp{}, index.size(), {view_of(out), view_of(index), view_of(*this)}, true, expect_all);
       return out;
     }
     out.reserve(index.size());
@@ -239,7 +239,7 @@ class Vector {
   typename Op::Result reduce(const Op& op, Run run = Run::offloaded) const {
     typename Op::Result result = op.identity();
     if (offloads(run, 0)) {
-      requests<detail::ReduceKind<T, Op>>(op, size_, {view_of(*this)}, false, 0, [&](std::uint64_t, std::uint64_t, const auto& part) {
+      requests<detail::ReduceKind<T, Op>>(op, size_, {view_of(*this)}, false, [&](std::uint64_t, std::uint64_t, const auto& part) {
         op.combine(result, part);
       });
       return result;
@@ -263,7 +263,7 @@ class Vector {
       throw Error(Errc::invalid_argument, "far::Vector::group_by: " + std::to_string(size_) + " keys but " + std::to_string(values.size()) + " values");
     typename Op::Result result = op.identity();
     if (offloads(run, 0, values)) {
-      requests<detail::GroupKind<T, V, Op>>(op, size_, {view_of(*this), view_of(values)}, false, 0,
+      requests<detail::GroupKind<T, V, Op>>(op, size_, {view_of(*this), view_of(values)}, false,
                                              [&](std::uint64_t, std::uint64_t, const auto& part) { op.combine(result, part); });
       return result;
     }
@@ -328,6 +328,13 @@ class Vector {
     }
     size_ = n;
   }
+  // Keeps the first `n` elements, freeing the chunks past them.
+  void truncate(std::size_t n) {
+    if (n > size_) throw Error(Errc::invalid_argument, "far::Vector: truncate to " + std::to_string(n) + " of " + std::to_string(size_));
+    chunks_.resize((n + per_chunk - 1) / per_chunk);
+    listed_ = std::min(listed_, chunks_.size());
+    size_ = n;
+  }
 
   // Whether an operation over this vector and `others`, writing `out`
   // elements of T, runs on the server: the device computes, every vector
@@ -384,37 +391,52 @@ class Vector {
       throw Error(Errc::protocol, "far::Vector: the server handled " + std::to_string(done) + " of " + std::to_string(last - first) + " elements");
   };
 
+  // An offloaded request's bytes: its header, then the directory blocks of
+  // the vectors it names (views[0], views[1], ...).
+  template <class Op>
+  struct Request {
+    Request(const Op& op, std::initializer_list<Published> views) : header{op} {
+      static_assert(std::is_trivially_copyable_v<Op>, "rdmx::far: an offloaded operation travels by value: it must be trivially copyable");
+      static_assert(sizeof(detail::VectorRequest<Op>) + detail::max_directory_blocks * 8 <= 3584,
+                    "rdmx::far: an offloaded operation travels in a call's captures (4 KiB with the directory table): keep it small");
+      std::size_t v = 0;
+      for (const Published& p : views) {
+        header.views[v] = p.view;
+        header.views[v++].first_block = static_cast<std::uint32_t>(table.size());
+        table.insert(table.end(), p.blocks.begin(), p.blocks.end());
+      }
+      header.table_entries = static_cast<std::uint32_t>(table.size());
+      bytes.resize(sizeof header + table.size() * sizeof(std::uint64_t));
+      std::memcpy(bytes.data() + sizeof header, table.data(), table.size() * sizeof(std::uint64_t));
+    }
+    detail::VectorRequest<Op> header;
+    std::vector<std::uint64_t> table;
+    std::vector<std::byte> bytes;
+  };
+
+  // Runs Kind over elements [first, last) on the vector's server; its reply.
+  template <class Kind, class Op>
+  auto send(Request<Op>& r, std::uint64_t first, std::uint64_t last, std::uint64_t out_first, bool writes) const {
+    using Reply = decltype(Kind::run(std::declval<const detail::VectorRequest<Op>&>(), std::span<const std::uint64_t>()));
+    static_assert(std::is_trivially_copyable_v<Reply>, "rdmx::far: an offloaded result must be trivially copyable");
+    r.header.first = first;
+    r.header.last = last;
+    r.header.out_first = out_first;
+    std::memcpy(r.bytes.data(), &r.header, sizeof r.header);
+    Reply reply{};
+    Manager::current().device().compute(
+        server_, Device::Offload{fabric::FunctionId<detail::VectorHandler<Kind, Op>>::value, r.bytes, &reply, sizeof reply, writes});
+    return reply;
+  }
+
   // Sends Kind's requests for elements [0, items), request_items at a time,
   // to the vector's server; on_reply(first, last, reply) takes each reply.
   template <class Kind, class Op, class OnReply>
-  void requests(const Op& op, std::uint64_t items, std::initializer_list<Published> views, bool writes, std::uint64_t out_first,
-                OnReply&& on_reply) const {
-    static_assert(std::is_trivially_copyable_v<Op>, "rdmx::far: an offloaded operation travels by value: it must be trivially copyable");
-    static_assert(sizeof(detail::VectorRequest<Op>) + detail::max_directory_blocks * 8 <= 3584,
-                  "rdmx::far: an offloaded operation travels in a call's captures (4 KiB with the directory table): keep it small");
-    using Reply = decltype(Kind::run(std::declval<const detail::VectorRequest<Op>&>(), std::span<const std::uint64_t>()));
-    static_assert(std::is_trivially_copyable_v<Reply>, "rdmx::far: an offloaded result must be trivially copyable");
-    detail::VectorRequest<Op> header{op};
-    std::vector<std::uint64_t> table;
-    std::size_t v = 0;
-    for (const Published& p : views) {
-      header.views[v] = p.view;
-      header.views[v++].first_block = static_cast<std::uint32_t>(table.size());
-      table.insert(table.end(), p.blocks.begin(), p.blocks.end());
-    }
-    header.table_entries = static_cast<std::uint32_t>(table.size());
-    std::vector<std::byte> args(sizeof header + table.size() * sizeof(std::uint64_t));
-    Device& device = Manager::current().device();
+  void requests(const Op& op, std::uint64_t items, std::initializer_list<Published> views, bool writes, OnReply&& on_reply) const {
+    Request<Op> r(op, views);
     for (std::uint64_t first = 0; first < items; first += request_items) {
-      header.first = first;
-      header.last = std::min(items, first + request_items);
-      header.out_first = out_first;
-      std::memcpy(args.data(), &header, sizeof header);
-      std::memcpy(args.data() + sizeof header, table.data(), table.size() * sizeof(std::uint64_t));
-      Reply reply{};
-      device.compute(server_, Device::Offload{fabric::FunctionId<detail::VectorHandler<Kind, Op>>::value, args, &reply, sizeof reply, writes});
-      on_reply(header.first, header.last, reply);
-      if constexpr (std::is_same_v<Reply, std::uint64_t>) out_first += reply;
+      const std::uint64_t last = std::min(items, first + request_items);
+      on_reply(first, last, send<Kind>(r, first, last, 0, writes));
     }
   }
 
@@ -423,17 +445,20 @@ class Vector {
     static_assert(std::is_trivially_copyable_v<Pred>, "rdmx::far: a filter's predicate travels by value: it must be trivially copyable");
     Out out(server_);
     if (offloads(run, size_)) {
-      // Two passes: how many each range keeps, then the copies, each range
-      // writing from where the ranges before it end.
+      // One pass: before each request the destination has room for all that
+      // its range could keep; the room the last ones leave unused is freed.
+      const Published source = view_of(*this);
       std::uint64_t kept = 0;
-      requests<detail::ReduceKind<T, Count<T, Pred>>>(Count<T, Pred>{pred}, size_, {view_of(*this)}, false, 0,
-                                                       [&](std::uint64_t, std::uint64_t, std::uint64_t n) { kept += n; });
-      out.add_remote_chunks(kept);
-      std::uint64_t written = 0;
-      requests<detail::FilterKind<T, Pred, Positions>>(pred, size_, {view_of(*this), view_of(out)}, true, 0,
-                                                       [&](std::uint64_t, std::uint64_t, std::uint64_t n) { written += n; });
-      if (written != kept)
-        throw Error(Errc::protocol, "far::Vector: a filter kept " + std::to_string(kept) + " elements, then wrote " + std::to_string(written));
+      for (std::uint64_t first = 0; first < size_; first += request_items) {
+        const std::uint64_t last = std::min<std::uint64_t>(size_, first + request_items);
+        out.add_remote_chunks(kept + (last - first));
+        Request<Pred> r(pred, {source, view_of(out)});
+        const std::uint64_t n = send<detail::FilterKind<T, Pred, Positions>>(r, first, last, kept, true);
+        if (n > last - first)
+          throw Error(Errc::protocol, "far::Vector: a filter kept " + std::to_string(n) + " of " + std::to_string(last - first) + " elements");
+        kept += n;
+      }
+      out.truncate(kept);
       return out;
     }
     Reader reader(*this);

@@ -10,6 +10,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -162,28 +163,42 @@ class ServedVector {
         std::uint64_t{v.first_block} + v.blocks > table.size() || chunks > std::uint64_t{v.blocks} * directory_entries)
       throw Error(Errc::protocol, "far: malformed vector in an offloaded request (" + std::to_string(v.size) + " elements, " +
                                       std::to_string(v.per_chunk) + " per chunk, " + std::to_string(v.blocks) + " directory blocks)");
+    if ((v.per_chunk & (v.per_chunk - 1)) == 0) shift_ = std::countr_zero(v.per_chunk);
   }
   std::uint64_t size() const noexcept { return view_.size; }
-  T& operator[](std::uint64_t i) { return run(i, i + 1).front(); }
+  // Element i (a gather's random access: no division where a chunk holds a
+  // power of two elements, as 4 KiB chunks of 1, 2, 4 or 8 bytes do).
+  T& operator[](std::uint64_t i) {
+    if (i >= view_.size) throw out_of_range(i);
+    const std::uint64_t c = chunk_of(i);
+    if (c != cached_) load(c);
+    return chunk_[i - c * view_.per_chunk];
+  }
   // Elements from i on that lie side by side: to the end of i's chunk or `last`.
   std::span<T> run(std::uint64_t i, std::uint64_t last) {
-    if (i >= view_.size || last > view_.size || i >= last)
-      throw Error(Errc::invalid_argument, "far::Vector: index " + std::to_string(i) + " out of range (size " + std::to_string(view_.size) + ")");
-    const std::uint64_t c = i / view_.per_chunk;
-    if (c != cached_) {
-      const std::uint64_t block = table_[view_.first_block + c / directory_entries];
-      std::uint64_t offset = 0;
-      std::memcpy(&offset, served_bytes(block + (c % directory_entries) * sizeof offset, sizeof offset).data(), sizeof offset);
-      chunk_ = reinterpret_cast<T*>(served_bytes(offset, view_.chunk_bytes).data());
-      cached_ = c;
-    }
-    const std::uint64_t k = i % view_.per_chunk;
+    if (i >= view_.size || last > view_.size || i >= last) throw out_of_range(i);
+    const std::uint64_t c = chunk_of(i);
+    if (c != cached_) load(c);
+    const std::uint64_t k = i - c * view_.per_chunk;
     return {chunk_ + k, static_cast<std::size_t>(std::min<std::uint64_t>(view_.per_chunk - k, last - i))};
   }
 
  private:
+  std::uint64_t chunk_of(std::uint64_t i) const noexcept { return shift_ >= 0 ? i >> shift_ : i / view_.per_chunk; }
+  void load(std::uint64_t c) {
+    const std::uint64_t block = table_[view_.first_block + c / directory_entries];
+    std::uint64_t offset = 0;
+    std::memcpy(&offset, served_bytes(block + (c % directory_entries) * sizeof offset, sizeof offset).data(), sizeof offset);
+    chunk_ = reinterpret_cast<T*>(served_bytes(offset, view_.chunk_bytes).data());
+    cached_ = c;
+  }
+  Error out_of_range(std::uint64_t i) const {
+    return Error(Errc::invalid_argument, "far::Vector: index " + std::to_string(i) + " out of range (size " + std::to_string(view_.size) + ")");
+  }
+
   VectorView view_;
   std::span<const std::uint64_t> table_;
+  int shift_ = -1;  // log2(per_chunk) when it is a power of two
   std::uint64_t cached_ = static_cast<std::uint64_t>(-1);
   T* chunk_ = nullptr;
 };
