@@ -67,8 +67,10 @@ void Synchronizer::check_rdma_answerers() {
   }
 }
 
-void Synchronizer::wait() {
-  Backoff backoff;
+void Synchronizer::wait() { wait(Backoff::idle_spins()); }
+
+void Synchronizer::wait(unsigned idle_spins) {
+  Backoff backoff(idle_spins);
   while (operations_left() > 0) {
     const bool busy = progress() != 0;
     if (!busy) check_rdma_answerers();

@@ -50,6 +50,10 @@ std::span<std::byte> served_bytes(std::uint64_t offset, std::uint64_t bytes) { r
 
 namespace {
 
+// Idle polls before a thread waiting for an offloaded computation yields its
+// core: some tens of microseconds, longer than a short request takes.
+constexpr unsigned offload_wait_spins = 1024;
+
 class JobDevice : public Device {
  public:
   explicit JobDevice(std::vector<RemoteLocator> regions) : regions_(std::move(regions)) {}
@@ -80,7 +84,9 @@ class JobDevice : public Device {
       call.result = work.result;
       call.result_size = work.result_bytes;
       fabric::send_call(call);
-      sync.wait();
+      // The server's service thread works for a while (up to a request's
+      // range), unpinned: it may have been placed on this core.
+      sync.wait(offload_wait_spins);
     });
   }
   std::unique_ptr<Reads> start_reads(std::vector<Transfer> transfers) final {

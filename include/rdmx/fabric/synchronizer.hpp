@@ -40,6 +40,11 @@ class Synchronizer {
 
   // Progress this thread until operations_left() == 0; throws the first failure.
   void wait();
+  // The same, yielding the core after `idle_spins` idle polls instead of the
+  // process's setting (Backoff): for a wait on work that another process's
+  // thread does on this machine's CPUs (an offloaded computation), which
+  // may be waiting for this very core.
+  void wait(unsigned idle_spins);
   // Like wait() but gives up after `timeout_ms`; returns whether it finished.
   bool wait_for(int timeout_ms);
 
