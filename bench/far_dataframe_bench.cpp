@@ -428,9 +428,13 @@ void report(const JsonLine& common, const Options& o, const char* variant, doubl
   line.with("metric", "seconds").field("value", total).field("verified", verified).print();
   for (std::size_t s = 0; s < steps.size(); ++s)
     line.with("step", static_cast<int>(s + 1)).field("metric", "step_seconds").field("value", steps[s]).print();
-  std::fprintf(stderr, "dataframe %-11s local %.2f  %7.3f s  (", variant, fraction, total);
-  for (double s : steps) std::fprintf(stderr, " %.3f", s);
-  std::fprintf(stderr, " )%s\n", verified ? "  verified" : "  WRONG RESULTS");
+  // One write: the launcher interleaves stderr with the JSON lines on stdout.
+  char text[256];
+  int n = std::snprintf(text, sizeof text, "dataframe %-11s local %.2f  %7.3f s  (", variant, fraction, total);
+  for (double s : steps) n += std::snprintf(text + n, sizeof text - static_cast<std::size_t>(n), " %.3f", s);
+  std::snprintf(text + n, sizeof text - static_cast<std::size_t>(n), " )%s\n", verified ? "  verified" : "  WRONG RESULTS");
+  std::fflush(stdout);
+  std::fputs(text, stderr);
 }
 
 }  // namespace
