@@ -51,6 +51,14 @@ constexpr auto evacuator_longest_pause = std::chrono::seconds(1);
 // cores shared by 2 processes its watch took the core from the computation
 // (snappy over far memory: 0.93x of local without it, 0.69x with it).
 constexpr auto evacuator_watch_time = std::chrono::microseconds(200);
+// Waking the sleeping evacuator costs the miss that wakes it more than a few
+// inline evictions (a system call, and the other process's threads or the
+// miss's own losing the core to it on a machine short of cores). It is woken
+// only for a round that frees at least this many objects of the size the
+// miss needs: with 4 KiB objects in a 128 KiB cache the marks are two
+// objects apart, and every other miss woke it (reads 2.5-3x slower than
+// with no evacuator, docs/results/far.md). A watching one costs a store.
+constexpr std::size_t objects_worth_a_wake = 8;
 
 // What a process publishes at Manager construction (every process, server or not).
 struct Published {
@@ -360,7 +368,7 @@ struct Manager::Impl {
     auto slot = slabs->take(size_class);
     if (slot) {
       peak_resident = std::max(peak_resident, slabs->resident_bytes());
-      if (free_low != 0 && free_bytes() < free_low) wake_evacuator();
+      if (free_low != 0 && free_bytes() < free_low) wake_evacuator(size_class);
     }
     return slot;
   }
@@ -371,7 +379,7 @@ struct Manager::Impl {
   std::optional<std::uint32_t> take_slot_now(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
     for (int evicted = 0;; ++evicted) {
       if (auto slot = take_free(size_class)) return slot;
-      if (free_low != 0) wake_evacuator();
+      if (free_low != 0) wake_evacuator(size_class);
       if (evicted == 8 || evict_one(lock) != Sweep::evicted) return std::nullopt;
       ++inline_evictions;
     }
@@ -385,7 +393,7 @@ struct Manager::Impl {
       // No slot of this class and no free slab, although free bytes may be
       // above the low mark (the free slots are in slabs of other classes):
       // the reserve did not serve this miss, so the evacuator runs a round.
-      if (free_low != 0) wake_evacuator();
+      if (free_low != 0) wake_evacuator(size_class);
       if (evacuator_knocking.load(std::memory_order_relaxed)) {
         // The evacuator is about to free slots ahead of time: let it in.
         lock.unlock();
@@ -418,8 +426,11 @@ struct Manager::Impl {
 
   // Under the lock: the evacuator should run a round (started on first need,
   // so a process that never fills its cache, a server's, runs no thread).
-  void wake_evacuator() {
+  void wake_evacuator(std::uint32_t size_class) {
     if (evacuation_wanted.load(std::memory_order_relaxed) || evacuator_stopping.load(std::memory_order_relaxed)) return;
+    if (config.evacuator == Evacuator::automatic && !evacuator_watches() &&
+        free_high - free_low < objects_worth_a_wake * class_bytes(size_class))
+      return;
     if (!evacuator.joinable()) {
       if (!evacuator_fits()) {
         free_low = 0;  // for good: every eviction inline
@@ -439,6 +450,12 @@ struct Manager::Impl {
       evacuation_wanted.store(true, std::memory_order_relaxed);
     }
     wake.notify_one();
+  }
+
+  // Whether the evacuator watches for work between rounds (evacuator_watch_time).
+  bool evacuator_watches() const {
+    return config.evacuator_watch == Watch::on ||
+           (config.evacuator_watch == Watch::automatic && job != nullptr && job->spare_cores() >= 2 * job->layout().processes_per_machine);
   }
 
   // Evacuator::automatic: only where its write-backs complete without this
@@ -472,9 +489,7 @@ struct Manager::Impl {
   // service thread drives.
   void evacuate() {
     auto pause = std::chrono::milliseconds(0);  // after a round that fell short; 0: the last one did not
-    const bool watches = config.evacuator_watch == Watch::on ||
-                        (config.evacuator_watch == Watch::automatic && job != nullptr &&
-                         job->spare_cores() >= 2 * job->layout().processes_per_machine);
+    const bool watches = evacuator_watches();
     bool failing = false;
     std::unique_lock lock(mutex, std::defer_lock);
     for (;;) {

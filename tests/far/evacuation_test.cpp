@@ -441,6 +441,8 @@ TEST(FarEvacuation, ReplicatedWriteBacksInTheBackgroundGoToTheSurvivor) {
 TEST(FarEvacuation, AutomaticRunsInProcess) {
   Config c = small_cache(64 * 1024, true);
   c.evacuator = Evacuator::automatic;
+  c.free_low = 0.15;  // marks 9.6 KiB apart: a round frees 9 objects, worth a wake
+  c.free_high = 0.30;
   Manager manager(make_local_device(1, 8 << 20), c);
   std::vector<UniquePtr<Obj>> v;
   for (int i = 0; i < 128; ++i) v.push_back(make_unique<Obj>(Obj::of(i)));  // twice the cache
@@ -448,4 +450,34 @@ TEST(FarEvacuation, AutomaticRunsInProcess) {
     for (int i = 0; i < 128; ++i) EXPECT_TRUE(v[i].read().is(i)) << i;
     return manager.stats().background_evictions > 0;
   }));
+}
+
+// By default a sleeping evacuator is woken only for rounds that free
+// several objects of the size the misses need: with the marks 3 KiB apart
+// (5 % and 10 % of 64 KiB) and 1 KiB objects, waking it would cost each
+// miss more than the few evictions it takes over, so it never starts and
+// every eviction is inline. Asked for (Evacuator::on), it runs regardless.
+TEST(FarEvacuation, AutomaticIsNotWokenForAFewObjects) {
+  for (const Evacuator mode : {Evacuator::automatic, Evacuator::on}) {
+    SCOPED_TRACE(mode == Evacuator::on ? "on" : "automatic");
+    const int before = threads_now();
+    Config c = small_cache(64 * 1024, true);
+    c.evacuator = mode;
+    Manager manager(make_local_device(1, 8 << 20), c);
+    std::vector<UniquePtr<Obj>> v;
+    for (int i = 0; i < 128; ++i) v.push_back(make_unique<Obj>(Obj::of(i)));  // twice the cache
+    for (int round = 0; round < 3; ++round)
+      for (int i = 0; i < 128; ++i) EXPECT_TRUE(v[i].read().is(i)) << i;
+    if (mode == Evacuator::automatic) {
+      EXPECT_EQ(threads_now(), before);
+      EXPECT_EQ(manager.stats().background_evictions, 0u);
+      EXPECT_GT(manager.stats().inline_evictions, 128u);
+    } else {
+      EXPECT_EQ(threads_now(), before + 1);
+      EXPECT_TRUE(eventually([&] {
+        for (int i = 0; i < 128; ++i) EXPECT_TRUE(v[i].read().is(i)) << i;
+        return manager.stats().background_evictions > 0;
+      }));
+    }
+  }
 }
