@@ -407,7 +407,8 @@ class Vector {
       }
       header.table_entries = static_cast<std::uint32_t>(table.size());
       bytes.resize(sizeof header + table.size() * sizeof(std::uint64_t));
-      std::memcpy(bytes.data() + sizeof header, table.data(), table.size() * sizeof(std::uint64_t));
+      if (!table.empty())  // an empty vector has no directory yet (and memcpy no null source)
+        std::memcpy(bytes.data() + sizeof header, table.data(), table.size() * sizeof(std::uint64_t));
     }
     detail::VectorRequest<Op> header;
     std::vector<std::uint64_t> table;
