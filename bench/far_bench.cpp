@@ -6,13 +6,15 @@
 //   two_sided  deref through requests the server's service thread answers
 //   raw_get    a bare rdmx::get of the same bytes (raw_get_put for writes:
 //              get, put and flush, what a miss with a dirty victim costs at least)
+//   raw_blocking_get  the same with rdmx::blocking_get (no future: what a
+//              one-sided miss uses), single reads only
 // Cases: cold_read (deref; victims are clean) and cold_write (deref_mut;
 // every victim is dirty and written back). Each operation is timed alone;
 // p50 and p90 in ns. cold_read also runs with 16 misses in flight
 // ("outstanding":16: far::deref_all, and 16 gets before any is waited for),
 // where a sample is a batch's time per object.
 // cold_read one_sided also prints overhead_ns_p50 (its median minus
-// raw_get's: the runtime's own share of a miss), and raw_get's read lines
+// raw_blocking_get's: the runtime's own share of a miss), and raw_get's read lines
 // poll_share: the share of a bare get's time spent waiting for its
 // completion after it was issued (the seed's Fig. 4).
 // Every cold-path line also carries the server's CPU time per million
@@ -306,6 +308,24 @@ Result raw(const rdmx::RemoteLocator& region, std::size_t size, bool write, cons
   return r;
 }
 
+// A bare rdmx::blocking_get of the same bytes: no future (the primitive a
+// one-sided miss uses), so the cheapest read of them there is.
+Result raw_blocking(const rdmx::RemoteLocator& region, std::size_t size, const Options& o) {
+  rdmx::memory::Block buffer = rdmx::Job::current().arena().allocate_chunk(size, 64);
+  Result r;
+  const std::size_t slots = region.length / 2 / size;
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(o.seconds);
+  for (std::size_t i = 0; r.ns.size() < o.ops && (r.ns.size() % 64 != 0 || Clock::now() < end); i = (i + 1) % slots) {
+    const auto t0 = Clock::now();
+    rdmx::blocking_get(buffer.data, region.slice(i * size, size));
+    r.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  rdmx::Job::current().arena().release_chunk(buffer);
+  return r;
+}
+
 // Process 0 computes, the last process serves.
 far::Config bench_config(const rdmx::Job& job, far::Path path, std::size_t cache = cache_bytes, std::size_t region = region_bytes) {
   far::Config config;
@@ -339,11 +359,12 @@ void measure(const JsonLine& common, far::Path path, const Options& o) {
   report(common, "cold_write", far::to_string(path), Size,
          counted([&] { return with_eviction_share(manager, [&] { return sweep(set, cursor, true, o.ops, o.seconds); }); }));
   if (path == far::Path::one_sided) {
-    const Result bare = counted([&] { return raw(manager.server_region(0), Size, false, o); });
-    report(common, "cold_read", "raw_get", Size, bare);
+    report(common, "cold_read", "raw_get", Size, counted([&] { return raw(manager.server_region(0), Size, false, o); }));
+    const Result bare = counted([&] { return raw_blocking(manager.server_region(0), Size, o); });
+    report(common, "cold_read", "raw_blocking_get", Size, bare);
     report(common, "cold_write", "raw_get_put", Size, counted([&] { return raw(manager.server_region(0), Size, true, o); }));
     // The runtime's own share of a miss (AIFM's Fig. 12b "overhead"): a
-    // cold read's median minus a bare get's of the same bytes.
+    // cold read's median minus the cheapest bare get's of the same bytes.
     const double overhead = median(reads.ns) - median(bare.ns);
     common.with("case", "cold_read")
         .field("variant", far::to_string(path))
