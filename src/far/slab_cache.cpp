@@ -8,10 +8,10 @@ SlabCache::SlabCache(std::size_t bytes) : slabs_(bytes / slab_bytes) {
   for (std::size_t s = slabs_.size(); s-- > 0;) free_slabs_.push_back(static_cast<std::uint32_t>(s));
 }
 
-std::optional<std::uint32_t> SlabCache::take(std::uint32_t size_class) {
+std::uint32_t SlabCache::take(std::uint32_t size_class) {
   auto& partial = partial_[size_class];
   if (partial.empty()) {
-    if (free_slabs_.empty()) return std::nullopt;
+    if (free_slabs_.empty()) return none;
     const std::uint32_t s = free_slabs_.back();
     free_slabs_.pop_back();
     Slab& slab = slabs_[s];

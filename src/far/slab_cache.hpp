@@ -7,7 +7,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "rdmx/far/config.hpp"
@@ -18,8 +17,11 @@ class SlabCache {
  public:
   explicit SlabCache(std::size_t bytes);
 
-  // A free slot of `size_class`, taking a free slab when its class has none.
-  std::optional<std::uint32_t> take(std::uint32_t size_class);
+  // A free slot of `size_class`, taking a free slab when its class has
+  // none; `none` when there is neither. Not an std::optional: GCC returned
+  // that through the stack in two stores and one load, a stall on every miss.
+  static constexpr std::uint32_t none = ~std::uint32_t{0};
+  std::uint32_t take(std::uint32_t size_class);
   void release(std::uint32_t slot);
 
   std::size_t units() const noexcept { return slabs_.size() * units_per_slab; }

@@ -264,6 +264,75 @@ TEST(FarUnit, ReplicationSurvivesTheLossOfOneCopy) {
   EXPECT_EQ(read, 8u);
 }
 
+// CLOCK keeps what is used between two passes of its hand and drops what
+// is only read non-temporally: while a stream of misses sweeps the cache
+// (a round of it is about half a turn of the hand), 16 objects read every
+// round seldom miss again, and 16 read with deref_nt keep missing.
+TEST(FarUnit, ClockKeepsReferencedObjectsAndDropsNonTemporalOnes) {
+  Config c = small_cache();  // 1024 slots of 64 bytes
+  c.evacuator = Evacuator::off;
+  Manager manager(make_local_device(1, 4 << 20), c);
+  using Object = std::array<std::uint64_t, 8>;
+  const auto make = [](std::size_t n, std::uint64_t first) {
+    std::vector<UniquePtr<Object>> v;
+    for (std::size_t i = 0; i < n; ++i) {
+      v.push_back(far::make_unique<Object>(Object{first + i}));
+      v.back().evict();
+    }
+    return v;
+  };
+  auto kept = make(16, 0), dropped = make(16, 100), stream = make(4096, 1000);
+  std::size_t cursor = 0;
+  std::uint64_t kept_misses = 0, dropped_misses = 0;
+  constexpr int rounds = 40;
+  for (int round = 0; round < rounds; ++round) {
+    for (int i = 0; i < 256; ++i, cursor = (cursor + 1) % stream.size()) {
+      DerefScope scope;
+      ASSERT_EQ((*stream[cursor].deref(scope))[0], 1000 + cursor);
+    }
+    std::uint64_t before = manager.stats().misses;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      DerefScope scope;
+      ASSERT_EQ((*kept[i].deref(scope))[0], i);
+    }
+    if (round > 0) kept_misses += manager.stats().misses - before;
+    before = manager.stats().misses;
+    for (std::size_t i = 0; i < dropped.size(); ++i) {
+      DerefScope scope;
+      ASSERT_EQ((*dropped[i].deref_nt(scope))[0], 100 + i);
+    }
+    dropped_misses += manager.stats().misses - before;
+  }
+  // Not never: a turn of the hand that finds most objects cold is short,
+  // and two turns between the rounds' reads drop the used ones too.
+  EXPECT_LE(kept_misses * 4, dropped_misses) << kept_misses << " against " << dropped_misses;
+  EXPECT_GE(dropped_misses, rounds * dropped.size() / 4);
+}
+
+// A fetch that fails is not counted as a miss; the object stays remote and
+// a later dereference fails the same way.
+TEST(FarUnit, FailedFetchesAreNoMisses) {
+  auto owned = std::make_unique<LosableDevice>(1, 1 << 20);
+  LosableDevice& device = *owned;
+  Manager manager(std::move(owned), small_cache());
+  auto a = make_unique<std::uint64_t>(std::uint64_t{7});
+  auto b = make_unique<std::uint64_t>(std::uint64_t{8});
+  ASSERT_TRUE(a.evict());
+  ASSERT_TRUE(b.evict());
+  {
+    DerefScope scope;
+    EXPECT_EQ(*a.deref(scope), 7u);
+  }
+  EXPECT_EQ(manager.stats().misses, 1u);
+  device.kill(0);
+  for (int i = 0; i < 2; ++i) {
+    DerefScope scope;
+    EXPECT_EQ(error_of([&] { b.deref(scope); }), Errc::peer_failed);
+  }
+  EXPECT_EQ(manager.stats().misses, 1u);
+  EXPECT_FALSE(b.is_local());
+}
+
 TEST(FarUnit, ReplicationNeedsDivisibleServers) {
   Config c = small_cache();
   c.replication = 2;

@@ -11,7 +11,6 @@ namespace rdmx::far::state {
 inline constexpr std::uint64_t present = 1ull << 63;  // local: low 32 bits are the cache slot
 inline constexpr std::uint64_t busy = 1ull << 62;     // being fetched, evicted or built: wait
 inline constexpr std::uint64_t dirty = 1ull << 61;    // changed since it was fetched
-inline constexpr std::uint64_t hot = 1ull << 60;      // touched since CLOCK last passed
 inline constexpr std::uint64_t valid = 1ull << 59;    // not null
 
 inline constexpr unsigned unit_shift = 6;  // offsets and slots count 64-byte units
