@@ -11,8 +11,9 @@
 // lvalue must stay alive and unchanged until the message and its chunks have
 // been transferred (a parcel layer keeps the arguments it serialized). A
 // temporary (rvalue) would be gone by then, so the archive moves it into
-// storage of its own when it produced chunks. serialize_buffer and
-// rma_vector need neither: the archive holds a reference to their memory.
+// storage of its own when it produced chunks. serialize_buffer, rma_vector
+// and rma_object need neither (holds_its_chunks): each chunk they make comes
+// with a reference to its memory, which the archive holds.
 // Everything the archive holds is released when it is destroyed or cleared.
 //
 // One archive per thread; nothing is locked.
@@ -32,6 +33,14 @@
 #include "rdmx/serial/options.hpp"
 
 namespace rdmx::serial {
+
+// A type whose serialize hands the archive an owner with every chunk it
+// makes (write_bulk or write_rma with an owner) declares a member
+// `using holds_its_chunks = void;`: a temporary of it is serialized where
+// it is, without moving it into storage of the archive's first (one
+// allocation per argument saved).
+template <class T>
+concept holds_its_chunks = requires { typename T::holds_its_chunks; };
 
 class OutputArchive {
  public:
@@ -127,7 +136,8 @@ class OutputArchive {
   template <class T>
   void save(T&& value) {
     using U = std::remove_cvref_t<T>;
-    if constexpr (std::is_lvalue_reference_v<T> || (bitwise_serializable<U> && sizeof(U) < min_zero_copy_threshold)) {
+    if constexpr (std::is_lvalue_reference_v<T> || holds_its_chunks<U> ||
+                  (bitwise_serializable<U> && sizeof(U) < min_zero_copy_threshold)) {
       serialize_value(*this, const_cast<U&>(static_cast<const U&>(value)));
     } else {
       // A temporary dies before its chunks are sent: keep it if it made any.

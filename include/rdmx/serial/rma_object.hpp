@@ -20,6 +20,7 @@ namespace rdmx::serial {
 template <bitwise_serializable T>
 class rma_object {
  public:
+  using holds_its_chunks = void;  // each chunk comes with its storage (OutputArchive)
   rma_object() = default;  // null
   // A T constructed from `args` in `memory`.
   template <class... Args>

@@ -36,6 +36,7 @@ template <bitwise_serializable T>
 class rma_vector {
  public:
   using value_type = T;
+  using holds_its_chunks = void;  // each chunk comes with its storage (OutputArchive)
   using size_type = std::size_t;
   using reference = T&;
   using const_reference = const T&;

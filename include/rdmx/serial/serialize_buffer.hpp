@@ -37,6 +37,7 @@ class serialize_buffer {
   using value_type = T;
   using iterator = T*;
   using const_iterator = const T*;
+  using holds_its_chunks = void;  // each chunk comes with data_ (OutputArchive)
 
   serialize_buffer() = default;
   // n value-initialised elements the buffer owns.
