@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "rdmx/fabric/job.hpp"
+
 namespace rdmx::testing {
 
 inline thread_local bool counting = false;
@@ -43,6 +45,25 @@ inline void expect_none_per(std::size_t operations, const char* what) {
     backtrace_symbols_fd(first_stack, first_depth, STDERR_FILENO);
   }
   EXPECT_LT(allocations, operations / 100) << "heap allocations during " << operations << " " << what;
+}
+
+// The shape of the "a warm round trip allocates nothing" tests:
+// `round_trips(n)` makes n round trips and returns how many came back wrong.
+// Run warm first, then counted between two barriers of the job; every
+// process does the same, so a waiting caller also serves (and counts) its
+// peer's calls.
+template <class RoundTrips>
+void expect_warm_round_trips_allocate_nothing(RoundTrips&& round_trips, const char* what) {
+  constexpr int warm = 200, counted = 2000;
+  Job::current().barrier();
+  EXPECT_EQ(round_trips(warm), 0);  // endpoints, rings, queues, pools
+  counting = true;
+  allocations = 0;
+  const int wrong = round_trips(counted);
+  counting = false;
+  Job::current().barrier();
+  EXPECT_EQ(wrong, 0);
+  expect_none_per(counted, what);
 }
 
 }  // namespace rdmx::testing

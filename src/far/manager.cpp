@@ -1046,7 +1046,7 @@ InFlight Manager::deref_start(std::span<std::atomic<std::uint64_t>* const> words
 
 Future<void*> Manager::deref_async(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access) {
   Impl& m = *impl_;
-  auto future = std::make_shared<rdmx::detail::FutureState<void*>>();
+  auto future = rdmx::detail::make_state<void*>();
   future->progress = ProgressHook{&poll_here, nullptr};
   try {
     if (&scope.manager() != this) throw Error(Errc::invalid_argument, "far: the DerefScope belongs to another far::Manager");

@@ -40,6 +40,7 @@
 
 #include "rdmx/core/backoff.hpp"
 #include "rdmx/core/error.hpp"
+#include "rdmx/core/recycled_blocks.hpp"
 
 namespace rdmx {
 
@@ -179,6 +180,13 @@ struct FutureState : FutureStateBase, std::enable_shared_from_this<FutureState<T
   }
 };
 
+// One state per operation (rdmx::async makes one per call): recycled per
+// thread rather than allocated.
+template <class T>
+std::shared_ptr<FutureState<T>> make_state() {
+  return std::allocate_shared<FutureState<T>>(RecyclingAllocator<FutureState<T>>());
+}
+
 template <class T>
 struct is_future : std::false_type {};
 template <class T>
@@ -300,7 +308,7 @@ class Future : public detail::FutureBase<T> {
     using Raw = decltype(call_continuation(std::declval<F&>(), std::declval<detail::FutureState<T>&>()));
     using U = typename detail::unwrap_future<Raw>::type;
     std::shared_ptr<detail::FutureState<T>> owned = take("then()");
-    auto next = std::make_shared<detail::FutureState<U>>();
+    auto next = detail::make_state<U>();
     next->progress = owned->progress;
     detail::FutureState<T>* source = owned.get();
     owned->then_run([source, next, fn = std::forward<F>(f)]() mutable {
@@ -380,7 +388,7 @@ template <class T>
 class Promise {
  public:
   Promise() : Promise(ProgressHook{}) {}
-  explicit Promise(ProgressHook progress) : state_(std::make_shared<detail::FutureState<T>>()) {
+  explicit Promise(ProgressHook progress) : state_(detail::make_state<T>()) {
     state_->progress = progress;
   }
   // One producer, as std::promise: a copy would hand out a second future.
@@ -424,7 +432,7 @@ inline Future<void> make_ready_future() {
 template <class T>
 Future<std::vector<Future<T>>> when_all(std::vector<Future<T>> futures) {
   using All = std::vector<Future<T>>;
-  auto next = std::make_shared<detail::FutureState<All>>();
+  auto next = detail::make_state<All>();
   if (futures.empty()) {
     next->set_value(All{});
     return Future<All>(std::move(next));
@@ -449,7 +457,7 @@ Future<std::vector<Future<T>>> when_all(std::vector<Future<T>> futures) {
 template <class... T>
 Future<std::tuple<Future<T>...>> when_all(Future<T>... futures) {
   using All = std::tuple<Future<T>...>;
-  auto next = std::make_shared<detail::FutureState<All>>();
+  auto next = detail::make_state<All>();
   if constexpr (sizeof...(T) == 0) {
     next->set_value();
   } else {
@@ -484,7 +492,7 @@ template <class Sequence>
 Future<WhenAnyResult<Sequence>> when_any_of(Sequence futures, const std::vector<FutureStateBase*>& states) {
   using Result = WhenAnyResult<Sequence>;
   if (states.empty()) throw Error(Errc::invalid_argument, "rdmx::when_any: no futures (it could never complete)");
-  auto next = std::make_shared<FutureState<Result>>();
+  auto next = make_state<Result>();
   for (const FutureStateBase* s : states)  // waiting on the result progresses the first that can progress
     if (s->progress.fn != nullptr) {
       next->progress = s->progress;

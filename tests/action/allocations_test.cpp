@@ -1,0 +1,40 @@
+// An action's round trip with plain values allocates nothing once warm, on
+// either side: the archive is leased from a pool, the parcel's entry is a
+// slot of a token table, and the future's shared state comes from a
+// per-thread list of recycled blocks (rdmx/core/recycled_blocks.hpp). Each
+// malloc/free pair costs tens of nanoseconds of a sub-microsecond round
+// trip (docs/results/latency.md). Both processes call each other at once,
+// so a waiting caller also serves the peer's requests: both sides counted.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "../counted_allocations.hpp"
+#include "rdmx/action/action.hpp"
+#include "rdmx/fabric/job.hpp"
+
+using namespace rdmx;
+using namespace rdmx::testing;
+
+namespace {
+ThreadId peer() { return ThreadId{(Job::current().rank() + 1) % Job::current().size(), 0}; }
+
+std::uint64_t mix(std::uint64_t x) { return x * 0x9e3779b97f4a7c15ull + 1; }
+
+// n round trips; returns how many came back wrong.
+int round_trips(int n) {
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) {
+    const auto x = static_cast<std::uint64_t>(i);
+    wrong += async(action<&mix>, peer(), x).get() != mix(x);
+  }
+  return wrong;
+}
+}  // namespace
+
+TEST(ActionAllocations, RoundTripOfPlainValuesAllocatesNothing) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer builds recycle no future states (a use after free stays visible)";
+#endif
+  expect_warm_round_trips_allocate_nothing(round_trips, "async round trips (and serving the peer's)");
+}
