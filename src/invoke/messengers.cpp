@@ -54,11 +54,25 @@ WorkerState::WorkerState(Messengers& layer, Job& j, std::uint32_t worker, const 
     : job(j), self{j.rank(), worker}, options(opts), layer_(layer),
       failures_handled_(j.size(), false), workers_(j.workers_per_process()) {
   messengers_.resize(std::size_t{j.size()} * j.workers_per_process());
+  spare_owed_.reserve(64);
 }
 
 void WorkerState::owe(std::uint32_t process, Synchronizer* sync, std::int64_t n) {
   std::lock_guard lock(owed_mutex_);
-  owed_[{process, sync}] += n;
+  const std::pair key{process, sync};
+  if (auto it = owed_.find(key); it != owed_.end()) {
+    it->second += n;
+    return;
+  }
+  if (spare_owed_.empty()) {
+    owed_.emplace(key, n);
+    return;
+  }
+  auto node = std::move(spare_owed_.back());
+  spare_owed_.pop_back();
+  node.key() = key;
+  node.mapped() = n;
+  owed_.insert(std::move(node));
 }
 
 bool WorkerState::settle(std::uint32_t process, Synchronizer* sync) {
@@ -66,7 +80,12 @@ bool WorkerState::settle(std::uint32_t process, Synchronizer* sync) {
   auto it = owed_.find({process, sync});
   if (it == owed_.end()) it = owed_.find({any_process, sync});
   if (it == owed_.end()) return false;
-  if (--it->second == 0) owed_.erase(it);
+  if (--it->second == 0) {
+    if (spare_owed_.size() < spare_owed_.capacity())
+      spare_owed_.push_back(owed_.extract(it));
+    else
+      owed_.erase(it);
+  }
   return true;
 }
 
@@ -227,6 +246,12 @@ void WorkerState::publish_all() {
   list.swap(pending_publish_);
   for (Messenger* m : list) m->listed = false;
   for (Messenger* m : list) m->publish();
+  // Hand the capacity back (unless a nested round listed some meanwhile):
+  // a list that starts empty every round allocated once per call.
+  if (pending_publish_.empty()) {
+    list.clear();
+    pending_publish_.swap(list);
+  }
 }
 
 void WorkerState::flush() {

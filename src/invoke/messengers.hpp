@@ -393,6 +393,10 @@ class WorkerState {
   Messengers& layer_;
   std::mutex owed_mutex_;  // a helper thread settles the notifications its worker waits for
   std::map<std::pair<std::uint32_t, Synchronizer*>, std::int64_t> owed_;
+  // Nodes of settled entries, reused by owe(): an entry is made and settled
+  // per call_return, and allocating its node was one of the two heap
+  // allocations of a one-sided round trip.
+  std::vector<decltype(owed_)::node_type> spare_owed_;
   std::uint64_t failures_seen_ = 0;
   std::vector<bool> failures_handled_;  // by process
 
