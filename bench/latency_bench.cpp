@@ -11,6 +11,13 @@
 //   call   the send-based call: rdmx::call_return of a lambda whose captures
 //          hold the bytes and that returns them (std::array<std::byte, size>)
 //   mpi    MPI_Send + MPI_Recv of `size` bytes each way (blocking ping-pong)
+//   idle_poll  not a round trip: the nanoseconds of one rdmx::progress()
+//          with nothing to do once every variant has run (metric "ns"), the
+//          delay a waiting side adds before it sees an answer
+//   self_async, self_call, self_one_sided  not between processes: a 1 B
+//          round trip of rank 0's thread to itself by async, call_return
+//          and the one-sided messenger's call_return (metric "ns"), the
+//          software of both ends with no second core involved
 // Sizes: 1, 8, 64, 256, 1024 bytes. Each repetition times `--iterations`
 // round trips one by one, after a warm-up, for every size and variant in
 // turn (so that a noisy moment of the machine spreads over all of them).
@@ -43,6 +50,7 @@
 #include "rdmx/core/env.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/invoke/messenger.hpp"
 
 namespace {
 
@@ -234,6 +242,57 @@ int caller(const Options& o, const std::string& pml) {
       }
     }
   }
+  // The cost of one poll with nothing to do, now that every path above has
+  // been used (each used layer is polled on every call): a waiting caller
+  // sees its answer up to one such poll late, on each side.
+  double idle_ns = 0;
+  {
+    constexpr std::size_t polls = 200000;
+    std::vector<double> per_rep;
+    for (unsigned rep = 0; rep < std::max(3u, o.reps); ++rep) {
+      const auto t0 = Clock::now();
+      for (std::size_t i = 0; i < polls; ++i) rdmx::progress();
+      per_rep.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / polls);
+    }
+    idle_ns = *std::min_element(per_rep.begin(), per_rep.end());
+  }
+  // Round trips to this very thread: the software of both ends on one core,
+  // no second core and no cache line crossing between cores.
+  std::map<std::string, double> self_ns;
+  {
+    const rdmx::ThreadId me{0, 0};
+    constexpr std::size_t rounds = 20000;
+    auto best = [&](auto&& round_trip) {
+      for (std::size_t i = 0; i < rounds / 10; ++i) round_trip(i);  // warm
+      double least = 1e300;
+      for (unsigned rep = 0; rep < std::max(3u, o.reps); ++rep) {
+        const auto t0 = Clock::now();
+        for (std::size_t i = 0; i < rounds; ++i) round_trip(i);
+        least = std::min(least, std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / rounds);
+      }
+      return least;
+    };
+    self_ns["self_async"] = best([&](std::size_t) {
+      auto back = rdmx::async(rdmx::action<&echo>, me, serial::serialize_buffer<char>::reference(bytes.data(), 1)).get();
+      g_sink += back.size();
+    });
+    self_ns["self_call"] = best([&](std::size_t i) {
+      const std::array<std::byte, 1> b{static_cast<std::byte>(i)};
+      std::array<std::byte, 1> back{};
+      rdmx::Synchronizer sync;
+      rdmx::call_return(me, [b] { return b; }, &back, sync);
+      sync.wait();
+      g_sink += std::to_integer<unsigned>(back[0]);
+    });
+    self_ns["self_one_sided"] = best([&](std::size_t i) {
+      const std::array<std::byte, 1> b{static_cast<std::byte>(i)};
+      std::array<std::byte, 1> back{};
+      rdmx::Synchronizer sync;
+      rdmx::MessengerGlobal().call_return(me, [b] { return b; }, &back, sync);
+      sync.wait();
+      g_sink += std::to_integer<unsigned>(back[0]);
+    });
+  }
   set_phase(phase_stop);
 
   JsonLine common;
@@ -265,6 +324,13 @@ int caller(const Options& o, const std::string& pml) {
       row += cell;
     }
     std::fprintf(stderr, "%6zu B:%s\n", size, row.c_str());
+  }
+  common.with("variant", "idle_poll").field("metric", "ns").field("value", idle_ns).print();
+  std::fprintf(stderr, "  idle poll: %.1f ns (one rdmx::progress() with nothing to do, best of the repetitions)\n", idle_ns);
+  for (const auto& [variant, ns] : self_ns) {
+    common.with("variant", variant).field("size", 1).field("metric", "ns").field("value", ns).print();
+    std::fprintf(stderr, "  %s: %.1f ns (a 1 B round trip to the calling thread itself, best of the repetitions)\n",
+                 variant.c_str(), ns);
   }
   return 0;
 }
