@@ -73,6 +73,11 @@ void Synchronizer::wait(unsigned idle_spins) {
   Backoff backoff(idle_spins);
   while (operations_left() > 0) {
     const bool busy = progress() != 0;
+    // The poll that completes the wait often runs no call (a send-based
+    // reply only completes a count), so it looks idle: backing off after it
+    // gave the core away, when threads outnumber cores, at the one moment
+    // this thread has work again, once per round trip.
+    if (operations_left() == 0) break;
     if (!busy) check_rdma_answerers();
     backoff(busy);
   }
@@ -85,6 +90,7 @@ bool Synchronizer::wait_for(int timeout_ms) {
   while (operations_left() > 0) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     const bool busy = progress() != 0;
+    if (operations_left() == 0) break;  // no back-off once complete (wait above)
     if (!busy) check_rdma_answerers();
     backoff(busy);
   }

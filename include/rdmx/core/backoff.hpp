@@ -45,6 +45,10 @@ class Backoff {
 
   explicit Backoff(unsigned spins = idle_spins()) noexcept : spins_(spins) {}
 
+  // How many times the calling thread has given its core away (yielded or
+  // slept) in any Backoff: what a wait costs a thread that shares a core.
+  static unsigned long long given_away() noexcept { return given_away_; }
+
   // Call once per poll with whether the poll did anything.
   void operator()(bool active) {
     if (active) {
@@ -52,6 +56,7 @@ class Backoff {
       return;
     }
     if (++idle_ <= spins_) return;
+    if (mode() != Progress::spin) ++given_away_;
     switch (mode()) {
       case Progress::spin:
         return;
@@ -74,6 +79,7 @@ class Backoff {
   inline static std::atomic<unsigned> idle_spins_{default_spins};
   inline static std::atomic<Progress> mode_{Progress::yield};
   inline static thread_local Sleeper sleeper_{nullptr, nullptr};
+  inline static thread_local unsigned long long given_away_ = 0;
 };
 
 }  // namespace rdmx

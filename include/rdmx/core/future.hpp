@@ -87,6 +87,7 @@ struct FutureStateBase {
   }
 
   std::atomic<int> status{pending};
+  bool is_pending() const noexcept { return status.load(std::memory_order_acquire) == pending; }
   Errc code = Errc::transport;
   std::string message;
   std::exception_ptr exception;  // set: get() rethrows it (a continuation's own exception)
@@ -232,7 +233,13 @@ class FutureBase {
   void wait() const {
     const FutureStateBase& s = state("wait()");
     Backoff backoff;
-    while (s.status.load(std::memory_order_acquire) == FutureStateBase::pending) backoff(s.progress());
+    while (s.is_pending()) {
+      const bool busy = s.progress();
+      // The poll that completed it may look idle (it ran no call): backing
+      // off then would hand the core away just as this thread has work.
+      if (!s.is_pending()) break;
+      backoff(busy);
+    }
   }
   // Progress until complete or `timeout` has passed; ready means complete (ready or failed).
   template <class Rep, class Period>
@@ -243,9 +250,11 @@ class FutureBase {
   future_status wait_until(const std::chrono::time_point<Clock, Duration>& deadline) const {
     const FutureStateBase& s = state("wait_until()");
     Backoff backoff;
-    while (s.status.load(std::memory_order_acquire) == FutureStateBase::pending) {
+    while (s.is_pending()) {
       if (Clock::now() >= deadline) return future_status::timeout;
-      backoff(s.progress());
+      const bool busy = s.progress();
+      if (!s.is_pending()) break;  // no back-off once complete (wait above)
+      backoff(busy);
     }
     return future_status::ready;
   }
@@ -527,10 +536,14 @@ concept future_like = requires(const F& f) { state_of(f, ""); };
 // Progresses each distinct hook of `states` until one is complete; its index.
 inline std::size_t wait_any_of(const FutureStateBase* const* states, std::size_t n) {
   if (n == 0) throw Error(Errc::invalid_argument, "rdmx::wait_any: no futures (it could never return)");
+  auto complete = [&]() -> std::size_t {
+    for (std::size_t i = 0; i < n; ++i)
+      if (!states[i]->is_pending()) return i;
+    return n;
+  };
   Backoff backoff;
   for (;;) {
-    for (std::size_t i = 0; i < n; ++i)
-      if (states[i]->status.load(std::memory_order_acquire) != FutureStateBase::pending) return i;
+    if (const std::size_t i = complete(); i != n) return i;
     bool active = false;
     for (std::size_t i = 0; i < n; ++i) {
       const ProgressHook& hook = states[i]->progress;
@@ -538,6 +551,7 @@ inline std::size_t wait_any_of(const FutureStateBase* const* states, std::size_t
       for (std::size_t j = 0; j < i && !seen; ++j) seen = states[j]->progress.fn == hook.fn && states[j]->progress.arg == hook.arg;
       if (!seen) active = hook() || active;
     }
+    if (const std::size_t i = complete(); i != n) return i;  // no back-off once complete (wait())
     backoff(active);
   }
 }
