@@ -586,14 +586,16 @@ bool ThreadContext::poll(std::size_t* executed) {
   // round at a time (16 shared-memory FIFO elements) let sender and receiver
   // fall into lockstep one FIFO slot apart, every message a cross-core cache
   // miss. Four rounds free a whole FIFO (64 elements) per batch. See
-  // docs/fabric.md, "Measured".
+  // docs/fabric.md, "Measured". Without shared memory (TCP) a round is an
+  // epoll_wait system call, and the round after the one that brought a
+  // reply put one more on every round trip: one round there.
   // The layers first, UCX last: a send-based reply (or call) that UCX
   // delivers is then acted on at once, and a waiter sees its completion
   // without a pass over the layers in between (most of an idle poll once
   // one-sided calls are in use; docs/results/latency.md).
   std::size_t n = id_.is_service() ? 0 : runtime_.poll_layers(id_.thread);
   bool active = false;
-  for (int round = 0; round < 4 && worker_.progress(); ++round) active = true;
+  for (int round = 0; round < progress_rounds_ && worker_.progress(); ++round) active = true;
   if (stood_in_for != nullptr && stood_in_for != this) [[unlikely]]
     active = stood_in_for->receive_only() || active;
   if (inbox_nonempty_.load(std::memory_order_acquire)) {

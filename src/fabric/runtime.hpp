@@ -288,6 +288,7 @@ class ThreadContext {
   Runtime& runtime_;
   ThreadId id_;
   bool shared_;
+  int progress_rounds_;  // UCX progress rounds per poll (poll())
   // Flow control (non-shared contexts): the sends UCX has queued, in all
   // and by destination process. A send to a process that died may never
   // complete (shared memory reports no failure), so once the process is

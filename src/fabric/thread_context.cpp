@@ -33,6 +33,7 @@ ThreadContext::ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Wor
     : runtime_(runtime),
       id_{runtime.rank(), slot == runtime.workers() ? service_thread : slot},
       shared_(sharing == transfer::Worker::Sharing::shared),
+      progress_rounds_(runtime.context().shared_memory() ? 4 : 1),
       queued_to_(runtime.size(), 0),
       written_off_(runtime.size(), false),
       worker_(runtime.context(), sharing) {
