@@ -77,9 +77,12 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
       ThreadId peer{process, slot == runtime_.workers() ? service_thread : slot};
       // A process of this machine is watched through /proc (liveness.cpp):
       // asking UCX to detect its failure would only keep shared memory out.
-      const auto watch = runtime_.same_host(process) && runtime_.context().shared_memory()
-                             ? transfer::Endpoint::Watch::owner
-                             : transfer::Endpoint::Watch::transport;
+      // The own process cannot fail apart from us; asking for detection
+      // there would keep out UCX's loopback (`self`) as well, and a call to
+      // the own thread would cross the TCP stack.
+      const bool watched_here =
+          process == runtime_.rank() || (runtime_.same_host(process) && runtime_.context().shared_memory());
+      const auto watch = watched_here ? transfer::Endpoint::Watch::owner : transfer::Endpoint::Watch::transport;
       auto connect = [&] {
         return std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
                                                      "thread " + rdmx::to_string(peer), watch);

@@ -47,6 +47,15 @@ TEST(Rma, ProcessesOfOneMachineShareMemoryWhereUcxCan) {
   }
 }
 
+// The own process cannot fail apart from this one: its endpoints ask UCX
+// for no failure detection whatever the transports, so that UCX may use its
+// loopback (`self`) to the own thread instead of a TCP connection to itself.
+TEST(Rma, TheOwnProcessIsNotWatchedByTheTransport) {
+  const transfer::Endpoint& own_thread = endpoint_to(ThreadId{job().rank(), 0});
+  EXPECT_FALSE(own_thread.detects_failure());
+  EXPECT_FALSE(transmitter(job().rank()).endpoint().detects_failure());
+}
+
 TEST(Job, TypedAllgatherRefusesMismatchedSizes) {
   // Every process gives its rank, typed; then one gives a different size.
   const auto ranks = job().allgather(job().rank());
