@@ -83,7 +83,7 @@ std::string to_string(const Counters& c) {
   return "read_faults " + std::to_string(c.read_faults) + ", write_faults " + std::to_string(c.write_faults) +
          ", fast_reads " + std::to_string(c.fast_reads) + ", read_ahead " + std::to_string(c.read_ahead) +
          ", write_ahead " + std::to_string(c.write_ahead) +
-         ", migrations " + std::to_string(c.migrations) +
+         ", migrations " + std::to_string(c.migrations) + ", links_followed " + std::to_string(c.links_followed) +
          ", merges " + std::to_string(c.merges) + ", fast_releases " + std::to_string(c.fast_releases) +
          ", invalidations " + std::to_string(c.invalidations) +
          ", overflows " + std::to_string(c.overflows) + ", bytes_fetched " + std::to_string(c.bytes_fetched) +

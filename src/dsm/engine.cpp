@@ -66,7 +66,7 @@ bool same_word(const std::byte* a, const std::byte* b) {
 
 Counters AtomicCounters::snapshot() const {
   auto r = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
-  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(read_ahead), r(write_ahead), r(migrations),
+  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(read_ahead), r(write_ahead), r(migrations), r(links_followed),
                   r(merges), r(fast_releases), r(invalidations), r(overflows), r(bytes_fetched),
                   r(races), r(protects), r(barriers), r(locks)};
 }
@@ -127,6 +127,8 @@ Engine::Engine(Job& job, const Config& config)
   version_ = std::make_unique<std::uint64_t[]>(blocks_);
   hint_ = std::make_unique<WriteNotice[]>(blocks_);
   lease_ = std::make_unique<std::uint64_t[]>(blocks_);
+  link_ = std::make_unique<std::uint32_t[]>(blocks_);
+  link_version_ = std::make_unique<std::uint64_t[]>(blocks_);
   quiet_ = std::make_unique<std::uint8_t[]>(blocks_);
   held_ = std::make_unique<std::atomic<std::uint64_t>[]>(config_.mutexes);
   mutex_free_ = std::make_unique<std::atomic<std::uint64_t>[]>(config_.mutexes);
@@ -136,6 +138,7 @@ Engine::Engine(Job& job, const Config& config)
   for (std::size_t b = 0; b < blocks_; ++b) {
     state_[b].store(BlockState::invalid, std::memory_order_relaxed);
     hint_[b] = WriteNotice{static_cast<std::uint32_t>(b), no_source, 0};
+    link_[b] = static_cast<std::uint32_t>(b % processes_);  // every block starts at home there
   }
   dirty_.reserve(blocks_);
 
@@ -233,10 +236,10 @@ void Engine::map_heap() {
 }
 
 void Engine::exchange_locators() {
-  const std::size_t words = (blocks_ + processes_ - 1) / processes_;
+  const std::size_t words = (blocks_ + processes_ - 1) / processes_;  // directory words managed here
   const std::size_t mutexes_here = (config_.mutexes + processes_ - 1) / processes_;
   slot_bytes_ = Signature::encoded_size(config_.notices);
-  barrier_offset_ = words * 16 + mutexes_here * (16 + slot_bytes_);
+  barrier_offset_ = blocks_ * 16 + mutexes_here * (16 + slot_bytes_);
   rounds_offset_ = barrier_offset_ + 2 * std::size_t{processes_} * (8 + slot_bytes_);
   directory_offset_ = rounds_offset_ + 2 * std::size_t{max_rounds} * 16;
   mailbox_offset_ = directory_offset_ + words * 8;
@@ -247,14 +250,22 @@ void Engine::exchange_locators() {
   Mine mine{allocate_remote(rank_, config_.heap_bytes), allocate_remote(rank_, meta_bytes_)};
   home_ = reinterpret_cast<std::byte*>(resolve(mine.home).address);
   meta_ = reinterpret_cast<std::byte*>(resolve(mine.meta).address);
+  // Block b starts at home in process b mod P, at version 0, unlocked; the
+  // other processes' words link there. Written before the gather below,
+  // which every peer passes before it reads a word.
+  auto* words_here = reinterpret_cast<std::uint64_t*>(meta_);
+  for (std::size_t b = 0; b < blocks_; ++b) {
+    words_here[b] = word::pack(0, static_cast<std::uint32_t>(b % processes_), 0);
+    words_here[blocks_ + b] = 0;  // the lease word
+  }
   for (const Mine& m : gather(job_, mine)) {
     homes_.push_back(m.home);
     metas_.push_back(m.meta);
   }
 }
 
-RemoteLocator Engine::owner_word(std::uint32_t block) const {
-  return metas_[block % processes_].slice(std::uint64_t{block / processes_} * 8, 8);
+RemoteLocator Engine::owner_word(std::uint32_t process, std::uint32_t block) const {
+  return metas_[process].slice(std::uint64_t{block} * 8, 8);
 }
 RemoteLocator Engine::directory_word(std::uint32_t block) const {
   return metas_[block % processes_].slice(directory_offset_ + std::uint64_t{block / processes_} * 8, 8);
@@ -262,9 +273,66 @@ RemoteLocator Engine::directory_word(std::uint32_t block) const {
 RemoteLocator Engine::mailbox(std::uint32_t process, std::uint32_t block) const {
   return metas_[process].slice(mailbox_offset_ + block, 1);
 }
-RemoteLocator Engine::lease_word(std::uint32_t block) const {
-  const std::size_t words = (blocks_ + processes_ - 1) / processes_;
-  return metas_[block % processes_].slice(words * 8 + std::uint64_t{block / processes_} * 8, 8);
+RemoteLocator Engine::lease_word(std::uint32_t process, std::uint32_t block) const {
+  return metas_[process].slice((blocks_ + std::uint64_t{block}) * 8, 8);
+}
+
+std::uint32_t Engine::probable_owner(std::uint32_t block) const noexcept {
+  if (config_.home == HomePolicy::fixed) return block % processes_;
+  return std::atomic_ref<std::uint32_t>(link_[block]).load(std::memory_order_relaxed);
+}
+
+void Engine::learn_owner(std::uint32_t block, std::uint32_t process, std::uint64_t version) noexcept {
+  // Under the block's local lock, except for the reads of find_home, which
+  // only ever move the link forward in versions: relaxed atomics suffice.
+  std::atomic_ref<std::uint64_t> known(link_version_[block]);
+  if (version < known.load(std::memory_order_relaxed)) return;
+  known.store(version, std::memory_order_relaxed);
+  std::atomic_ref<std::uint32_t>(link_[block]).store(process, std::memory_order_relaxed);
+}
+
+std::uint64_t Engine::find_home(std::uint32_t block, std::uint32_t& home) {
+  std::uint32_t at = probable_owner(block);
+  Backoff backoff;
+  for (std::uint32_t hops = 0;; ++hops) {
+    std::uint64_t seen;
+    try {
+      seen = blocking_fetch_add(owner_word(at, block), 0);
+    } catch (const Error& e) {
+      if (e.code() != Errc::peer_failed) throw;
+      at = search_home(block, at);
+      continue;
+    }
+    if (word::owner(seen) == at) {
+      learn_owner(block, at, word::version(seen));
+      home = at;
+      return seen;
+    }
+    // A link: the block moved on from `at` to a later home.
+    counters_.links_followed.fetch_add(1, std::memory_order_relaxed);
+    at = word::owner(seen);
+    // Links only point to later homes, so a search ends unless the block
+    // keeps moving faster than it is followed: then let the movers finish.
+    if (hops >= processes_) backoff(false);
+  }
+}
+
+std::uint32_t Engine::search_home(std::uint32_t block, std::uint32_t failed) {
+  // A home that failed holds the only copy of its versions: nothing to find.
+  // A failed process on the way holds a link only: the home is elsewhere.
+  for (int round = 0; round < 3; ++round) {
+    for (std::uint32_t p = 0; p < processes_; ++p) {
+      if (p == failed || job_.process_failed(p)) continue;
+      try {
+        if (word::owner(blocking_fetch_add(owner_word(p, block), 0)) == p) return p;
+      } catch (const Error& e) {
+        if (e.code() != Errc::peer_failed) throw;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a home handing the block over
+  }
+  throw Error(Errc::peer_failed, "dsm: block " + std::to_string(block) + ": its home was process " +
+                                     std::to_string(failed) + " or another that failed; its data is lost");
 }
 
 void Engine::advance(std::uint64_t t) noexcept {
@@ -273,8 +341,8 @@ void Engine::advance(std::uint64_t t) noexcept {
   }
 }
 
-std::uint64_t Engine::extend_lease(std::uint32_t block, std::uint64_t until) {
-  const RemoteLocator where = lease_word(block);
+std::uint64_t Engine::extend_lease(std::uint32_t home, std::uint32_t block, std::uint64_t until) {
+  const RemoteLocator where = lease_word(home, block);
   std::uint64_t cur = blocking_fetch_add(where, 0);
   while (cur < until) {
     const std::uint64_t seen = blocking_compare_swap(where, cur, until);
@@ -286,8 +354,8 @@ std::uint64_t Engine::extend_lease(std::uint32_t block, std::uint64_t until) {
 
 // Tardis: a write's timestamp is past every lease readers took on the
 // version it replaces, and not before this process's logical time.
-std::uint64_t Engine::write_timestamp(std::uint32_t block) {
-  const std::uint64_t leased = fetch_add(lease_word(block), 0).get();
+std::uint64_t Engine::write_timestamp(std::uint32_t home, std::uint32_t block) {
+  const std::uint64_t leased = fetch_add(lease_word(home, block), 0).get();
   const std::uint64_t wts = std::max(leased + 1, now());
   advance(wts);
   return wts;
@@ -297,8 +365,7 @@ RemoteLocator Engine::home_block(std::uint32_t process, std::uint32_t block) con
   return homes_[process].slice(offset(block), config_.block_bytes);
 }
 RemoteLocator Engine::mutex_word(std::uint32_t mutex) const {
-  const std::size_t words = (blocks_ + processes_ - 1) / processes_;
-  return metas_[mutex % processes_].slice(words * 16 + std::size_t{mutex / processes_} * (16 + slot_bytes_), 8);
+  return metas_[mutex % processes_].slice(blocks_ * 16 + std::size_t{mutex / processes_} * (16 + slot_bytes_), 8);
 }
 RemoteLocator Engine::mutex_slot(std::uint32_t mutex, std::size_t bytes) const {
   RemoteLocator w = mutex_word(mutex);
@@ -461,7 +528,7 @@ void Engine::warm() {
 }
 
 // Reads the block into the runtime view: from the writer a write notice
-// named (fast read: one get), else from the home the owner word names.
+// named (fast read: one get), else from the home its links lead to.
 void Engine::fetch(std::uint32_t block, bool for_write) {
   WriteNotice& hint = hint_[block];
   std::uint32_t source;
@@ -479,8 +546,7 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
     version = hint.version;
     counters_.fast_reads.fetch_add(1, std::memory_order_relaxed);
   } else {
-    seen = blocking_fetch_add(owner_word(block), 0);
-    source = config_.home == HomePolicy::fixed ? block % processes_ : word::owner(seen);
+    seen = find_home(block, source);
     version = word::version(seen);
     // Take a lease on this version; valid only if no release began meanwhile
     // (a releaser locks or bumps the owner word before it reads the lease word).
@@ -488,7 +554,7 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
     // and a lease of ours would only push our own write timestamp past it.
     if ((seen & word::lock_mask) == 0 && leasing() && !for_write) {
       lease = now() + config_.lease;
-      extend_lease(block, lease);
+      extend_lease(source, block, lease);
     }
   }
   std::byte* into = rw_ + offset(block);
@@ -498,7 +564,7 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
     blocking_get(into, home_block(source, block));
     counters_.bytes_fetched.fetch_add(config_.block_bytes, std::memory_order_relaxed);
   }
-  if (lease != 0 && blocking_fetch_add(owner_word(block), 0) != seen) lease = 0;
+  if (lease != 0 && blocking_fetch_add(owner_word(source, block), 0) != seen) lease = 0;
   hint.source = no_source;
   version_[block] = version;
   lease_[block] = lease;
@@ -616,15 +682,17 @@ void Engine::release_blocks(std::vector<std::uint32_t>& blocks) {
   blocks.assign(kept.begin(), kept.end());
 }
 
-// Releases floating-home blocks together: every owner word's lock is asked
-// for at once (each expected as our own last release left it), then every
-// lease word of those taken is read at once, the blocks are merged here, and
-// every lock is given back at once: three round trips for the lot where one
-// block at a time costs three each, which is what a release of many blocks
-// spends its time on where a round trip is dear (TCP, a large machine's
-// shared memory). Blocks whose lock was not as expected (held by another
-// process, or released elsewhere since) are released one at a time after
-// the others, holding no other owner word, as release_floating does.
+// Releases floating-home blocks together: for the blocks this process was
+// home of at its last release (their words are its own), every lock is
+// asked for at once (each word expected as that release left it), then
+// every lease word of those taken is read at once, the blocks are merged
+// here, and every lock is given back at once: three round trips for the lot
+// where one block at a time costs three each, which is what a release of
+// many blocks spends its time on where a round trip is dear (TCP, a large
+// machine's shared memory). The other blocks, and those whose word was not
+// as expected (locked by another process, or taken since), are released one
+// at a time after the others, holding no other owner word, as
+// release_floating does.
 void Engine::release_floating_all(std::span<const FloatingRelease> todo) {
   if (todo.size() <= 1) {
     for (const FloatingRelease& r : todo) release_floating(r.block, r.writable);
@@ -632,18 +700,22 @@ void Engine::release_floating_all(std::span<const FloatingRelease> todo) {
   }
   const std::uint64_t me = rank_ + 1;
   std::vector<std::uint64_t> expected(todo.size());
+  std::vector<std::uint8_t> held(todo.size(), 0);
   std::vector<Future<std::uint64_t>> ops;
   ops.reserve(todo.size());
   for (std::size_t i = 0; i < todo.size(); ++i) {
+    if (probable_owner(todo[i].block) != rank_) continue;
     expected[i] = word::pack(version_[todo[i].block], rank_, 0);
-    ops.push_back(compare_swap(owner_word(todo[i].block), expected[i], expected[i] | me));
+    ops.push_back(compare_swap(owner_word(rank_, todo[i].block), expected[i], expected[i] | me));
+    held[i] = 1;
   }
-  std::vector<std::uint8_t> held(todo.size());
-  for (std::size_t i = 0; i < todo.size(); ++i) held[i] = ops[i].get() == expected[i] ? 1 : 0;
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < todo.size(); ++i)
+    if (held[i] != 0) held[i] = ops[next++].get() == expected[i] ? 1 : 0;
   ops.clear();
   for (std::size_t i = 0; i < todo.size(); ++i)
-    if (held[i] != 0) ops.push_back(fetch_add(lease_word(todo[i].block), 0));
-  std::size_t next = 0;
+    if (held[i] != 0) ops.push_back(fetch_add(lease_word(rank_, todo[i].block), 0));
+  next = 0;
   for (std::size_t i = 0; i < todo.size(); ++i) {
     if (held[i] == 0) continue;
     const std::uint32_t block = todo[i].block;
@@ -651,7 +723,7 @@ void Engine::release_floating_all(std::span<const FloatingRelease> todo) {
     const std::uint64_t wts = std::max(ops[next++].get() + 1, now());
     advance(wts);
     const std::uint64_t lease = leasing() ? wts + config_.lease : 0;
-    if (lease != 0) extend_lease(block, lease);
+    if (lease != 0) extend_lease(rank_, block, lease);
     lease_[block] = lease;
     if (todo[i].writable)
       merge_writable(block, false);
@@ -662,7 +734,7 @@ void Engine::release_floating_all(std::span<const FloatingRelease> todo) {
   ops.clear();
   for (std::size_t i = 0; i < todo.size(); ++i)
     if (held[i] != 0)
-      ops.push_back(compare_swap(owner_word(todo[i].block), expected[i] | me,
+      ops.push_back(compare_swap(owner_word(rank_, todo[i].block), expected[i] | me,
                                  word::pack(word::version(expected[i]) + 1, rank_, 0)));
   next = 0;
   for (std::size_t i = 0; i < todo.size(); ++i) {
@@ -672,6 +744,7 @@ void Engine::release_floating_all(std::span<const FloatingRelease> todo) {
       throw Error(Errc::protocol, "dsm: the owner word of block " + std::to_string(block) +
                                       " changed while this process held its lock");
     version_[block] = word::version(expected[i]) + 1;
+    learn_owner(block, rank_, version_[block]);
     note(WriteNotice{block, rank_, version_[block]});
   }
   for (std::size_t i = 0; i < todo.size(); ++i)
@@ -679,33 +752,51 @@ void Engine::release_floating_all(std::span<const FloatingRelease> todo) {
 }
 
 void Engine::release_floating(std::uint32_t block, bool writable) {
-  const RemoteLocator where = owner_word(block);
   const std::uint32_t me = rank_ + 1;
-  // Take the owner word's lock. Expect it as our last release of the block
-  // left it (we own it, at the version we hold): right whenever we released
-  // it last, which is what floating homes are for, and a wrong guess costs
-  // no more than reading the word first would, as a failed swap returns it.
-  std::uint64_t expected = word::pack(version_[block], rank_, 0);
+  // Lock the home's word. Start at the probable owner and expect its word
+  // as the last release we know of left it: right whenever we released the
+  // block last, which is what floating homes are for, and a wrong guess
+  // costs no more than reading the word first would, as a failed swap
+  // returns it. A word that names another process is a link: follow it.
+  std::uint32_t home_process = probable_owner(block);
+  std::uint64_t expected =
+      word::pack(home_process == rank_ ? version_[block]
+                                       : std::atomic_ref<std::uint64_t>(link_version_[block]).load(std::memory_order_relaxed),
+                 home_process, 0);
   Backoff backoff;
-  for (;;) {
-    const std::uint64_t seen = compare_swap(where, expected, expected | me).get();
+  for (std::uint32_t hops = 0;;) {
+    std::uint64_t seen;
+    try {
+      seen = compare_swap(owner_word(home_process, block), expected, expected | me).get();
+    } catch (const Error& e) {
+      if (e.code() != Errc::peer_failed) throw;
+      home_process = search_home(block, home_process);
+      expected = word::pack(0, home_process, 0);  // a guess: the swap returns the word
+      continue;
+    }
     if (seen == expected) break;
-    expected = seen & ~word::lock_mask;
+    if (word::owner(seen) != home_process) {
+      counters_.links_followed.fetch_add(1, std::memory_order_relaxed);
+      home_process = word::owner(seen);
+      expected = word::pack(word::version(seen), home_process, 0);
+      if (++hops >= processes_) backoff(false);  // the block keeps moving: let the movers finish
+      continue;
+    }
+    expected = seen & ~word::lock_mask;  // locked by another releaser: wait for it
     backoff(false);
   }
-  const std::uint32_t owner = word::owner(expected);
   const std::uint64_t version = word::version(expected);
   std::byte* home = home_ + offset(block);
-  const bool moved = owner != rank_;
+  const bool moved = home_process != rank_;
   // Our merged copy is the newest version: lease it to ourselves past the
   // write, once leases are worth their two round trips (leasing()).
-  const std::uint64_t wts = write_timestamp(block);
+  const std::uint64_t wts = write_timestamp(home_process, block);
   const std::uint64_t lease = leasing() ? wts + config_.lease : 0;
-  if (lease != 0) extend_lease(block, lease);
+  if (lease != 0) extend_lease(rank_, block, lease);
   lease_[block] = lease;
   if (moved) {
     // Migration: the previous home's copy, with one get, straight into ours.
-    get(home, home_block(owner, block)).get();
+    get(home, home_block(home_process, block)).get();
     counters_.migrations.fetch_add(1, std::memory_order_relaxed);
     counters_.bytes_fetched.fetch_add(config_.block_bytes, std::memory_order_relaxed);
   }
@@ -715,11 +806,25 @@ void Engine::release_floating(std::uint32_t block, bool writable) {
     merge_into_home(block, moved);
   std::atomic_thread_fence(std::memory_order_release);
   const std::uint64_t released = word::pack(version + 1, rank_, 0);
-  const std::uint64_t was = compare_swap(where, expected | me, released).get();
+  if (moved) {
+    // Our word names us before the previous home's links to us, so that a
+    // search that follows that link finds the home. Nobody else changes
+    // our word meanwhile: a lock is only ever taken on a word that names
+    // its own process, and ours names another.
+    std::uint64_t ours = std::atomic_ref<std::uint64_t>(reinterpret_cast<std::uint64_t*>(meta_)[block])
+                             .load(std::memory_order_acquire);
+    for (;;) {
+      const std::uint64_t seen = compare_swap(owner_word(rank_, block), ours, released).get();
+      if (seen == ours) break;
+      ours = seen;
+    }
+  }
+  const std::uint64_t was = compare_swap(owner_word(home_process, block), expected | me, released).get();
   if (was != (expected | me))
     throw Error(Errc::protocol, "dsm: the owner word of block " + std::to_string(block) +
                                     " changed while this process held its lock");
   version_[block] = version + 1;
+  learn_owner(block, rank_, version + 1);
   note(WriteNotice{block, rank_, version + 1});
 }
 
@@ -834,9 +939,9 @@ void Engine::release_fixed(std::uint32_t block) {
   }
   // The runs must be at the home before the version says so.
   if (sent) flush(home_process);
-  write_timestamp(block);
+  write_timestamp(home_process, block);
   lease_[block] = 0;  // others may have merged runs we do not hold
-  const std::uint64_t was = fetch_add(owner_word(block), std::uint64_t{1} << 32).get();
+  const std::uint64_t was = fetch_add(owner_word(home_process, block), std::uint64_t{1} << 32).get();
   // Our copy is current only if nobody else merged since we fetched it.
   if (word::version(was) == version_[block]) version_[block] = word::version(was) + 1;
   note(WriteNotice{block, home_process, word::version(was) + 1});
@@ -1115,6 +1220,8 @@ void Engine::acquire(std::span<const DecodedSignature> signatures, bool alone) {
       }
       std::size_t run = i;  // notices[run, k) are outdated copies not dropped yet
       for (std::size_t k = i; k < end; ++k) {
+        // A floating home's notice names the home at its version (its releaser).
+        learn_owner(notices[k].block, notices[k].source, notices[k].version);
         if (outdated(notices[k].block, notices[k])) continue;
         if (k > run) drop(notices[run].block, static_cast<std::uint32_t>(k - run));
         run = k + 1;

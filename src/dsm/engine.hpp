@@ -40,8 +40,14 @@ namespace directory {
 inline constexpr std::uint64_t telling = std::uint64_t{1} << 63;
 inline constexpr std::uint32_t max_processes = 63;
 }  // namespace directory
-// A block's owner word, at its manager (block mod P):
-//   bits 0-15 lock holder + 1 (0: unlocked), 16-31 owner (home), 32-63 version.
+// A block's owner word, one per block in every process (MENPS's probable
+// owner): bits 0-15 lock holder + 1 (0: unlocked), 16-31 owner, 32-63
+// version. In the block's home the owner field names that process itself;
+// elsewhere it is a link to a process that was home later than this one,
+// which a search follows until it reaches a word that names its own process.
+// A releaser locks the home's word, takes the block, names itself in its own
+// word and leaves a link to itself in the previous home's. The fixed home
+// uses only its own word (block mod P), which never moves.
 namespace word {
 inline constexpr std::uint64_t lock_mask = 0xffff;
 inline std::uint64_t pack(std::uint64_t version, std::uint32_t owner, std::uint32_t holder_plus_one) {
@@ -55,7 +61,7 @@ enum class BlockState : std::uint8_t { invalid, clean, dirty };
 
 // Counters bumped from any thread.
 struct AtomicCounters {
-  std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, read_ahead{0}, write_ahead{0}, migrations{0}, merges{0},
+  std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, read_ahead{0}, write_ahead{0}, migrations{0}, links_followed{0}, merges{0},
       fast_releases{0}, invalidations{0}, overflows{0}, bytes_fetched{0}, races{0}, protects{0}, barriers{0}, locks{0};
   Counters snapshot() const;
 };
@@ -96,8 +102,17 @@ class Engine {
   struct Views;
   void map_heap();
   void exchange_locators();
-  RemoteLocator owner_word(std::uint32_t block) const;
-  RemoteLocator lease_word(std::uint32_t block) const;
+  RemoteLocator owner_word(std::uint32_t process, std::uint32_t block) const;
+  RemoteLocator lease_word(std::uint32_t process, std::uint32_t block) const;
+  // Follows the block's links from its probable owner to the home: returns
+  // the home's word (unlocked or not), `home` set to its process.
+  std::uint64_t find_home(std::uint32_t block, std::uint32_t& home);
+  // Where to start a search for the block's home, and what taught us so.
+  std::uint32_t probable_owner(std::uint32_t block) const noexcept;
+  void learn_owner(std::uint32_t block, std::uint32_t process, std::uint64_t version) noexcept;
+  // A link led to a failed process: asks every live process's word for the
+  // one that names itself; throws peer_failed if none does.
+  std::uint32_t search_home(std::uint32_t block, std::uint32_t failed);
   // Logical time (Tardis): raised to every write timestamp released or acquired here.
   std::uint64_t now() const noexcept { return time_.load(std::memory_order_acquire); }
   // Whether copies take leases: only a copy an overflowed signature would
@@ -106,9 +121,9 @@ class Engine {
   // always safe: a copy without one goes at the next overflow.
   bool leasing() const noexcept { return config_.lease != 0 && overflowed_.load(std::memory_order_relaxed); }
   void advance(std::uint64_t t) noexcept;
-  // Raises the lease word of `block` to at least `until`; returns what it held before.
-  std::uint64_t extend_lease(std::uint32_t block, std::uint64_t until);
-  std::uint64_t write_timestamp(std::uint32_t block);
+  // Raises the lease word of `block` at `home` to at least `until`; returns what it held before.
+  std::uint64_t extend_lease(std::uint32_t home, std::uint32_t block, std::uint64_t until);
+  std::uint64_t write_timestamp(std::uint32_t home, std::uint32_t block);
   RemoteLocator home_block(std::uint32_t process, std::uint32_t block) const;
   RemoteLocator mutex_word(std::uint32_t mutex) const;
   RemoteLocator mutex_slot(std::uint32_t mutex, std::size_t bytes) const;
@@ -198,7 +213,8 @@ class Engine {
   std::byte* rw_ = nullptr;
   std::byte* twin_ = nullptr;
   std::byte* home_ = nullptr;   // this process's home copies (registered)
-  // Per process: owner words, mutex words and slots, then the barrier area:
+  // Per process: an owner word and a lease word per block, mutex words and
+  // slots, then the barrier area:
   // a flag per sender (the last barrier it sent for) and two sets (by
   // barrier parity) of a signature slot per sender.
   std::size_t meta_bytes_ = 0;
@@ -228,6 +244,10 @@ class Engine {
   std::unique_ptr<WriteNotice[]> hint_;           // newest notice of an invalid block (source ~0u: none)
   std::unique_ptr<std::uint8_t[]> quiet_;         // fast-released, writable: releases since it last changed
   std::unique_ptr<std::uint64_t[]> lease_;        // logical time the cached copy is valid until (0: none)
+  // The probable owner, and the version at which we learnt it (a newer
+  // notice or word replaces it; an older one does not).
+  std::unique_ptr<std::uint32_t[]> link_;
+  std::unique_ptr<std::uint64_t[]> link_version_;
   // Per mutex: the word this process holds it with (0: not held), and the
   // free word it last saw (what its next lock expects).
   std::unique_ptr<std::atomic<std::uint64_t>[]> held_, mutex_free_;

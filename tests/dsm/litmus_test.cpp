@@ -242,6 +242,44 @@ TEST(Litmus, MessagePassingThroughMutex) {
   dsm::barrier();
 }
 
+// A block moves from home to home through processes 1, 2, ... in turn,
+// each taking it under a mutex; process 0 takes no part and then reads it
+// after a barrier. Its probable owner is the block's first home: where no
+// write notice tells it the last one (leases only, or a directory), it
+// follows the links each previous home left, and finds every write.
+TEST(Litmus, HomeFoundThroughProbableOwnerLinks) {
+  space();
+  // Of P blocks, the one that starts at home in process 0 (block mod P).
+  auto* blocks = static_cast<std::byte*>(dsm::allocate(procs() * block(), block()));
+  const std::size_t first = static_cast<std::size_t>(blocks - space().heap().data()) / block();
+  auto* data = reinterpret_cast<std::uint64_t*>(blocks + (procs() - first % procs()) % procs() * block());
+  ASSERT_EQ(static_cast<std::size_t>(reinterpret_cast<std::byte*>(data) - space().heap().data()) / block() % procs(),
+            0u);
+  dsm::barrier();
+  dsm::Mutex m(3);
+  if (rank() != 0) {
+    for (bool done = false; !done;) {
+      m.lock();
+      if (data[0] == rank() - 1) {  // data[0]: whose turn was last
+        data[rank()] = value(5, rank());
+        data[0] = rank();
+        done = true;
+      }
+      m.unlock();
+    }
+  }
+  dsm::barrier();
+  const dsm::Counters before = dsm::counters();
+  EXPECT_EQ(data[0], procs() - 1);
+  for (std::uint32_t p = 1; p < procs(); ++p) EXPECT_EQ(data[p], value(5, p)) << "process " << p << "'s write";
+  const dsm::Config& c = space().config();
+  const bool told = c.invalidation == dsm::Invalidation::signature && c.notices > 0;
+  if (rank() == 0 && c.home == dsm::HomePolicy::floating && !told && procs() >= 3)
+    EXPECT_GE(dsm::counters().links_followed - before.links_followed, procs() - 1u)
+        << "the block's first home links to its second, and so on";
+  dsm::barrier();
+}
+
 TEST(Litmus, MutexCountsEveryIncrement) {
   space();
   auto* counter = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));

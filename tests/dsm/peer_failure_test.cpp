@@ -1,6 +1,9 @@
 // A process dies holding a DSM mutex. The survivors waiting for the mutex,
 // then meeting at a DSM barrier, must get Errc::peer_failed within bounded
 // time, never hang. Its own main: the job cannot end with a collective.
+// With 3 processes or more, process 0 then reads a block whose home moved
+// from the dead process to a survivor: its probable-owner link leads to the
+// dead process, and the home must be found among the survivors.
 // With DSM_TEST_FAULT_ON_DEAD_HOME=1 the survivors then read a block whose
 // home is the dead process: the fault cannot be served, and the handler
 // must say why and abort, not hang.
@@ -36,6 +39,22 @@ int main(int argc, char** argv) {
   const std::size_t block = space.config().block_bytes;
   auto* moved = static_cast<int*>(dsm::allocate(block, block));  // a block of its own
   const std::uint32_t victim = job.size() - 1;
+  // Of P blocks, the one that starts at home in the victim (block mod P).
+  auto* blocks = static_cast<std::byte*>(dsm::allocate(job.size() * block, block));
+  const std::size_t first = static_cast<std::size_t>(blocks - space.heap().data()) / block;
+  auto* through = reinterpret_cast<int*>(blocks + (victim + job.size() - first % job.size()) % job.size() * block);
+  if (job.size() >= 3) {
+    if (job.rank() == victim) {
+      through[0] = 11;
+      dsm::release();
+    }
+    job.barrier();
+    if (job.rank() == 1) {
+      through[1] = 12;
+      dsm::release();  // the home moves to process 1; the victim's word links there
+    }
+    job.barrier();  // orders the reads below (a program would use a DSM barrier)
+  }
   dsm::Mutex mutex(0);  // its word lives in process 0, a survivor
   if (job.rank() == victim) {
     moved[0] = 7;
@@ -62,6 +81,14 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     if (e.code() != Errc::peer_failed) return fail(std::string("barrier: ") + e.what());
     std::printf("dsm: barrier failure detected after %.0f ms: %s\n", ms_since(t0), e.what());
+  }
+  if (job.size() >= 3 && job.rank() == 0) {
+    // Process 0 never cached it, and its link is the block's first home.
+    const volatile int* moved_on = through;
+    if (moved_on[0] != 11 || moved_on[1] != 12)
+      return fail("a block found past a failed process reads " + std::to_string(moved_on[0]) + ", " +
+                  std::to_string(moved_on[1]) + " instead of 11, 12");
+    std::printf("dsm: a block's home found past a failed process\n");
   }
   std::fflush(stdout);
   const char* fault = std::getenv("DSM_TEST_FAULT_ON_DEAD_HOME");

@@ -12,6 +12,7 @@ struct Counters {
   std::uint64_t read_ahead = 0;    // blocks fetched after a sequential read miss, each a fault saved if read
   std::uint64_t write_ahead = 0;   // blocks made writable after a sequential write fault, each a fault saved if written
   std::uint64_t migrations = 0;    // floating home: blocks this process took from another home
+  std::uint64_t links_followed = 0; // floating home: probable-owner links that did not name the home
   std::uint64_t merges = 0;        // blocks whose diff this process merged into a home
   std::uint64_t fast_releases = 0; // merges that left the block writable (it changed since the last release)
   std::uint64_t invalidations = 0; // cached blocks dropped at an acquire
