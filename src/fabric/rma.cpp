@@ -92,7 +92,7 @@ const ThreadContext::RemoteRegion& ThreadContext::remote_region(std::uint32_t pr
   sync.wait();
   if (info.known == 0)
     throw Error(Errc::invalid_argument, "process " + std::to_string(process) + " has no registered region " + std::to_string(region));
-  transfer::Endpoint& ep = endpoint(process, runtime_.workers());  // the service worker
+  transfer::Endpoint& ep = rma_endpoint(process);
   RemoteRegion entry{info.base, info.length, transfer::RemoteKey(ep, std::span(info.rkey, info.rkey_length))};
   std::lock_guard lock(endpoints_mutex_);
   return regions_.try_emplace(key, std::move(entry)).first->second;

@@ -236,6 +236,9 @@ class ThreadContext {
   transfer::Worker& worker() noexcept { return worker_; }
   // Endpoint from this thread's worker to (process, slot); created on first use.
   transfer::Endpoint& endpoint(std::uint32_t process, std::uint32_t slot);
+  // The endpoint one-sided operations on `process`'s memory go through
+  // (transmitter() and the remote keys use it).
+  transfer::Endpoint& rma_endpoint(std::uint32_t process);
   // One-sided operations towards `process` (targeting its service worker).
   transfer::Transmitter& transmitter(std::uint32_t process);
   // The worker threads this thread holds an endpoint to: every one it has

@@ -77,11 +77,13 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
       ThreadId peer{process, slot == runtime_.workers() ? service_thread : slot};
       // A process of this machine is watched through /proc (liveness.cpp):
       // asking UCX to detect its failure would only keep shared memory out.
-      // The own process cannot fail apart from us; asking for detection
-      // there would keep out UCX's loopback (`self`) as well, and a call to
-      // the own thread would cross the TCP stack.
-      const bool watched_here =
-          process == runtime_.rank() || (runtime_.same_host(process) && runtime_.context().shared_memory());
+      // The own worker cannot fail apart from us; asking for detection there
+      // would keep out UCX's loopback (`self`) as well, and a call to the own
+      // thread would cross the TCP stack. Only there: TCP endpoints between
+      // two workers of one process that ask for no detection made UCX 1.13
+      // crash now and then (in uct_tcp_iface_progress).
+      const bool own_worker = process == runtime_.rank() && slot == runtime_.slot_of(id_.thread);
+      const bool watched_here = own_worker || (runtime_.same_host(process) && runtime_.context().shared_memory());
       const auto watch = watched_here ? transfer::Endpoint::Watch::owner : transfer::Endpoint::Watch::transport;
       auto connect = [&] {
         return std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
@@ -144,8 +146,17 @@ std::vector<ThreadId> ThreadContext::contacted_workers() const {
   return out;
 }
 
+transfer::Endpoint& ThreadContext::rma_endpoint(std::uint32_t process) {
+  // Another process's memory is reached through its service worker, which
+  // always progresses. The own process's memory through this thread's own
+  // worker: UCX's loopback (`self`) then moves the bytes inside the call,
+  // where another worker of the own process would be a TCP connection
+  // (UCX_TLS=tcp,self) whose emulated operations wait for its progress.
+  return endpoint(process, process == runtime_.rank() ? runtime_.slot_of(id_.thread) : runtime_.workers());
+}
+
 transfer::Transmitter& ThreadContext::transmitter(std::uint32_t process) {
-  transfer::Endpoint& ep = endpoint(process, runtime_.workers());  // one-sided traffic targets the service worker
+  transfer::Endpoint& ep = rma_endpoint(process);
   std::lock_guard lock(endpoints_mutex_);
   if (transmitters_.size() < runtime_.size()) transmitters_.resize(runtime_.size());
   auto& tx = transmitters_[process];

@@ -49,11 +49,24 @@ TEST(Rma, ProcessesOfOneMachineShareMemoryWhereUcxCan) {
 
 // The own process cannot fail apart from this one: its endpoints ask UCX
 // for no failure detection whatever the transports, so that UCX may use its
-// loopback (`self`) to the own thread instead of a TCP connection to itself.
-TEST(Rma, TheOwnProcessIsNotWatchedByTheTransport) {
+// loopback (`self`) to the own thread instead of a TCP connection to itself;
+// one-sided operations on the own memory go through that loopback, never
+// emulated.
+TEST(Rma, TheOwnProcessIsReachedThroughLoopback) {
   const transfer::Endpoint& own_thread = endpoint_to(ThreadId{job().rank(), 0});
   EXPECT_FALSE(own_thread.detects_failure());
-  EXPECT_FALSE(transmitter(job().rank()).endpoint().detects_failure());
+  const transfer::Endpoint& own_memory = transmitter(job().rank()).endpoint();
+  EXPECT_FALSE(own_memory.detects_failure());
+  EXPECT_FALSE(own_memory.rma_emulated());
+  // And it works: a word of the own process's memory, by atomics and a get.
+  const RemoteLocator word = allocate_remote(job().rank(), 8);
+  const std::uint64_t was = blocking_fetch_add(word, 0);
+  EXPECT_EQ(blocking_fetch_add(word, 5), was);
+  EXPECT_EQ(blocking_compare_swap(word, was + 5, 9), was + 5);
+  std::uint64_t read = 0;
+  blocking_get(&read, word);
+  EXPECT_EQ(read, 9u);
+  free_remote(word);
 }
 
 TEST(Job, TypedAllgatherRefusesMismatchedSizes) {
