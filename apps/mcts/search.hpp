@@ -101,7 +101,10 @@ class Engine {
 
   // Construct one per process, after the Job and before Job::run.
   explicit Engine(SearchOptions options)
-      : options_(options), queues_(Job::current().threads_per_process()) {
+      : options_(options),
+        queues_(Job::current().threads_per_process()),
+        releases_(std::make_unique<std::atomic<std::uint64_t>[]>(Job::current().threads_per_process())),
+        runs_(std::make_unique<std::uint64_t[]>(Job::current().threads_per_process())) {
     if (options_.playouts == 0 || options_.phase == 0 || options_.inflight == 0)
       throw std::invalid_argument("rdmx mcts: playouts, phase and inflight must be positive");
     if (options_.playouts > (1u << 20)) throw std::invalid_argument("rdmx mcts: at most 2^20 playouts per leaf");
@@ -151,7 +154,6 @@ class Engine {
     std::unique_ptr<Aggregator> aggregator;
     std::vector<std::unique_ptr<Node<G>>> owned;
     Stats stats;
-    bool quit = false;
     unsigned since_flush = 0;
   };
   // Root-process state of the search under way.
@@ -220,6 +222,13 @@ class Engine {
   Rollouts rollouts_;
   std::atomic<std::uint64_t> finishing_{0};  // finish(true) calls in this process, ever
   std::vector<SimulationQueue<G>> queues_;  // one per worker thread of this process
+  // Per worker thread of this process: how often the driver let it go, and
+  // how many runs it began (its own). Counted, not a flag in its Worker: the
+  // call that lets a thread go may run before the thread began its run, on
+  // another thread standing in for it (serve_idle_workers), and a count
+  // needs neither the thread's Worker nor a reset that could come after it.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> releases_;
+  std::unique_ptr<std::uint64_t[]> runs_;
   inline static Engine* instance_ = nullptr;
   inline static thread_local Worker* worker_ = nullptr;
 };
@@ -241,7 +250,10 @@ void Engine<G>::run(ThreadId me, const std::function<void()>& driver) {
     auto release = [this] {
       Synchronizer sync;
       for (std::uint32_t i = 1; i < total_threads(); ++i)
-        rdmx::call<Notify::consumed>(thread_at(i), [] { Engine::current().worker().quit = true; }, sync);
+        rdmx::call<Notify::consumed>(
+            thread_at(i),
+            [t = thread_at(i).thread] { Engine::current().releases_[t].fetch_add(1, std::memory_order_release); },
+            sync);
       sync.wait();
     };
     try {
@@ -252,8 +264,9 @@ void Engine<G>::run(ThreadId me, const std::function<void()>& driver) {
     }
     release();
   } else {
+    const std::uint64_t run = ++runs_[me.thread];
     Backoff backoff = idle_backoff();
-    while (!w.quit) backoff(step());
+    while (releases_[me.thread].load(std::memory_order_acquire) < run) backoff(step());
   }
   w.aggregator->shutdown();
   worker_ = nullptr;
