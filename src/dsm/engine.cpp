@@ -66,8 +66,8 @@ bool same_word(const std::byte* a, const std::byte* b) {
 
 Counters AtomicCounters::snapshot() const {
   auto r = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
-  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(read_ahead), r(write_ahead), r(migrations), r(links_followed),
-                  r(merges), r(fast_releases), r(invalidations), r(overflows), r(bytes_fetched),
+  return Counters{r(read_faults), r(write_faults), r(fast_reads), r(read_ahead), r(write_ahead), r(migrations),
+                  r(links_followed), r(merges), r(fast_releases), r(invalidations), r(overflows), r(bytes_fetched),
                   r(races), r(protects), r(barriers), r(locks)};
 }
 
@@ -759,10 +759,10 @@ void Engine::release_floating(std::uint32_t block, bool writable) {
   // costs no more than reading the word first would, as a failed swap
   // returns it. A word that names another process is a link: follow it.
   std::uint32_t home_process = probable_owner(block);
-  std::uint64_t expected =
-      word::pack(home_process == rank_ ? version_[block]
-                                       : std::atomic_ref<std::uint64_t>(link_version_[block]).load(std::memory_order_relaxed),
-                 home_process, 0);
+  const std::uint64_t known = home_process == rank_
+                                  ? version_[block]
+                                  : std::atomic_ref<std::uint64_t>(link_version_[block]).load(std::memory_order_relaxed);
+  std::uint64_t expected = word::pack(known, home_process, 0);
   Backoff backoff;
   for (std::uint32_t hops = 0;;) {
     std::uint64_t seen;
