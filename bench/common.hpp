@@ -1,6 +1,7 @@
-// Pieces every rdmx benchmark shares: the raw-UCX baseline (puts with
-// selective signaling written by hand), calibration, medians, and the record
-// helpers used to exchange addresses through Job::allgather.
+// Pieces every rdmx benchmark shares: the raw-UCX baselines (puts with
+// selective signaling written by hand, an active-message round trip),
+// calibration, medians, and the record helpers used to exchange addresses
+// through Job::allgather.
 #pragma once
 #include <sched.h>
 #include <ucp/api/ucp.h>
@@ -91,6 +92,79 @@ inline std::vector<std::string> split(const std::string& text) {
     start = comma + 1;
   }
   return parts;
+}
+
+// ---- raw: a UCX active-message round trip between workers of the benchmark's own ----
+// Rank 1 echoes every ping's bytes back (reply flag set, as a server
+// answering would); rank 0 sends the next ping when the pong has arrived.
+
+inline constexpr unsigned am_ping = 40, am_pong = 41;  // ids of the raw active messages (rdmx uses 11, 12)
+
+struct AmPeer {
+  ucp_ep_h back = nullptr;  // rank 1: towards rank 0's worker
+  std::uint64_t pongs = 0;  // rank 0: replies seen
+  std::uint64_t pings = 0;  // rank 1: pings answered
+  // What arrived, copied out of UCX's receive buffer (valid only during the
+  // callback). Rank 1 sends it back from here: it stays until the next ping,
+  // which cannot arrive before the pong has.
+  std::vector<std::byte> echo;
+};
+
+inline ucs_status_t on_ping(void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
+                            const ucp_am_recv_param_t*) {
+  auto* peer = static_cast<AmPeer*>(arg);
+  ++peer->pings;
+  peer->echo.assign(static_cast<const std::byte*>(data), static_cast<const std::byte*>(data) + length);
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_AM_SEND_FLAG_REPLY;
+  void* r = ucp_am_send_nbx(peer->back, am_pong, header, header_length, peer->echo.data(), length, &param);
+  if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // eager at these sizes: the bytes went out at once
+  return UCS_OK;
+}
+
+// The pong's bytes are copied out, as a caller takes its answer (and MPI_Recv
+// its message): a floor that left them unread would skip the reads that
+// bring them across.
+inline ucs_status_t on_pong(void* arg, const void*, std::size_t, void* data, std::size_t length,
+                            const ucp_am_recv_param_t*) {
+  auto* peer = static_cast<AmPeer*>(arg);
+  peer->echo.assign(static_cast<const std::byte*>(data), static_cast<const std::byte*>(data) + length);
+  ++peer->pongs;
+  return UCS_OK;
+}
+
+inline void set_am_handler(rdmx::transfer::Worker& worker, unsigned id, ucp_am_recv_callback_t cb, AmPeer* peer) {
+  ucp_am_handler_param_t p{};
+  p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  p.id = id;
+  p.cb = cb;
+  p.arg = peer;
+  if (ucp_worker_set_am_recv_handler(worker.get(), &p) != UCS_OK)
+    throw rdmx::Error(rdmx::Errc::transport, "cannot set the benchmark's active-message handler");
+}
+
+// One raw round trip: `payload` goes to rank 1 and comes back.
+inline void am_round_trip(rdmx::transfer::Worker& worker, rdmx::transfer::Endpoint& ep, AmPeer& peer,
+                          std::span<const std::byte> payload) {
+  const ucp_request_param_t param{};
+  const std::uint64_t want = peer.pongs + 1;
+  void* r = ucp_am_send_nbx(ep.get(), am_ping, nullptr, 0, payload.data(), payload.size(), &param);
+  if (UCS_PTR_IS_ERR(r)) throw rdmx::Error(rdmx::Errc::transport, "raw active message failed");
+  if (UCS_PTR_IS_PTR(r)) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker.get());
+    ucp_request_free(r);
+  }
+  while (peer.pongs < want) ucp_worker_progress(worker.get());
+}
+
+// n raw round trips of `size` bytes each way; returns their seconds.
+inline double am_round_trips(rdmx::transfer::Worker& worker, rdmx::transfer::Endpoint& ep, AmPeer& peer, std::size_t size,
+                             std::size_t n) {
+  const std::vector<std::byte> payload(size, std::byte{1});
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < n; ++i) am_round_trip(worker, ep, peer, payload);
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // Where message i lands: consecutive addresses in a window of the target

@@ -57,7 +57,6 @@ constexpr std::size_t target_bytes = 16 * MiB;
 constexpr std::size_t raw_ring = 256;
 constexpr unsigned u_max = 64;
 constexpr int mpi_window = 64;
-constexpr unsigned am_ping = 40, am_pong = 41;  // ids of the raw active messages (rdmx uses 11, 12)
 const std::array<std::size_t, 3> call_sizes{8, 64, 256};
 
 struct Options {
@@ -250,56 +249,6 @@ double mpi_bcast(int rank, std::size_t size, std::size_t n) {
       MPI_Recv(&ack, 1, MPI_CHAR, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     else
       MPI_Send(&ack, 1, MPI_CHAR, 0, 4, MPI_COMM_WORLD);
-  }
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// ---- raw UCX active-message round trip over workers of our own ----
-
-struct AmPeer {
-  ucp_ep_h back = nullptr;  // rank 1: towards rank 0's worker
-  std::uint64_t pongs = 0;  // rank 0: replies seen
-};
-
-ucs_status_t on_ping(void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
-                     const ucp_am_recv_param_t*) {
-  auto* peer = static_cast<AmPeer*>(arg);
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = UCP_AM_SEND_FLAG_REPLY;
-  void* r = ucp_am_send_nbx(peer->back, am_pong, header, header_length, data, length, &param);
-  if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // 8 bytes go out at once
-  return UCS_OK;
-}
-
-ucs_status_t on_pong(void* arg, const void*, std::size_t, void*, std::size_t, const ucp_am_recv_param_t*) {
-  ++static_cast<AmPeer*>(arg)->pongs;
-  return UCS_OK;
-}
-
-void set_am_handler(transfer::Worker& worker, unsigned id, ucp_am_recv_callback_t cb, AmPeer* peer) {
-  ucp_am_handler_param_t p{};
-  p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-  p.id = id;
-  p.cb = cb;
-  p.arg = peer;
-  if (ucp_worker_set_am_recv_handler(worker.get(), &p) != UCS_OK)
-    throw rdmx::Error(rdmx::Errc::transport, "cannot set the benchmark's active-message handler");
-}
-
-double am_round_trips(transfer::Worker& worker, transfer::Endpoint& ep, AmPeer& peer, std::size_t n) {
-  std::uint64_t payload = 0;
-  ucp_request_param_t param{};
-  const auto t0 = Clock::now();
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t want = peer.pongs + 1;
-    void* r = ucp_am_send_nbx(ep.get(), am_ping, nullptr, 0, &payload, sizeof payload, &param);
-    if (UCS_PTR_IS_ERR(r)) throw rdmx::Error(rdmx::Errc::transport, "raw active message failed");
-    if (UCS_PTR_IS_PTR(r)) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker.get());
-      ucp_request_free(r);
-    }
-    while (peer.pongs < want) ucp_worker_progress(worker.get());
   }
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -514,7 +463,7 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
     rdma_rt();
     for (unsigned rep = 0; rep < o.reps; ++rep) {
       set_phase(phase_raw);
-      const double am = am_round_trips(own, ep, peer, n);
+      const double am = am_round_trips(own, ep, peer, 8, n);
       set_phase(phase_rdmx);
       const double w = write_rt(), rd = rdma_rt(), s = send_rt();
       set_phase(phase_mpi_pingpong, 8, n);

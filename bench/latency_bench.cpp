@@ -11,6 +11,10 @@
 //   call   the send-based call: rdmx::call_return of a lambda whose captures
 //          hold the bytes and that returns them (std::array<std::byte, size>)
 //   mpi    MPI_Send + MPI_Recv of `size` bytes each way (blocking ping-pong)
+//   ucx    the raw transport: a UCX active message of `size` bytes that the
+//          other side's handler sends back, between UCX workers of the
+//          benchmark's own (what rdmx's send-based call is built on, with
+//          nothing of rdmx around it)
 //   idle_poll  not a round trip: the nanoseconds of one rdmx::progress()
 //          with nothing to do once every variant has run (metric "ns"), the
 //          delay a waiting side adds before it sees an answer
@@ -26,7 +30,7 @@
 // MPI median of this same run. scripts/bench latency runs once per Open MPI
 // pml (ob1, ucx) and adds `ratio`: value over the faster pml's median.
 //
-// Flags: --reps=N --iterations=N --sizes=1,8,64,256,1024 --variants=async,call,mpi
+// Flags: --reps=N --iterations=N --sizes=1,8,64,256,1024 --variants=async,call,mpi,ucx
 //        --quick
 // Environment: RDMX_BENCH_HOSTS, the number of hosts the job spans (the
 // `hosts` field; scripts/bench sets it).
@@ -40,6 +44,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,7 +63,7 @@ using namespace rdmx::bench;
 namespace serial = rdmx::serial;
 
 constexpr std::array<std::size_t, 5> all_sizes{1, 8, 64, 256, 1024};
-const std::vector<std::string> all_variants{"async", "call", "mpi"};
+const std::vector<std::string> all_variants{"async", "call", "mpi", "ucx"};
 
 struct Options {
   unsigned reps = 5;
@@ -71,7 +76,7 @@ struct Options {
 [[noreturn]] void usage_error(const std::string& what) {
   throw rdmx::Error(rdmx::Errc::invalid_argument,
                     what + "\nusage: rdmx-bench-latency [--reps=N] [--iterations=N] [--sizes=1,8,...] "
-                           "[--variants=async,call,mpi] [--quick]");
+                           "[--variants=async,call,mpi,ucx] [--quick]");
 }
 
 Options parse(int argc, char** argv) {
@@ -96,7 +101,7 @@ Options parse(int argc, char** argv) {
       o.variants = split(a.substr(11));
       for (const std::string& v : o.variants)
         if (std::find(all_variants.begin(), all_variants.end(), v) == all_variants.end())
-          usage_error("--variants: '" + v + "' is not async, call or mpi");
+          usage_error("--variants: '" + v + "' is not async, call, mpi or ucx");
     }
     else
       usage_error("unknown argument '" + a + "'");
@@ -115,7 +120,7 @@ Options parse(int argc, char** argv) {
 
 serial::serialize_buffer<char> echo(serial::serialize_buffer<char> b) { return b; }
 
-enum Phase : int { phase_rdmx, phase_mpi, phase_stop };
+enum Phase : int { phase_rdmx, phase_mpi, phase_ucx, phase_stop };
 std::atomic<int> g_phase{phase_rdmx};
 std::size_t g_mpi_size = 0, g_mpi_rounds = 0;
 
@@ -134,11 +139,37 @@ void mpi_pingpong(int rank, std::vector<char>& buffer, std::size_t size, std::si
   }
 }
 
-void answer() {
+// The raw-UCX variant's own workers, one endpoint between them.
+struct RawUcx {
+  rdmx::transfer::Worker worker;
+  std::optional<rdmx::transfer::Endpoint> ep;
+  AmPeer peer;
+  explicit RawUcx(rdmx::Job& job) : worker(job.context()) {
+    std::vector<std::byte> mine;
+    put_bytes(mine, worker.address());
+    const auto all = job.allgather(mine);
+    std::size_t at = 0;
+    ep.emplace(worker, get_bytes(all[1 - job.rank()], at), "benchmark peer");
+    if (job.rank() == 1) {
+      peer.back = ep->get();
+      set_am_handler(worker, am_ping, &on_ping, &peer);
+    } else {
+      set_am_handler(worker, am_pong, &on_pong, &peer);
+    }
+  }
+};
+
+void answer(RawUcx& raw) {
   std::vector<char> buffer(all_sizes.back());
   while (g_phase.load() != phase_stop) {
     if (g_phase.load() == phase_mpi) {
       mpi_pingpong(1, buffer, g_mpi_size, g_mpi_rounds, nullptr);
+      g_phase = phase_rdmx;
+    } else if (g_phase.load() == phase_ucx) {
+      // Only the raw worker, as a UCX program would: rdmx is not polled
+      // until every ping of the phase has been answered.
+      const std::uint64_t until = raw.peer.pings + g_mpi_rounds;
+      while (raw.peer.pings < until) raw.worker.progress();
       g_phase = phase_rdmx;
     } else {
       rdmx::progress();
@@ -187,6 +218,14 @@ void time_call(std::size_t rounds, std::vector<double>* times) {
   }
 }
 
+void time_ucx(RawUcx& raw, std::span<const std::byte> payload, std::size_t rounds, std::vector<double>* times) {
+  for (std::size_t i = 0; i < rounds; ++i) {
+    const auto t0 = Clock::now();
+    am_round_trip(raw.worker, *raw.ep, raw.peer, payload);
+    if (times != nullptr) times->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+}
+
 void time_call(std::size_t size, std::size_t rounds, std::vector<double>* times) {
   switch (size) {
     case 1: return time_call<1>(rounds, times);
@@ -208,7 +247,7 @@ struct Series {
   std::vector<double> rep_medians;  // one per repetition
 };
 
-int caller(const Options& o, const std::string& pml) {
+int caller(const Options& o, const std::string& pml, RawUcx& raw) {
   const char* tls_env = std::getenv("UCX_TLS");
   const std::string tls = tls_env != nullptr ? tls_env : "default";
   // A setting of scripts/bench, not of rdmx's (so not read through rdmx::env).
@@ -230,6 +269,12 @@ int caller(const Options& o, const std::string& pml) {
         } else if (variant == "call") {
           time_call(size, warm, nullptr);
           time_call(size, o.iterations, &t);
+        } else if (variant == "ucx") {
+          const std::vector<std::byte> payload(size, std::byte{1});
+          set_phase(phase_ucx, size, warm + o.iterations);
+          time_ucx(raw, payload, warm, nullptr);
+          time_ucx(raw, payload, o.iterations, &t);
+          set_phase(phase_rdmx);  // sent once rank 1 has answered every ping: it polls rdmx again
         } else {
           set_phase(phase_mpi, size, warm + o.iterations);
           mpi_pingpong(0, bytes, size, warm, nullptr);
@@ -348,10 +393,11 @@ int main(int argc, char** argv) {
       throw rdmx::Error(rdmx::Errc::invalid_argument,
                         "rdmx-bench-latency needs exactly 2 processes: run it with `scripts/bench latency`");
     const std::string pml = rdmx::bench::mpi_pml();
+    RawUcx raw(job);
     if (job.rank() == 1)
-      answer();
+      answer(raw);
     else
-      rc = caller(o, pml);
+      rc = caller(o, pml, raw);
     job.barrier();
   } catch (const std::exception& e) {
     // The other process would wait for this one forever: leave at once.
