@@ -160,6 +160,8 @@ class Engine {
   void fetch(std::uint32_t block, bool for_write);
   // Whether the runtime view differs from the twin (the block was written).
   bool changed(std::uint32_t block) const;
+  // The block's twin: our home copy when at_home_ says it is the same bytes.
+  std::byte* twin(std::uint32_t block) const noexcept;
   bool release_block(std::uint32_t block);
   // release_block once the block is read-only; false if it had not changed
   // (nothing merged, no new version).
@@ -243,6 +245,10 @@ class Engine {
   std::unique_ptr<std::uint64_t[]> version_;      // version of the cached copy
   std::unique_ptr<WriteNotice[]> hint_;           // newest notice of an invalid block (source ~0u: none)
   std::unique_ptr<std::uint8_t[]> quiet_;         // fast-released, writable: releases since it last changed
+  // Floating home only: the block's copy in the runtime view (while clean),
+  // or its twin (while dirty), is our home copy's bytes, so the home copy
+  // serves as the twin and a write fault copies nothing (see make_dirty).
+  std::unique_ptr<std::uint8_t[]> at_home_;
   std::unique_ptr<std::uint64_t[]> lease_;        // logical time the cached copy is valid until (0: none)
   // The probable owner, and the version at which we learnt it (a newer
   // notice or word replaces it; an older one does not).
