@@ -38,7 +38,7 @@ class RecycledBlocks {
  private:
   static_assert(Size >= sizeof(void*) && Align >= alignof(void*));
 #if defined(__SANITIZE_ADDRESS__)
-  static constexpr std::size_t kept = 64;
+  static constexpr std::size_t kept = 0;
 #else
   static constexpr std::size_t kept = 64;
 #endif
