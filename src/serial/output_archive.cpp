@@ -47,15 +47,6 @@ void OutputArchive::write_varint_long(std::uint64_t value) {
   write_bytes(bytes, put_varint(bytes, value));
 }
 
-void OutputArchive::write_bulk(const void* data, std::size_t n, std::shared_ptr<const void> owner) {
-  if (n < threshold_) {
-    if (n != 0) write_bytes(data, n);
-    return;
-  }
-  add_chunk(ChunkKind::pointer, data, n, {});
-  if (owner) keep_alive_.push_back(std::move(owner));
-}
-
 void OutputArchive::write_rma(const void* data, std::size_t n, RmaKey key, std::shared_ptr<const void> owner) {
   if (n < threshold_) {
     if (n != 0) write_bytes(data, n);

@@ -1,9 +1,10 @@
 // RecyclingAllocator: an allocator for objects made and dropped once per
-// operation (a future's shared state: one per rdmx::async), which keeps a
-// short per-thread list of freed blocks of each size instead of going to
-// malloc and free each time. A block freed on another thread joins that
-// thread's list: every block of one size and alignment comes from the same
-// ::operator new, so they are interchangeable.
+// operation (a future's shared state, a referencing serialize_buffer's
+// count: one each per rdmx::async), which keeps a short per-thread list of
+// freed blocks of each size instead of going to malloc and free each time.
+// A block freed on another thread joins that thread's list: every block of
+// one size and alignment comes from the same ::operator new, so they are
+// interchangeable.
 //
 // Under AddressSanitizer nothing is kept, so a use after free of a
 // recycled object is still reported.

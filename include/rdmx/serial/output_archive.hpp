@@ -85,7 +85,13 @@ class OutputArchive {
     }
     add_chunk(ChunkKind::pointer, data, n, {});
   }
-  void write_bulk(const void* data, std::size_t n, std::shared_ptr<const void> owner);
+  template <class U>
+  void write_bulk(const void* data, std::size_t n, const std::shared_ptr<U>& owner) {
+    write_bulk(data, n);
+    // A reference only for a chunk: taking one for bytes copied in cost two
+    // atomic updates of the count per small buffer.
+    if (n >= threshold_ && owner) keep_alive_.push_back(owner);
+  }
   // The same for registered memory: an RMA chunk carrying `key`.
   void write_rma(const void* data, std::size_t n, RmaKey key, std::shared_ptr<const void> owner);
 
