@@ -12,6 +12,7 @@
 #include "../counted_allocations.hpp"
 #include "rdmx/action/action.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/serial/serialize_buffer.hpp"
 
 using namespace rdmx;
 using namespace rdmx::testing;
@@ -37,4 +38,39 @@ TEST(ActionAllocations, RoundTripOfPlainValuesAllocatesNothing) {
   GTEST_SKIP() << "AddressSanitizer builds recycle no future states (a use after free stays visible)";
 #endif
   expect_warm_round_trips_allocate_nothing(round_trips, "async round trips (and serving the peer's)");
+}
+
+namespace {
+serial::serialize_buffer<char> echo(serial::serialize_buffer<char> b) { return b; }
+}  // namespace
+
+// A small serialize_buffer travels inline and lands in memory of its own:
+// one allocation where the argument lands and one where the result does,
+// nothing else (no count for the caller's reference, none per archive).
+TEST(ActionAllocations, RoundTripOfAReferencedBufferAllocatesOnlyWhereItLands) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer builds recycle no blocks";
+#endif
+  char bytes[16] = "fifteen bytes..";
+  auto round_trips = [&](int n) {
+    int wrong = 0;
+    for (int i = 0; i < n; ++i) {
+      bytes[0] = static_cast<char>('a' + i % 26);
+      auto back = async(action<&echo>, peer(), serial::serialize_buffer<char>::reference(bytes, sizeof bytes)).get();
+      wrong += back.size() != sizeof bytes || back[0] != bytes[0];
+    }
+    return wrong;
+  };
+  constexpr int warm = 200, counted = 2000;
+  Job::current().barrier();
+  EXPECT_EQ(round_trips(warm), 0);
+  counting = true;
+  allocations = 0;
+  const int wrong = round_trips(counted);
+  counting = false;
+  Job::current().barrier();
+  EXPECT_EQ(wrong, 0);
+  // Per process: the results of its own calls and the arguments of the
+  // peer's, which it serves while it waits.
+  EXPECT_LE(allocations, 2 * counted + counted / 100);
 }
