@@ -51,10 +51,11 @@ inline void expect_none_per(std::size_t operations, const char* what) {
 // `round_trips(n)` makes n round trips and returns how many came back wrong.
 // Run warm first, then counted between two barriers of the job; every
 // process does the same, so a waiting caller also serves (and counts) its
-// peer's calls.
+// peer's calls. count_warm_round_trips returns the count, for a path that
+// allocates a known number per round trip.
 template <class RoundTrips>
-void expect_warm_round_trips_allocate_nothing(RoundTrips&& round_trips, const char* what) {
-  constexpr int warm = 200, counted = 2000;
+std::size_t count_warm_round_trips(RoundTrips&& round_trips, int counted) {
+  constexpr int warm = 200;
   Job::current().barrier();
   EXPECT_EQ(round_trips(warm), 0);  // endpoints, rings, queues, pools
   counting = true;
@@ -63,6 +64,13 @@ void expect_warm_round_trips_allocate_nothing(RoundTrips&& round_trips, const ch
   counting = false;
   Job::current().barrier();
   EXPECT_EQ(wrong, 0);
+  return allocations;
+}
+
+template <class RoundTrips>
+void expect_warm_round_trips_allocate_nothing(RoundTrips&& round_trips, const char* what) {
+  constexpr int counted = 2000;
+  count_warm_round_trips(round_trips, counted);
   expect_none_per(counted, what);
 }
 
