@@ -163,6 +163,7 @@ void Transmitter::flush() {
 Future<void> Transmitter::put(const void* source, std::size_t length, RemoteAddress target) {
   endpoint_->check_alive();
   return issue_with_future<void>(hook_, "put", [&](ucp_request_param_t& param, Pending<void>&) {
+    const detail::InsideUcx inside;  // as post_put: a put to this worker is copied inside the call
     return ucp_put_nbx(endpoint_->get(), source, length, target.address, target.rkey, &param);
   });
 }

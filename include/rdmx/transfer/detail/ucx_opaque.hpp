@@ -6,8 +6,9 @@
 // them reads as a race, and TSan's bookkeeping of reported addresses,
 // quadratic in their number, stalled multi-megabyte pulls for minutes.
 // So a thread ignores memory accesses while it is inside UCX (InsideUcx,
-// around progress), and becomes visible again in rdmx's own callbacks that
-// UCX calls from there (OutOfUcx), which stay fully checked.
+// around progress, and around a put, which UCX's self transport copies to
+// the target inside the call), and becomes visible again in rdmx's own
+// callbacks that UCX calls from there (OutOfUcx), which stay fully checked.
 // No-ops in other builds.
 #pragma once
 
