@@ -44,13 +44,8 @@ TEST(ActionAllocations, RoundTripOfPlainValuesAllocatesNothing) {
 
 namespace {
 serial::serialize_buffer<char> echo(serial::serialize_buffer<char> b) { return b; }
-}  // namespace
 
-// A serialize_buffer below the zero-copy threshold travels inline and lands
-// in memory of its own: up to 1 KiB from the thread's recycled blocks, so a
-// warm round trip allocates nothing; above, one allocation where the
-// argument lands and one where the result does, nothing else (no count for
-// the caller's reference, none per archive).
+// n round trips of `size` bytes at `bytes`; returns how many came back wrong.
 int buffer_round_trips(char* bytes, std::size_t size, int n) {
   int wrong = 0;
   for (int i = 0; i < n; ++i) {
@@ -61,7 +56,13 @@ int buffer_round_trips(char* bytes, std::size_t size, int n) {
   }
   return wrong;
 }
+}  // namespace
 
+// A serialize_buffer below the zero-copy threshold travels inline and lands
+// in memory of its own: up to 1 KiB from the thread's recycled blocks, so a
+// warm round trip allocates nothing; above, one allocation where the
+// argument lands and one where the result does, nothing else (no count for
+// the caller's reference, none per archive).
 TEST(ActionAllocations, RoundTripOfASmallReferencedBufferAllocatesNothing) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer builds recycle no blocks";
