@@ -15,6 +15,13 @@
 //          other side's handler sends back, between UCX workers of the
 //          benchmark's own (what rdmx's send-based call is built on, with
 //          nothing of rdmx around it)
+//   put    the raw one-sided floor: `size` bytes and then a sequence word
+//          written into the other side's UCX-mapped memory, which polls the
+//          word, copies the bytes out and writes them back the same way.
+//          Over shared memory the writes are plain stores through
+//          ucp_rkey_ptr, as rdmx's one-sided messenger makes them (the
+//          transport under `async` there); elsewhere ucp_put_nbx, a fence
+//          and a put of the word. Nothing of rdmx around it.
 //   idle_poll  not a round trip: the nanoseconds of one rdmx::progress()
 //          with nothing to do once every variant has run (metric "ns"), the
 //          delay a waiting side adds before it sees an answer
@@ -30,7 +37,7 @@
 // MPI median of this same run. scripts/bench latency runs once per Open MPI
 // pml (ob1, ucx) and adds `ratio`: value over the faster pml's median.
 //
-// Flags: --reps=N --iterations=N --sizes=1,8,64,256,1024 --variants=async,call,mpi,ucx
+// Flags: --reps=N --iterations=N --sizes=1,8,64,256,1024 --variants=async,call,mpi,ucx,put
 //        --quick
 // Environment: RDMX_BENCH_HOSTS, the number of hosts the job spans (the
 // `hosts` field; scripts/bench sets it).
@@ -43,6 +50,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -63,7 +71,7 @@ using namespace rdmx::bench;
 namespace serial = rdmx::serial;
 
 constexpr std::array<std::size_t, 5> all_sizes{1, 8, 64, 256, 1024};
-const std::vector<std::string> all_variants{"async", "call", "mpi", "ucx"};
+const std::vector<std::string> all_variants{"async", "call", "mpi", "ucx", "put"};
 
 struct Options {
   unsigned reps = 5;
@@ -76,7 +84,7 @@ struct Options {
 [[noreturn]] void usage_error(const std::string& what) {
   throw rdmx::Error(rdmx::Errc::invalid_argument,
                     what + "\nusage: rdmx-bench-latency [--reps=N] [--iterations=N] [--sizes=1,8,...] "
-                           "[--variants=async,call,mpi,ucx] [--quick]");
+                           "[--variants=async,call,mpi,ucx,put] [--quick]");
 }
 
 Options parse(int argc, char** argv) {
@@ -101,7 +109,7 @@ Options parse(int argc, char** argv) {
       o.variants = split(a.substr(11));
       for (const std::string& v : o.variants)
         if (std::find(all_variants.begin(), all_variants.end(), v) == all_variants.end())
-          usage_error("--variants: '" + v + "' is not async, call, mpi or ucx");
+          usage_error("--variants: '" + v + "' is not async, call, mpi, ucx or put");
     }
     else
       usage_error("unknown argument '" + a + "'");
@@ -120,7 +128,7 @@ Options parse(int argc, char** argv) {
 
 serial::serialize_buffer<char> echo(serial::serialize_buffer<char> b) { return b; }
 
-enum Phase : int { phase_rdmx, phase_mpi, phase_ucx, phase_stop };
+enum Phase : int { phase_rdmx, phase_mpi, phase_ucx, phase_put, phase_stop };
 std::atomic<int> g_phase{phase_rdmx};
 std::size_t g_mpi_size = 0, g_mpi_rounds = 0;
 
@@ -159,7 +167,65 @@ struct RawUcx {
   }
 };
 
-void answer(RawUcx& raw) {
+// The `put` variant's mailboxes: each side's is written by the other. The
+// sequence word has a cache line of its own and the bytes follow it, as a
+// chunk's header word and its records in the one-sided messenger.
+struct RawPut {
+  static constexpr std::size_t data_at = 64;
+  rdmx::transfer::MemoryRegion box;  // mine: the peer writes here
+  rdmx::transfer::RemoteKey peer_key;
+  std::uint64_t peer_address = 0;
+  std::byte* peer_mapped = nullptr;  // the peer's box as plain memory (shared memory), else null
+  std::uint64_t seq = 0;             // the last word written and read by this side (they alternate)
+  // What a put of the word reads, possibly after ucp_put_nbx returned: not
+  // `seq`, which receive() moves on meanwhile. Written again only once the
+  // peer has answered, so after UCX has read it.
+  std::uint64_t sent_word = 0;
+
+  RawPut(rdmx::Job& job, RawUcx& raw) : box(job.context(), data_at + all_sizes.back()) {
+    std::memset(box.data(), 0, box.size());
+    std::vector<std::byte> mine;
+    put_u64(mine, reinterpret_cast<std::uintptr_t>(box.data()));
+    put_bytes(mine, box.packed_rkey());
+    const auto all = job.allgather(mine);
+    std::size_t at = 0;
+    peer_address = get_u64(all[1 - job.rank()], at);
+    peer_key = rdmx::transfer::RemoteKey(*raw.ep, get_bytes(all[1 - job.rank()], at));
+    void* mapped = nullptr;
+    if (ucp_rkey_ptr(peer_key.get(), peer_address, &mapped) == UCS_OK) peer_mapped = static_cast<std::byte*>(mapped);
+  }
+  std::uint64_t word() const {
+    return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(box.data())).load(std::memory_order_acquire);
+  }
+  void put(RawUcx& raw, const void* from, std::size_t n, std::uint64_t offset) {
+    const ucp_request_param_t param{};
+    void* r = ucp_put_nbx(raw.ep->get(), from, n, peer_address + offset, peer_key.get(), &param);
+    if (UCS_PTR_IS_ERR(r)) throw rdmx::Error(rdmx::Errc::transport, "raw put failed");
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // released by UCX once complete
+  }
+  // Writes `bytes` and then the next sequence word into the peer's box.
+  void send(RawUcx& raw, std::span<const std::byte> bytes) {
+    ++seq;
+    if (peer_mapped != nullptr) {
+      std::memcpy(peer_mapped + data_at, bytes.data(), bytes.size());
+      std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(peer_mapped)).store(seq, std::memory_order_release);
+      return;
+    }
+    put(raw, bytes.data(), bytes.size(), data_at);
+    if (ucp_worker_fence(raw.worker.get()) != UCS_OK) throw rdmx::Error(rdmx::Errc::transport, "raw fence failed");
+    sent_word = seq;
+    put(raw, &sent_word, sizeof sent_word, 0);
+    ucp_worker_progress(raw.worker.get());
+  }
+  // Waits for the peer's next word and copies its bytes to `to`.
+  void receive(RawUcx& raw, std::span<std::byte> to) {
+    ++seq;
+    while (word() != seq) ucp_worker_progress(raw.worker.get());  // puts over TCP land through this worker
+    std::memcpy(to.data(), box.data() + data_at, to.size());
+  }
+};
+
+void answer(RawUcx& raw, RawPut& put) {
   std::vector<char> buffer(all_sizes.back());
   while (g_phase.load() != phase_stop) {
     if (g_phase.load() == phase_mpi) {
@@ -170,6 +236,13 @@ void answer(RawUcx& raw) {
       // until every ping of the phase has been answered.
       const std::uint64_t until = raw.peer.pings + g_mpi_rounds;
       while (raw.peer.pings < until) raw.worker.progress();
+      g_phase = phase_rdmx;
+    } else if (g_phase.load() == phase_put) {
+      const std::span<std::byte> bytes{reinterpret_cast<std::byte*>(buffer.data()), g_mpi_size};
+      for (std::size_t i = 0; i < g_mpi_rounds; ++i) {
+        put.receive(raw, bytes);
+        put.send(raw, bytes);
+      }
       g_phase = phase_rdmx;
     } else {
       rdmx::progress();
@@ -226,6 +299,17 @@ void time_ucx(RawUcx& raw, std::span<const std::byte> payload, std::size_t round
   }
 }
 
+void time_put(RawUcx& raw, RawPut& put, std::vector<char>& buffer, std::size_t size, std::size_t rounds,
+              std::vector<double>* times) {
+  const std::span<std::byte> bytes{reinterpret_cast<std::byte*>(buffer.data()), size};
+  for (std::size_t i = 0; i < rounds; ++i) {
+    const auto t0 = Clock::now();
+    put.send(raw, bytes);
+    put.receive(raw, bytes);
+    if (times != nullptr) times->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+}
+
 void time_call(std::size_t size, std::size_t rounds, std::vector<double>* times) {
   switch (size) {
     case 1: return time_call<1>(rounds, times);
@@ -247,7 +331,7 @@ struct Series {
   std::vector<double> rep_medians;  // one per repetition
 };
 
-int caller(const Options& o, const std::string& pml, RawUcx& raw) {
+int caller(const Options& o, const std::string& pml, RawUcx& raw, RawPut& put) {
   const char* tls_env = std::getenv("UCX_TLS");
   const std::string tls = tls_env != nullptr ? tls_env : "default";
   // A setting of scripts/bench, not of rdmx's (so not read through rdmx::env).
@@ -275,6 +359,11 @@ int caller(const Options& o, const std::string& pml, RawUcx& raw) {
           time_ucx(raw, payload, warm, nullptr);
           time_ucx(raw, payload, o.iterations, &t);
           set_phase(phase_rdmx);  // sent once rank 1 has answered every ping: it polls rdmx again
+        } else if (variant == "put") {
+          set_phase(phase_put, size, warm + o.iterations);
+          time_put(raw, put, bytes, size, warm, nullptr);
+          time_put(raw, put, bytes, size, o.iterations, &t);
+          set_phase(phase_rdmx);
         } else {
           set_phase(phase_mpi, size, warm + o.iterations);
           mpi_pingpong(0, bytes, size, warm, nullptr);
@@ -394,10 +483,11 @@ int main(int argc, char** argv) {
                         "rdmx-bench-latency needs exactly 2 processes: run it with `scripts/bench latency`");
     const std::string pml = rdmx::bench::mpi_pml();
     RawUcx raw(job);
+    RawPut put(job, raw);
     if (job.rank() == 1)
-      answer(raw);
+      answer(raw, put);
     else
-      rc = caller(o, pml, raw);
+      rc = caller(o, pml, raw, put);
     job.barrier();
   } catch (const std::exception& e) {
     // The other process would wait for this one forever: leave at once.
