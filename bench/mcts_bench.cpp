@@ -34,6 +34,7 @@ struct Config {
   std::uint64_t match_rollouts = 1000;
   int match_size = 7;
   std::uint32_t inflight = SearchOptions{}.inflight;
+  std::uint32_t inflight_floor = SearchOptions{}.inflight_floor;
 };
 
 Config parse(int argc, char** argv) {
@@ -61,6 +62,8 @@ Config parse(int argc, char** argv) {
       c.match_size = std::stoi(next());
     } else if (a == "--inflight") {
       c.inflight = static_cast<std::uint32_t>(std::stoul(next()));
+    } else if (a == "--inflight-floor") {
+      c.inflight_floor = static_cast<std::uint32_t>(std::stoul(next()));
     } else {
       throw std::invalid_argument("unknown option " + a);
     }
@@ -113,10 +116,12 @@ int main(int argc, char** argv) {
         .field("processes", job.size())
         .field("threads", job.total_threads())
         .field("cores", cores)
-        .field("oversubscribed", Engine<Hex>::oversubscribed());
+        .field("oversubscribed", Engine<Hex>::oversubscribed())
+        .field("rollouts_in_flight", std::max<std::uint64_t>(std::uint64_t{cfg.inflight} * job.total_threads(), cfg.inflight_floor));
 
     SearchOptions options;
     options.inflight = cfg.inflight;
+    options.inflight_floor = cfg.inflight_floor;
     Engine<Hex> engine(options);
     job.run([&](ThreadId me) {
       engine.run(me, [&] {
@@ -161,6 +166,7 @@ int main(int argc, char** argv) {
               .field("bytes_per_rollout", double(r.call_bytes) * per)
               .field("cpu_s", cpu)
               .field("cpu_s_per_rollout", cpu * per)
+              .field("peak_in_flight", r.peak_in_flight)
               .print();
         }
         if (cfg.match_games <= 0) return;

@@ -30,6 +30,7 @@ constexpr const char* usage = R"(usage: rdmx-hex [options]      (run it through 
   --c C                       UCB exploration constant (default 0.8)
   --playouts K                random playouts per leaf (default 16)
   --inflight W                rollouts in flight per thread (default 4)
+  --inflight-floor F          but at least F in the whole job (default 16)
   --phase N                   rollouts per phase per thread (default 4096)
   --hash-owner                place a child on the thread its Zobrist hash names
   --local-calls               use calls between threads of one process too
@@ -92,6 +93,8 @@ Args parse(int argc, char** argv) {
       a.search.playouts = static_cast<std::uint32_t>(number(i));
     } else if (o == "--inflight") {
       a.search.inflight = static_cast<std::uint32_t>(number(i));
+    } else if (o == "--inflight-floor") {
+      a.search.inflight_floor = static_cast<std::uint32_t>(number(i));
     } else if (o == "--phase") {
       a.search.phase = static_cast<std::uint32_t>(number(i));
     } else if (o == "--seed") {

@@ -56,6 +56,10 @@ struct SearchOptions {
   std::uint32_t playouts = 16;         // random playouts per leaf
   std::uint32_t phase = 4096;          // rollouts per phase, per thread of the job
   std::uint32_t inflight = 4;          // tree: rollouts in flight per thread of the job (docs/mcts.md: strength)
+  // tree: but at least this many in the job. A small job's threads outside
+  // the root's process only get work that arrives by call, and 4 per
+  // thread left them idle between rollouts (docs/mcts.md: in flight).
+  std::uint32_t inflight_floor = 16;
   bool hash_owner = false;             // tree: child owner from the Zobrist hash, not at random
   bool local_calls = false;            // tree: calls to other threads of the same process too
   Aggregation aggregation = Aggregation::trad;
@@ -88,6 +92,7 @@ struct SearchResult {
   std::uint64_t remote_calls = 0; // calls that crossed threads
   std::uint64_t process_calls = 0;  // of them, calls that crossed processes (the network's messages)
   std::uint64_t call_bytes = 0;     // what those carried: captures, buffers, results (docs/mcts.md, "Costs per rollout")
+  std::uint64_t peak_in_flight = 0;  // tree: most rollouts started and not yet home at once, as starters saw it
   std::vector<Move> moves;        // root moves, most visited first
   double rollouts_per_second() const { return seconds > 0 ? rollouts / seconds : 0; }
   double steps_per_second() const { return seconds > 0 ? (rollouts + visits) / seconds : 0; }
@@ -159,7 +164,7 @@ class Engine {
   // Root-process state of the search under way.
   struct Rollouts {
     std::atomic<Node<G>*> root{nullptr};
-    std::atomic<std::uint64_t> started{0}, completed{0}, limit{0}, inflight{0};
+    std::atomic<std::uint64_t> started{0}, completed{0}, limit{0}, inflight{0}, peak{0};
     // Set in `started` when time runs out: a starter that checked the old
     // limit then fails its exchange, so the count read with the bit is final.
     static constexpr std::uint64_t closed = std::uint64_t{1} << 63;
@@ -299,6 +304,13 @@ bool Engine<G>::try_start() {
         s - rollouts_.completed.load(std::memory_order_acquire) >= rollouts_.inflight.load(std::memory_order_relaxed))
       return false;
   } while (!rollouts_.started.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel));
+  // Completions read after the exchange may include rollouts started
+  // after it: the difference is then at most the true count, or below 0.
+  const std::uint64_t done = rollouts_.completed.load(std::memory_order_relaxed);
+  const std::uint64_t in_flight = s + 1 > done ? s + 1 - done : 0;
+  std::uint64_t peak = rollouts_.peak.load(std::memory_order_relaxed);
+  while (in_flight > peak && !rollouts_.peak.compare_exchange_weak(peak, in_flight, std::memory_order_relaxed)) {
+  }
   // The rollout belongs to the search that was under way at the exchange,
   // which cannot end before it does. Its root is the one published now: a
   // root read before the exchange may be a finished search's (freed), and
@@ -451,8 +463,8 @@ typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budg
   const std::uint64_t n = total_threads(), phase = std::uint64_t{options_.phase} * n;
   auto& root = *w.owned.emplace_back(std::make_unique<Node<G>>(position, w.me));
   const std::uint64_t total = budget.rollouts ? budget.rollouts : UINT64_MAX;
-  rollouts_.started = rollouts_.completed = 0;
-  rollouts_.inflight = std::uint64_t{options_.inflight} * n;
+  rollouts_.started = rollouts_.completed = rollouts_.peak = 0;
+  rollouts_.inflight = std::max<std::uint64_t>(std::uint64_t{options_.inflight} * n, options_.inflight_floor);
   rollouts_.limit.store(std::min(phase, total), std::memory_order_release);
   rollouts_.root.store(&root, std::memory_order_release);
 
@@ -487,6 +499,7 @@ typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budg
   collect(root, r);
   r.rollouts = rollouts_.completed.load();
   r.seconds = seconds_since(t0);
+  r.peak_in_flight = rollouts_.peak.load();
 
   // Every rollout came home, so no call of this search is in flight: each
   // thread may free the nodes it owns. Their counters come back with it.

@@ -1,6 +1,7 @@
 // The MCTS framework under the launcher: every parallelism, every way calls
 // travel, over shared memory and TCP. Process 0's thread 0 drives (asserts);
 // every other thread of the job serves the search.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -56,6 +57,15 @@ std::vector<Variant> variants() {
   o.hash_owner = true;
   v.push_back({"tree/hash-owner", o});
   o.hash_owner = false;
+  // The window of rollouts in flight at both ends: one per thread with no
+  // floor, and a floor far above the threads' share.
+  o.inflight = 1;
+  o.inflight_floor = 0;
+  v.push_back({"tree/one-in-flight-per-thread", o});
+  o.inflight_floor = 256;
+  v.push_back({"tree/256-in-flight", o});
+  o.inflight = SearchOptions{}.inflight;
+  o.inflight_floor = SearchOptions{}.inflight_floor;
   for (Parallelism p : {Parallelism::leaf, Parallelism::root, Parallelism::sequential}) {
     o.parallelism = p;
     v.push_back({to_string(p), o});
@@ -95,6 +105,12 @@ TEST(Search, EveryRolloutComesHomeOnce) {
         EXPECT_EQ(visits, r.rollouts * v.options.playouts);
         EXPECT_GT(wins, 0u);
         EXPECT_GE(r.visits, r.rollouts);
+        if (v.options.parallelism == Parallelism::tree) {
+          // The window: inflight per thread of the job, at least the floor.
+          const std::uint64_t window = std::max<std::uint64_t>(std::uint64_t{v.options.inflight} * n, v.options.inflight_floor);
+          EXPECT_GE(r.peak_in_flight, 1u);
+          EXPECT_LE(r.peak_in_flight, window);
+        }
         const bool calls = Job::current().size() > 1 || (v.options.local_calls && n > 1);
         if (v.options.parallelism == Parallelism::tree && calls) EXPECT_GT(r.remote_calls, 0u);
         if (v.options.parallelism != Parallelism::tree) EXPECT_EQ(r.deferred, 0u);
