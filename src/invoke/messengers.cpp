@@ -51,14 +51,14 @@ std::uint64_t* WordSlots::next(transfer::Transmitter& tx, std::uint32_t process)
 // ---- WorkerState ----
 
 WorkerState::WorkerState(Messengers& layer, Job& j, std::uint32_t worker, const MessengerOptions& opts)
-    : job(j), self{j.rank(), worker}, options(opts), layer_(layer),
+    : job(j), self{j.rank(), worker}, options(opts), layer_(layer), owed_shared_(j.helpers_per_process() != 0),
       failures_handled_(j.size(), false), workers_(j.workers_per_process()) {
   messengers_.resize(std::size_t{j.size()} * j.workers_per_process());
   spare_owed_.reserve(64);
 }
 
 void WorkerState::owe(std::uint32_t process, Synchronizer* sync, std::int64_t n) {
-  std::lock_guard lock(owed_mutex_);
+  const auto lock = lock_owed();
   const std::pair key{process, sync};
   if (auto it = owed_.find(key); it != owed_.end()) {
     it->second += n;
@@ -76,7 +76,7 @@ void WorkerState::owe(std::uint32_t process, Synchronizer* sync, std::int64_t n)
 }
 
 bool WorkerState::settle(std::uint32_t process, Synchronizer* sync) {
-  std::lock_guard lock(owed_mutex_);
+  const auto lock = lock_owed();
   auto it = owed_.find({process, sync});
   if (it == owed_.end()) it = owed_.find({any_process, sync});
   if (it == owed_.end()) return false;
@@ -104,7 +104,7 @@ void WorkerState::check_failures() {
     // live processes, find nothing owed and are dropped.
     std::vector<std::pair<Synchronizer*, std::int64_t>> failed;
     {
-      std::lock_guard lock(owed_mutex_);
+      const auto lock = lock_owed();
       for (auto it = owed_.begin(); it != owed_.end();) {
         if (it->first.first != p && it->first.first != any_process) {
           ++it;
