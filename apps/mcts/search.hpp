@@ -58,7 +58,7 @@ struct SearchOptions {
   std::uint32_t inflight = 4;          // tree: rollouts in flight per thread of the job (docs/mcts.md: strength)
   // tree: but at least this many in the job. A small job's threads outside
   // the root's process only get work that arrives by call, and 4 per
-  // thread left them idle between rollouts (docs/mcts.md: in flight).
+  // thread left them idle between rollouts (docs/mcts.md: in-flight rollouts).
   std::uint32_t inflight_floor = 16;
   bool hash_owner = false;             // tree: child owner from the Zobrist hash, not at random
   bool local_calls = false;            // tree: calls to other threads of the same process too

@@ -1,9 +1,9 @@
 // The MCTS framework under the launcher: every parallelism, every way calls
 // travel, over shared memory and TCP. Process 0's thread 0 drives (asserts);
 // every other thread of the job serves the search.
-#include <algorithm>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 
