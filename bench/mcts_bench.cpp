@@ -116,12 +116,12 @@ int main(int argc, char** argv) {
         .field("processes", job.size())
         .field("threads", job.total_threads())
         .field("cores", cores)
-        .field("oversubscribed", Engine<Hex>::oversubscribed())
-        .field("rollouts_in_flight", std::max<std::uint64_t>(std::uint64_t{cfg.inflight} * job.total_threads(), cfg.inflight_floor));
+        .field("oversubscribed", Engine<Hex>::oversubscribed());
 
     SearchOptions options;
     options.inflight = cfg.inflight;
     options.inflight_floor = cfg.inflight_floor;
+    common.field("rollouts_in_flight", options.rollouts_in_flight(job.total_threads()));
     Engine<Hex> engine(options);
     job.run([&](ThreadId me) {
       engine.run(me, [&] {

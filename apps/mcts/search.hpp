@@ -60,6 +60,10 @@ struct SearchOptions {
   // the root's process only get work that arrives by call, and 4 per
   // thread left them idle between rollouts (docs/mcts.md: in-flight rollouts).
   std::uint32_t inflight_floor = 16;
+  // tree: the window those two make for a job of `threads` worker threads.
+  std::uint64_t rollouts_in_flight(std::uint64_t threads) const {
+    return std::max<std::uint64_t>(std::uint64_t{inflight} * threads, inflight_floor);
+  }
   bool hash_owner = false;             // tree: child owner from the Zobrist hash, not at random
   bool local_calls = false;            // tree: calls to other threads of the same process too
   Aggregation aggregation = Aggregation::trad;
@@ -464,7 +468,7 @@ typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budg
   auto& root = *w.owned.emplace_back(std::make_unique<Node<G>>(position, w.me));
   const std::uint64_t total = budget.rollouts ? budget.rollouts : UINT64_MAX;
   rollouts_.started = rollouts_.completed = rollouts_.peak = 0;
-  rollouts_.inflight = std::max<std::uint64_t>(std::uint64_t{options_.inflight} * n, options_.inflight_floor);
+  rollouts_.inflight = options_.rollouts_in_flight(n);
   rollouts_.limit.store(std::min(phase, total), std::memory_order_release);
   rollouts_.root.store(&root, std::memory_order_release);
 
