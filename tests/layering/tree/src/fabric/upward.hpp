@@ -1,5 +1,5 @@
-// Fixture for layering.refuses: a fabric file that includes a layer above
-// it and a private header of another layer. Never compiled.
+// A fabric header that includes a layer above it and a private header of
+// another layer, with quoted names.
 #pragma once
 #include "rdmx/core/error.hpp"
 #include "rdmx/invoke/messenger.hpp"
