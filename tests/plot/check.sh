@@ -27,9 +27,14 @@ cat "$work/all.log"
 grep -q ": skipped, " "$work/all.log" && fail "a figure was skipped although the sample has its results"
 for f in "${figures[@]}"; do
   svg="$work/all/$f.svg" png="$work/all/$f.png"
-  [ -s "$svg" ] && grep -q "<svg" "$svg" || { fail "$f.svg was not drawn"; continue; }
+  if ! { [ -s "$svg" ] && grep -q "<svg" "$svg"; }; then
+    fail "$f.svg was not drawn"
+    continue
+  fi
   [ "$(head -c 4 "$png" 2>/dev/null | tail -c 3)" = PNG ] || fail "$f.png was not drawn"
-  grep -q "Open MPI" "$svg" && grep -q "results: " "$svg" || fail "$f.svg does not name its machine and results"
+  if ! { grep -q "Open MPI" "$svg" && grep -q "results: " "$svg"; }; then
+    fail "$f.svg does not name its machine and results"
+  fi
 done
 
 # The same results less npb's.
