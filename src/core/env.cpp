@@ -32,7 +32,9 @@ std::span<const IndexEntry> index() { return {rdmx_settings_index, rdmx_settings
 bool used_by_scripts(std::string_view name) {
   static constexpr std::string_view names[] = {"RDMX_ROOT",       "RDMX_JOBS",     "RDMX_CTEST_JOBS", "RDMX_BUILD_TYPE",
                                                "RDMX_ASAN_LEAKS", "RDMX_DEMO_TLS", "RDMX_MPI_IF"};
-  return name.starts_with("RDMX_BENCH_") || name.starts_with("RDMX_SLURM_") || std::find(std::begin(names), std::end(names), name) != std::end(names);
+  for (std::string_view prefix : {"RDMX_BENCH_", "RDMX_SLURM_", "RDMX_HOSTS_"})
+    if (name.starts_with(prefix)) return true;
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
 }
 
 // The unsigned number at the start of `text`; `pos` is where it ends (0: none).
