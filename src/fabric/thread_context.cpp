@@ -1,5 +1,5 @@
 // ThreadContext: a worker thread's UCX worker, endpoints and transmitters
-// (sending and replying live in calls.cpp).
+// (sending lives in sending.cpp, receiving and polling in receiving.cpp).
 #include <pthread.h>
 #include <unistd.h>
 

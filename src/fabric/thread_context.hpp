@@ -2,7 +2,7 @@
 // worker, endpoints, transmitters, received calls and send-based calls in
 // flight) and which context the calling thread acts as. Every call and
 // every wait goes through it; the methods on that path are defined in
-// calls.cpp, the rest in thread_context.cpp.
+// sending.cpp and receiving.cpp, the rest in thread_context.cpp.
 #pragma once
 #include <array>
 #include <atomic>
