@@ -6,25 +6,20 @@
 
 #include <string>
 
-#include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/core/log.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/invoke/messenger.hpp"
 #include "parcel_layer.hpp"
+#include "settings.hpp"
 
 namespace rdmx::parcel {
 
 ParcelPath::ParcelPath(Job& job) : chosen_(job.size()), one_sided_limit_(MessengerOptions::from_env().chunk_size / 4) {
-  if (auto calls = env::get("RDMX_PARCEL_CALLS")) {
-    if (*calls == "send")
-      forced_ = no;
-    else if (*calls == "one-sided")
-      forced_ = yes;
-    else if (*calls != "auto")
-      throw Error(Errc::invalid_argument, "RDMX_PARCEL_CALLS must be auto, one-sided or send, got '" + *calls + "'");
-  }
+  const std::string calls = rdmx_action_settings.word("RDMX_PARCEL_CALLS");
+  if (calls == "send") forced_ = no;
+  if (calls == "one-sided") forced_ = yes;
   // Helper threads run one-sided calls on a thread other than their
   // destination, but a parcel's state (its caller's entry, its pulls) lives
   // with its thread: with helpers, parcels go as send-based calls, which
