@@ -30,8 +30,7 @@ ParcelPath::ParcelPath(Job& job) : chosen_(job.size()), one_sided_limit_(Messeng
 bool ParcelPath::one_sided(std::uint32_t process) {
   if (forced_ != unknown) return forced_ == yes;
   // The own process too: without shared memory its rings are reached by
-  // emulated RDMA as well (an async to the own thread over TCP took 60-70
-  // us one-sided, 13 us send-based).
+  // emulated RDMA as well (docs/results/action.md).
   std::int8_t c = chosen_[process].load(std::memory_order_relaxed);
   if (c == unknown) {
     // Any of the process's workers is reached over the same transports.
@@ -74,8 +73,7 @@ void on_message(const Header& h, std::span<std::byte> data) {
 // else a send-based call. A reply, and a request whose future the caller
 // will wait on, is published at once: batched, a window of requests reached
 // the destination only when the caller began to wait, and their replies
-// came back only after the last had run (0.54-0.64x MPI's request rate at
-// 64 outstanding, against 0.8-0.95x at once).
+// came back only after the last had run (docs/results/kv.md).
 void transmit(ParcelPath& path, ThreadId to, const Header& h, std::span<const std::byte> message) {
   auto call = [h](std::span<std::byte> data) { on_message(h, data); };
   const bool awaited = h.kind == kind_reply || (h.flags & wants_reply) != 0;
