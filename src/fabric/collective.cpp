@@ -8,6 +8,7 @@
 #include <string>
 
 #include "rdmx/core/backoff.hpp"
+#include "collectives.hpp"
 #include "runtime.hpp"
 
 namespace rdmx::fabric::detail {

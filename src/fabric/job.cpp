@@ -15,6 +15,12 @@
 
 namespace rdmx {
 using fabric::current_context;
+
+// The Runtime behind the Job, private to this file: job.hpp names only Impl.
+struct Job::Impl {
+  fabric::Runtime runtime;
+};
+
 namespace {
 
 Job* current_job = nullptr;

@@ -22,6 +22,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/transfer/status.hpp"
+#include "collectives.hpp"
 #include "runtime.hpp"
 #include "settings.hpp"
 

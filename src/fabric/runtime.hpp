@@ -1,362 +1,44 @@
-// Private to the fabric: per-thread communication contexts, the wire format of
-// send-based calls, and the table of calls awaiting a reply.
+// Private to the fabric: the process's Runtime, the state behind rdmx::Job
+// (configuration, placement, every worker's context, failures, layers,
+// teardown). Its methods live in runtime.cpp and in the files named for
+// their jobs (service.cpp, liveness.cpp, teardown.cpp, layer.cpp).
 #pragma once
-#include <algorithm>
-#include <array>
-#include <pthread.h>
 #include <sched.h>
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
-#include <chrono>
-#include <cstring>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <map>
+#include <span>
+#include <string>
 #include <thread>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "rdmx/core/backoff.hpp"
-#include "rdmx/core/token_table.hpp"
 #include "rdmx/fabric/bootstrap.hpp"
-#include "rdmx/fabric/call.hpp"
-#include "rdmx/fabric/collective.hpp"
+#include "rdmx/fabric/identity.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/layer.hpp"
 #include "rdmx/memory/arena.hpp"
 #include "rdmx/transfer/context.hpp"
-#include "rdmx/transfer/endpoint.hpp"
-#include "rdmx/transfer/memory_region.hpp"
-#include "rdmx/transfer/transmitter.hpp"
-#include "rdmx/transfer/worker.hpp"
+#include "rdmx/transfer/remote_locator.hpp"
+#include "pending_replies.hpp"
+#include "thread_context.hpp"
+#include "wire.hpp"
 
 namespace rdmx::fabric {
 
-enum AmId : unsigned { am_call = 11, am_reply = 12 };
-inline constexpr std::uint8_t wire_version = 1;
-
-struct CallHeader {  // followed by the closure bytes in the AM header
-  std::uint64_t function;
-  std::uint64_t token;  // 0: the caller wants no reply
-  std::uint32_t source_process;
-  std::uint32_t source_thread;
-  std::uint32_t destination_thread;
-  std::uint16_t closure_size;
-  CallKind kind;
-  std::uint8_t version;
-};
-
-struct ReplyHeader {  // followed by nothing; AM data = result bytes or error text
-  std::uint64_t token;
-  std::uint32_t error;  // 0 ok, else 1 + Errc
-  std::uint32_t reserved;
-};
-
-// A call's captures: inline up to 64 bytes (most lambdas), on the heap
-// beyond, so receiving a small call allocates nothing.
-class Captures {
- public:
-  void assign(const std::byte* first, const std::byte* last) {
-    size_ = static_cast<std::size_t>(last - first);
-    if (size_ <= inline_.size()) {
-      if (size_ != 0) std::memcpy(inline_.data(), first, size_);
-    } else {
-      heap_.assign(first, last);
-    }
-  }
-  const std::byte* data() const noexcept { return size_ <= inline_.size() ? inline_.data() : heap_.data(); }
-  std::size_t size() const noexcept { return size_; }
-
- private:
-  std::array<std::byte, 64> inline_;
-  std::vector<std::byte> heap_;
-  std::size_t size_ = 0;
-};
-
-// One received call, queued until its thread executes it (FIFO per thread).
-struct InboundCall {
-  CallHeader header{};
-  Captures closure;
-  std::vector<std::byte> owned_data;  // copied or rendezvous-received payload
-  void* ucx_data = nullptr;           // payload UCX lent us (released after execution)
-  std::size_t ucx_length = 0;
-  std::shared_ptr<std::atomic<bool>> arrived;  // rendezvous payload still on its way when false
-  std::span<std::byte> data() {
-    if (ucx_data != nullptr) return {static_cast<std::byte*>(ucx_data), ucx_length};
-    return {owned_data.data(), owned_data.size()};
-  }
-};
-
-// The calls a thread has received and not yet run, in arrival order: a ring
-// of slots that are reused. (A std::deque of these ~200-byte records
-// allocated and freed a block every other call.) A slot keeps its payload
-// buffer when its call leaves (swapped with the running call's), and every
-// slot starts with receive_reserved_bytes of it: receiving a call allocates
-// nothing while the ring has room and the payload fits (fabric/call.hpp).
-// The DSM counts on it: a call may arrive while its thread serves a page
-// fault that interrupted malloc.
-class InboundQueue {
- public:
-  InboundQueue() { grow(); }
-  bool empty() const noexcept { return size_ == 0; }
-  InboundCall& front() noexcept { return slots_[head_]; }
-  void push_back(InboundCall&& r) { emplace_back() = std::move(r); }
-  // A slot at the back, emptied, for the caller to fill in place: receiving
-  // a call then builds it once instead of building and moving it.
-  InboundCall& emplace_back() {
-    if (size_ == slots_.size()) grow();
-    InboundCall& r = slots_[(head_ + size_) & (slots_.size() - 1)];
-    r.header = {};
-    r.owned_data.clear();  // keeps its capacity
-    r.ucx_data = nullptr;
-    r.ucx_length = 0;
-    ++size_;
-    return r;
-  }
-  // The first call, swapped into `out`, whose buffers the slot keeps.
-  void pop_front_into(InboundCall& out) noexcept {
-    using std::swap;
-    swap(out, slots_[head_]);
-    head_ = (head_ + 1) & (slots_.size() - 1);
-    --size_;
-  }
-  template <class F>
-  void for_each(F&& f) {
-    for (std::size_t i = 0; i < size_; ++i) f(slots_[(head_ + i) & (slots_.size() - 1)]);
-  }
-
- private:
-  void grow() {
-    std::vector<InboundCall> bigger(std::max<std::size_t>(16, 2 * slots_.size()));  // a power of two
-    for (std::size_t i = 0; i < size_; ++i) bigger[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
-    for (std::size_t i = size_; i < bigger.size(); ++i) bigger[i].owned_data.reserve(receive_reserved_bytes);
-    slots_.swap(bigger);
-    head_ = 0;
-  }
-  std::vector<InboundCall> slots_;
-  std::size_t head_ = 0, size_ = 0;
-};
-
-// Calls awaiting a reply (consumed notifications, returned values, broadcast
-// acknowledgements). Tokens carry a generation, so a stale or forged token
-// is reported instead of touching freed state.
-class PendingReplies {
- public:
-  using Completion = std::function<void(const Error* failure, std::span<const std::byte> result)>;
-  // What nearly every call waits with: the caller's Synchronizer, counted
-  // down (or failed) once the result, if any, is copied to `result`. Held
-  // by value: a Completion capturing these three would allocate per call.
-  struct Waiter {
-    Synchronizer* sync = nullptr;
-    void* result = nullptr;
-    std::size_t result_size = 0;
-    void finish(const Error* failure, std::span<const std::byte> bytes) const;
-  };
-  // dest_process = ~0u: waits on every process (broadcast). Throws
-  // peer_failed when that process (for a broadcast: any) has failed: a
-  // reply registered after fail_process swept would wait for ever.
-  std::uint64_t add(std::uint32_t dest_process, std::int64_t replies, Waiter waiter);
-  std::uint64_t add(std::uint32_t dest_process, std::int64_t replies, Completion done);
-  // One reply arrived; runs the completion when the last one has.
-  void complete(std::uint64_t token, const Error* failure, std::span<const std::byte> result);
-  void fail_process(std::uint32_t process, const std::string& why);
-  // Forget a token whose call was never sent.
-  void cancel(std::uint64_t token);
-
- private:
-  struct Entry {
-    std::uint32_t dest_process = 0;
-    std::int64_t replies = 0;
-    Waiter waiter;    // used when done is empty
-    Completion done;
-    void finish(const Error* failure, std::span<const std::byte> bytes) const {
-      if (done)
-        done(failure, bytes);
-      else
-        waiter.finish(failure, bytes);
-    }
-  };
-  // Under mutex_: a free entry for a call to dest_process (throws as add).
-  TokenTable<Entry>::Added take_entry(std::uint32_t dest_process, std::int64_t replies);
-  std::mutex mutex_;
-  TokenTable<Entry> entries_;
-  std::map<std::uint32_t, std::string> failed_;  // processes fail_process was told of, and why
-};
-
-class Runtime;
-
 namespace detail {
-// The state of the worker collectives (collective.cpp): the root's open
-// accumulators (process 0), released results waiting for this process's
-// threads, and each worker's count of collectives.
-class Collectives {
- public:
-  explicit Collectives(std::uint32_t workers) : epochs_(workers, 0) {}
-  std::uint64_t& epoch_of(std::uint32_t worker) { return epochs_.at(worker); }
-  void fold(const Ticket& ticket, std::span<const std::byte> value, Combine combine);
-  void release(std::uint64_t epoch, bool mismatch, std::span<const std::byte> result);
-  // Copies collective `epoch`'s result once released (false before); the
-  // last of `waiters` threads to take it frees it. Throws when the threads
-  // met in different collectives.
-  bool take(std::uint64_t epoch, std::span<std::byte> result, std::uint32_t waiters, const char* what);
-
- private:
-  struct Open {
-    std::uint32_t arrived = 0;
-    std::vector<std::byte> acc;
-    Combine combine = nullptr;
-  };
-  struct Released {
-    bool mismatch = false;
-    std::vector<std::byte> bytes;
-    std::uint32_t taken = 0;
-  };
-  std::mutex mutex_;
-  std::map<std::uint64_t, Open> open_;
-  std::map<std::uint64_t, Released> released_;
-  // The latest epoch released here: a waiter polls this, not the mutex
-  // (a server waiting in a barrier checks once per progress round). Epochs
-  // are released in order: one starts only after every thread took the last.
-  std::atomic<std::uint64_t> released_up_to_{0};
-  std::vector<std::uint64_t> epochs_;
-};
-}  // namespace detail
-
-class ThreadContext {
- public:
-  ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Worker::Sharing sharing);
-  ~ThreadContext();
-
-  ThreadId id() const noexcept { return id_; }
-  transfer::Worker& worker() noexcept { return worker_; }
-  // Endpoint from this thread's worker to (process, slot); created on first use.
-  transfer::Endpoint& endpoint(std::uint32_t process, std::uint32_t slot);
-  // The endpoint one-sided operations on `process`'s memory go through
-  // (transmitter() and the remote keys use it).
-  transfer::Endpoint& rma_endpoint(std::uint32_t process);
-  // One-sided operations towards `process` (targeting its service worker).
-  transfer::Transmitter& transmitter(std::uint32_t process);
-  // The worker threads this thread holds an endpoint to: every one it has
-  // sent a call to (and some it answered).
-  std::vector<ThreadId> contacted_workers() const;
-
-  void send(const Outgoing& call, std::uint64_t token, ThreadId destination, CallKind kind);
-  void forward_broadcast(const Outgoing& call, const CallHeader& original, ThreadId child);
-  void send_reply(ThreadId destination, std::uint64_t token, const Error* failure, std::span<const std::byte> result);
-  // A peer's region as this thread reaches it (rkey unpacked on its endpoint).
-  struct RemoteRegion {
-    std::uint64_t base;
-    std::uint64_t length;
-    transfer::RemoteKey key;
-  };
-  const RemoteRegion& remote_region(std::uint32_t process, std::uint32_t region);
-  // Hand a received call to this thread from another thread of the process.
-  void deliver(InboundCall call);
-  // Drive UCX, then run received calls in order. Returns calls executed.
-  std::size_t progress();
-  // Like progress(); true when anything happened (UCX events or calls).
-  bool poll(std::size_t* executed);
-  // Complete everything this thread sent (its worker makes progress only
-  // while its thread drives it); bounded so a dead peer cannot hang us.
-  // `also` runs between polls: what else must progress meanwhile.
-  void flush(const std::function<void()>& also = {});
-
-  // Whoever drives this context's worker holds `driver`: its own thread while
-  // bound to it, otherwise the service thread, which then only receives
-  // (queues) calls for it. The owner never locks on the hot path.
-  std::mutex driver;
-  // Receive without executing (the service thread standing in for an idle thread).
-  bool receive_only() { return worker_.progress(); }
-  // The layers' words for this worker (fabric::acting_word): kept with the
-  // worker, so they follow whichever OS thread acts as it.
-  static constexpr std::size_t max_layer_words = 16;
-  std::array<void*, max_layer_words> layer_words{};
-
- private:
-  static ucs_status_t on_call(void* arg, const void* header, std::size_t header_length, void* data,
-                              std::size_t length, const ucp_am_recv_param_t* param);
-  static ucs_status_t on_reply(void* arg, const void* header, std::size_t header_length, void* data,
-                               std::size_t length, const ucp_am_recv_param_t* param);
-  void complete_reply(ReplyHeader h, ucs_status_t status, std::span<const std::byte> bytes);
-  void execute(InboundCall& call);
-  void check_receive_path(bool idle);
-  void transmit(CallHeader header, const Outgoing& call, ThreadId destination);
-  bool shared() const noexcept { return shared_; }
-
-  Runtime& runtime_;
-  ThreadId id_;
-  bool shared_;
-  int progress_rounds_;  // UCX progress rounds per poll (poll())
-  // Flow control (non-shared contexts): the sends UCX has queued, in all
-  // and by destination process. A send to a process that died may never
-  // complete (shared memory reports no failure), so once the process is
-  // known failed its sends stop counting: they must not hold up the others.
-  // Declared before the worker and endpoints: closing those completes the
-  // sends still queued, whose callbacks count here.
-  std::size_t queued_sends_ = 0;
-  std::vector<std::uint32_t> queued_to_;
-  std::vector<bool> written_off_;  // by process: failed, its queued sends no longer counted
-  std::uint32_t failures_seen_ = 0;
-  transfer::Worker worker_;
-  mutable std::mutex endpoints_mutex_;  // endpoint creation (a shared worker is used by many threads)
-  std::vector<std::atomic<transfer::Endpoint*>> endpoint_index_;
-  std::vector<std::unique_ptr<transfer::Endpoint>> endpoints_;
-  std::vector<std::unique_ptr<transfer::Transmitter>> transmitters_;
-  std::unordered_map<std::uint64_t, RemoteRegion> regions_;
-  InboundQueue ready_;
-  // The calls being executed, one per nesting level (a call that waits runs
-  // others): a deque, so a deeper level's slot does not move a running one.
-  std::deque<InboundCall> running_;
-  std::size_t running_depth_ = 0;
-  std::mutex inbox_mutex_;
-  std::deque<InboundCall> inbox_;
-  std::atomic<bool> inbox_nonempty_{false};
-  void write_off_failed();
- public:
-  bool send_would_wait();
-  void flush_sends();
-  // A send counted in queued_sends_ completed (its callback, on this thread).
-  void send_left(std::uint32_t process) noexcept;
- private:
-  // check_receive_path's state: the count of host failures already checked,
-  // and the probe in flight (answer: 0 none yet, 1 answered, 2 failed).
-  struct ReceiveProbe {
-    std::uint32_t checked = 0;
-    std::uint32_t checking = 0;
-    std::uint32_t peer = 0;
-    std::uint64_t token = 0;
-    std::shared_ptr<std::atomic<int>> answer;
-    std::chrono::steady_clock::time_point deadline;
-  } probe_;
-};
-
-// The context bound to the calling thread (its own worker's, or the one the
-// teardown drives on its behalf); nullptr for threads outside the job.
-extern thread_local ThreadContext* current_context;
-// While a thread stands in for an idle worker (Runtime::serve_idle_workers):
-// its own context, which its waits inside that worker's calls keep going.
-extern thread_local ThreadContext* stand_in_home;
-// While such a thread runs its own context's duties from inside the stood-in
-// worker's poll: that worker, whose receives its waits keep going.
-extern thread_local ThreadContext* stood_in_for;
+class Collectives;
+}
 
 // A process that exited, or is a zombie waiting to be reaped, is gone (/proc).
 bool process_alive(std::uint32_t pid);
-
-// The only way current_context changes: the layers' words follow it.
-inline void set_current_context(ThreadContext* c) noexcept {
-  current_context = c;
-  detail::acting_words = c != nullptr ? c->layer_words.data() : nullptr;
-  // RDMX_PROGRESS=block: an idle wait sleeps on this context's UCX worker.
-  Backoff::set_sleeper(c == nullptr ? Sleeper{nullptr, nullptr}
-                                    : Sleeper{[](void* w, int ms) { return static_cast<transfer::Worker*>(w)->wait(ms); },
-                                                       &c->worker()});
-}
 
 // Process-wide state behind rdmx::Job.
 class Runtime {
@@ -560,9 +242,3 @@ class Runtime {
 };
 
 }  // namespace rdmx::fabric
-
-namespace rdmx {
-struct Job::Impl {
-  fabric::Runtime runtime;
-};
-}  // namespace rdmx

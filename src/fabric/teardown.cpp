@@ -18,6 +18,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/transfer/status.hpp"
+#include "collectives.hpp"
 #include "runtime.hpp"
 
 namespace rdmx::fabric {

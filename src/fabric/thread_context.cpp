@@ -1,5 +1,5 @@
 // ThreadContext: a worker thread's UCX worker, endpoints and transmitters
-// (sending and replying live in calls.cpp).
+// (sending lives in sending.cpp, receiving and polling in receiving.cpp).
 #include <pthread.h>
 #include <unistd.h>
 
@@ -80,7 +80,7 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
       // The own worker cannot fail apart from us; asking for detection there
       // would keep out UCX's loopback (`self`) as well, and a call to the own
       // thread would cross the TCP stack. Only there: TCP endpoints between
-      // two workers of one process that ask for no detection made UCX 1.13
+      // two workers of one process that ask for no detection make UCX 1.13
       // crash now and then (in uct_tcp_iface_progress).
       const bool own_worker = process == runtime_.rank() && slot == runtime_.slot_of(id_.thread);
       const bool watched_here = own_worker || (runtime_.same_host(process) && runtime_.context().shared_memory());
@@ -95,8 +95,8 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
         // An endpoint that cannot detect failures has only shared-memory
         // lanes (UCX 1.13). To another host that is no way at all: real
         // hosts get "unreachable", but namespace hosts share a boot id, so
-        // UCX connects and what is sent never arrives. It was seen, rarely,
-        // right after a namespace host's link came back: try again briefly
+        // UCX connects and what is sent never arrives. It happens, rarely,
+        // right after a namespace host's link comes back: try again briefly
         // for a TCP lane, then say so rather than hang.
         for (int attempt = 0; !owned->detects_failure() && !runtime_.same_host(process); ++attempt) {
           if (attempt == 20)
@@ -214,8 +214,8 @@ void ThreadContext::flush(const std::function<void()>& also) {
   };
   // Idle polls yield as every wait does: with more threads than cores (a
   // job of 64 processes on 2 cores leaves together), a flush that spins
-  // keeps off its core the peer whose progress it waits for, and gave up
-  // after 5 s on endpoints that would have completed.
+  // keeps off its core the peer whose progress it waits for, and gives up
+  // at the deadline on endpoints that would complete.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   Backoff backoff;
   while (busy() && std::chrono::steady_clock::now() < deadline) {

@@ -1,0 +1,42 @@
+// Private to the action layer: which path a parcel message takes to its
+// destination, a one-sided call (one RDMA write into the destination's
+// chunk ring) or a send-based call, and sending one message on it. Kept
+// apart from the parcels' protocol (parcel_send.cpp, parcel_pull.cpp) so
+// that adding a path changes this file only.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "rdmx/fabric/identity.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "parcel_wire.hpp"
+
+namespace rdmx::parcel {
+
+class ParcelPath {
+ public:
+  // Reads RDMX_PARCEL_CALLS (throws on a bad value).
+  explicit ParcelPath(Job& job);
+  // Whether parcel messages to `process` go as one-sided calls (up to
+  // eager_limit bytes; larger ones as send-based calls, which have no chunk
+  // size limit) or all as send-based calls. RDMX_PARCEL_CALLS=auto (the
+  // default) chooses send-based where UCX emulates one-sided writes (TCP):
+  // there each write waits for the destination's service thread.
+  bool one_sided(std::uint32_t process);
+  std::size_t eager_limit(std::uint32_t process) { return one_sided(process) ? one_sided_limit_ : 0; }
+
+ private:
+  enum Choice : std::int8_t { unknown, yes, no };
+  Choice forced_ = unknown;                       // RDMX_PARCEL_CALLS=one-sided|send
+  std::vector<std::atomic<std::int8_t>> chosen_;  // auto, by process
+  std::size_t one_sided_limit_;
+};
+
+// One parcel message to thread `to` on the path `path` chooses; the
+// destination's worker receives it (its on_message) from its progress.
+void transmit(ParcelPath& path, ThreadId to, const Header& h, std::span<const std::byte> message);
+
+}  // namespace rdmx::parcel
