@@ -141,7 +141,11 @@ int bridge_replies(const Geometry& g, std::uint16_t intruder, unsigned steps, st
 // Whether black connects top to bottom on a padded board (marks what it visits).
 bool black_connects(const Geometry& g, int n, PaddedColours& colour) noexcept {
   constexpr std::uint8_t seen = off_board + 1;
-  std::array<std::uint16_t, Hex::max_moves> stack;
+  // The ring above the board is black and its cells have no row above them:
+  // off the search. The ring below is only ever next to the bottom row,
+  // where the search has already succeeded; the sides are white.
+  std::memset(colour.data() + 1, off_board, static_cast<std::size_t>(n));
+  std::array<std::uint16_t, Hex::max_moves + 1> stack;  // one spare: a neighbour is written before it counts
   std::size_t top = 0;
   for (int c = 0; c < n; ++c)
     if (colour[g.pad[c]] == Hex::black) {
@@ -152,12 +156,14 @@ bool black_connects(const Geometry& g, int n, PaddedColours& colour) noexcept {
   while (top > 0) {
     const int p = stack[--top];
     if (p >= last_row) return true;
+    // Half the neighbours of a cell on a full board are black, at random:
+    // pushing each one without a branch beats mispredicting half of them.
     for (int d = 0; d < 6; ++d) {
       const int q = p + g.step[d];
-      if (colour[q] == Hex::black && g.colour[q] == Hex::empty) {
-        colour[q] = seen;
-        stack[top++] = static_cast<std::uint16_t>(q);
-      }
+      const bool black = colour[q] == Hex::black;
+      stack[top] = static_cast<std::uint16_t>(q);
+      top += black;
+      colour[q] = black ? seen : colour[q];
     }
   }
   return false;
@@ -271,10 +277,11 @@ Player Hex::knowledge_playout(Rng& rng, Trace& trace) const noexcept {
     const std::uint16_t p = g.pad[c];
     const Player stone = cells_[c];
     colour[p] = stone;
-    if (stone == empty) {
-      where[p] = static_cast<std::uint16_t>(count);
-      open[count++] = p;
-    } else if (UnionFind) {
+    // Written for every cell, kept for the empty ones: no branch to mispredict.
+    where[p] = static_cast<std::uint16_t>(count);
+    open[count] = p;
+    count += stone == empty;
+    if (UnionFind && stone != empty) {
       // Row by row, the neighbours before a cell are those at steps 0, 1 and 5.
       constexpr unsigned earlier = 1u << 0 | 1u << 1 | 1u << 5;
       chains.add(g, p, stone, neighbours_of(g, colour, p, stone) & g.on_board[p] & earlier);
