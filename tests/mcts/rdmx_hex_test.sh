@@ -2,8 +2,9 @@
 # Runs rdmx-hex as a 2-process job the way a user (or a Hex GUI) does, and
 # checks what it prints.
 #   rdmx_hex_test.sh gtp|idle|selfplay RUN TLS RDMX_HEX
+#   rdmx_hex_test.sh match RUN TLS RDMX_HEX RDMX_BENCH_MCTS_MATCH
 set -euo pipefail
-what="$1" run="$2" tls="$3" hex="$4"
+what="$1" run="$2" tls="$3" hex="$4" match="${5:-}"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 fail() { echo "FAILED: $*"; echo "--- output:"; cat "$out"; exit 1; }
@@ -63,12 +64,28 @@ case "$what" in
     echo "idle engine (2 processes x 2 threads): ${used} % of a core"
     [ "$used" -lt 20 ] || fail "an idle engine used ${used} % of a core"
     ;;
+  match)
+    # The benchmark's match on tiny configurations: one pairing across a
+    # 2-process engine, one under GTP's clock; every game counted, no error.
+    for clock in "" --clock; do
+      "$match" --games 2 --size 4 --seconds 0.05 --tls "$tls" --run "$run" --hex "$hex" $clock \
+        "1x1" "2x1 --knowledge none" >"$out" 2>"$out.progress" ||
+        { cat "$out.progress" >>"$out"; fail "the match exited with $?"; }
+      cat "$out.progress" >>"$out"
+      grep -q '^{"bench":"mcts","variant":"match","a":"1x1","b":"2x1 --knowledge none"' "$out" || fail "no result line"
+      grep -q '"games":2,"a_wins":[0-2],"b_wins":[0-2],' "$out" || fail "games not counted"
+      grep -q '"errors":0,' "$out" || fail "errors in the match"
+      grep -q '"ci95_low":[0-9.e-]*,"ci95_high":[0-9.e-]*,' "$out" || fail "no interval"
+      [ "$(grep -c '^match 1x1 vs 2x1 --knowledge none: [12]/2 games' "$out")" = 2 ] || fail "no progress lines"
+    done
+    rm -f "$out.progress"
+    ;;
   selfplay)
     "$run" --tls "$tls" -np 2 "$hex" --rdmx-threads=2 --mode selfplay --size 5 --rollouts 1500 --quiet >"$out" 2>&1 ||
       fail "rdmx-hex exited with $?"
     grep -qE '^(black|white) wins after [0-9]+ moves$' "$out" || fail "the game did not finish"
     [ "$(grep -c ' plays ' "$out")" -ge 5 ] || fail "fewer than 5 moves were played"
     ;;
-  *) echo "usage: $0 gtp|idle|selfplay RUN TLS RDMX_HEX" >&2; exit 2 ;;
+  *) echo "usage: $0 gtp|idle|selfplay|match RUN TLS RDMX_HEX [MATCH]" >&2; exit 2 ;;
 esac
 echo "rdmx-hex $what over $tls: ok"
