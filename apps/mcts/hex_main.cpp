@@ -15,6 +15,7 @@
 
 #include "mcts/gtp.hpp"
 #include "mcts/hex.hpp"
+#include "mcts/hex_options.hpp"
 #include "mcts/search.hpp"
 
 namespace {
@@ -64,27 +65,6 @@ struct Args {
   double resign = 0;
   bool quiet = false;
 };
-
-// --knowledge: the Hex flags and the framework's settings it names.
-void set_knowledge(Args& a, const std::string& list, bool c_given, bool prior_games_given) {
-  std::uint8_t flags = 0;
-  bool rave = false, prior = false;
-  std::string item;
-  std::istringstream in(list == "all" ? std::string("bridge,edge,rave,prior") : list == "none" ? std::string() : list);
-  while (std::getline(in, item, ',')) {
-    if (item == "bridge") flags |= Hex::save_bridge;
-    else if (item == "edge") flags |= Hex::save_edge;
-    else if (item == "early-win") flags |= Hex::early_win;
-    else if (item == "rave") rave = true;
-    else if (item == "prior") prior = true;
-    else throw std::invalid_argument("--knowledge: unknown item '" + item + "' (bridge, edge, early-win, rave, prior, all, none)");
-  }
-  a.playouts_knowledge = flags;
-  a.search.rave = rave;
-  if (!prior) a.search.prior_games = 0;
-  else if (!prior_games_given) a.search.prior_games = 32;
-  if (!c_given) a.search.c = a.search.guided() ? 0.3 : 0.8;
-}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -170,7 +150,9 @@ Args parse(int argc, char** argv) {
     }
   }
   if (a.budget.seconds == 0 && a.budget.rollouts == 0) a.budget.seconds = 2;
-  set_knowledge(a, knowledge, c_given, prior_games_given);
+  const HexKnowledge k = HexKnowledge::parse(knowledge);
+  a.playouts_knowledge = k.playouts;
+  k.apply(a.search, c_given, prior_games_given);
   Engine<Hex>::check_knowledge(a.search);
   return a;
 }
