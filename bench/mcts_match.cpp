@@ -3,7 +3,8 @@
 // of its own (PxT: processes x threads, and any rdmx-hex options), at equal
 // time per move, colours alternated, and reports the first configuration's
 // wins with a 95 % (Wilson) interval: one JSON line per pairing, progress
-// lines on stderr during the match.
+// lines on stderr during the match. Another GTP program plays too, as
+// "cmd:COMMAND LINE|SETUP COMMAND|..." (its own time setting among them).
 //
 //   rdmx-bench-mcts-match --games 100 --seconds 1 "1x2" "1x1" "2x1" "1x1"
 //
@@ -44,7 +45,11 @@ constexpr const char* usage = R"(usage: rdmx-bench-mcts-match [options] A B [A B
   A, B               rdmx-hex configurations, paired in order: "PxT [rdmx-hex options]",
                      e.g. "1x2" or "2x1 --knowledge none" (P processes x T threads);
                      none: 1x2 vs 1x1, 2x1 vs 1x1, 1x2 vs 1x2 --knowledge none,
-                     1x1 vs 1x1 --knowledge none, 1x2 at 2T vs 1x2
+                     1x1 vs 1x1 --knowledge none, 1x2 at 2T vs 1x2.
+                     Another GTP engine: "cmd:COMMAND LINE|GTP COMMAND|...", run by
+                     /bin/sh, the GTP commands sent once after it starts (its time
+                     per move, say: it is not given --seconds or, with --clock,
+                     time_settings)
   --games N          games per pairing, an even number (default 100)
   --size S           board size (default 11)
   --seconds T        time per move for both (default 1; an engine's own --seconds wins)
@@ -128,16 +133,28 @@ std::pair<double, double> wilson(int wins, int games) {
   return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
 }
 
-// A configuration: "PxT options..." -> processes, threads, options.
+// A configuration: "PxT options..." -> processes, threads, options; or
+// "cmd:..." -> a command line and its setup commands.
 struct Config {
   std::string text;
   int processes = 1, threads = 1;
   std::vector<std::string> options;
+  std::string command;  // another program: its command line (empty for rdmx-hex)
+  std::vector<std::string> setup;  // GTP commands it gets after it starts
 };
 
 Config parse_config(const std::string& text) {
   Config c;
   c.text = text;
+  if (text.rfind("cmd:", 0) == 0) {
+    std::istringstream in(text.substr(4));
+    std::getline(in, c.command, '|');
+    for (std::string command; std::getline(in, command, '|');)
+      if (command.find_first_not_of(' ') != std::string::npos) c.setup.push_back(command);
+    if (c.command.find_first_not_of(' ') == std::string::npos)
+      throw std::invalid_argument("configuration '" + text + "' names no command");
+    return c;
+  }
   std::istringstream in(text);
   std::string layout;
   in >> layout;
@@ -159,14 +176,16 @@ Config parse_config(const std::string& text) {
 class Engine {
  public:
   Engine(const Options& o, const Config& c, const std::string& label) : label_(label) {
-    std::vector<std::string> args = {o.run, "--tls", o.tls, "-np", std::to_string(c.processes), o.hex,
-                                     "--rdmx-threads=" + std::to_string(c.threads), "--mode", "gtp",
-                                     "--size", std::to_string(o.size), "--quiet"};
-    if (!o.clock) {
-      args.push_back("--seconds");
-      args.push_back(std::to_string(o.seconds));
+    std::vector<std::string> args = {"/bin/sh", "-c", c.command};
+    if (c.command.empty()) {
+      args = {o.run, "--tls", o.tls, "-np", std::to_string(c.processes), o.hex,
+              "--rdmx-threads=" + std::to_string(c.threads), "--mode", "gtp", "--size", std::to_string(o.size), "--quiet"};
+      if (!o.clock) {
+        args.push_back("--seconds");
+        args.push_back(std::to_string(o.seconds));
+      }
+      args.insert(args.end(), c.options.begin(), c.options.end());
     }
-    args.insert(args.end(), c.options.begin(), c.options.end());
     int in[2], out[2];
     if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error("pipe: " + std::string(std::strerror(errno)));
     posix_spawn_file_actions_t actions;
@@ -295,13 +314,15 @@ void play_pairing(const Options& o, const Config& a, const Config& b) {
   const auto t0 = std::chrono::steady_clock::now();
   Engine first(o, a, "A (" + a.text + ")"), second(o, b, "B (" + b.text + ")");
   std::string error;
-  for (Engine* e : {&first, &second}) {
+  for (auto [e, c] : {std::pair{&first, &a}, std::pair{&second, &b}}) {
     // Start-up (the launcher, the job's wire-up) takes a while.
     if (!e->ask("name", 120, error) || !e->ask("boardsize " + std::to_string(o.size), o.timeout, error))
       throw std::runtime_error(error);
-    if (o.clock && !e->ask("time_settings 0 " + std::to_string(o.seconds) + " 1", o.timeout, error))
-      throw std::runtime_error(error);
+    for (const std::string& command : c->setup)
+      if (!e->ask(command, o.timeout, error)) throw std::runtime_error(error);
   }
+  // GTP's clock, for the rdmx-hex engines (another program sets its own time).
+  auto clocked = [&](Engine* e) { return o.clock && (e == &first ? a : b).command.empty(); };
   Rng rng(o.seed * 0x9E3779B97F4A7C15ull + 12345);
   int a_wins = 0, a_black_wins = 0, a_white_wins = 0, errors = 0, moves = 0, games = 0;
   std::string last_error;
@@ -330,7 +351,7 @@ void play_pairing(const Options& o, const Config& a, const Config& b) {
                            opening.move_name(opening_moves[i]),
                        o.timeout, error)
                     .has_value();
-      if (o.clock && ready) ready = e->ask("time_settings 0 " + std::to_string(o.seconds) + " 1", o.timeout, error).has_value();
+      if (clocked(e) && ready) ready = e->ask("time_settings 0 " + std::to_string(o.seconds) + " 1", o.timeout, error).has_value();
     }
     if (!ready) throw std::runtime_error(error);
     const GameResult r = play_game(engines, opening, o);

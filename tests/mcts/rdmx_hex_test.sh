@@ -78,6 +78,12 @@ case "$what" in
       grep -q '"ci95_low":[0-9.e-]*,"ci95_high":[0-9.e-]*,' "$out" || fail "no interval"
       [ "$(grep -c '^match 1x1 vs 2x1 --knowledge none: [12]/2 games' "$out")" = 2 ] || fail "no progress lines"
     done
+    # Another GTP program, as users play MoHex: here rdmx-hex started by hand,
+    # with a setup command.
+    "$match" --games 2 --size 4 --seconds 0.05 --tls "$tls" --run "$run" --hex "$hex" \
+      "cmd:$run --tls $tls -np 1 $hex --mode gtp --quiet --seconds 0.05|param_game allow_swap 0" "1x1" \
+      >"$out" 2>"$out.progress" || { cat "$out.progress" >>"$out"; fail "the match with a command exited with $?"; }
+    grep -q '"a":"cmd:.*"games":2,.*"errors":0,' "$out" || fail "the match with a command"
     rm -f "$out.progress"
     ;;
   selfplay)
