@@ -28,7 +28,7 @@ constexpr const char* usage = R"(usage: rdmx-hex [options]      (run it through 
   --moves "a1 b2 ..."         think: moves played before the search
   --seconds S                 time per move (default 2 unless --rollouts is given)
   --rollouts R                rollouts per move
-  --parallelism P             tree (default), root, leaf or sequential
+  --parallelism P             tree (default; sequential in a one-thread job), root, leaf or sequential
   --aggregation trad|ovfl     how tree calls are batched (default trad)
   --knowledge LIST            what the engine knows, a comma list of
                                 bridge      playouts answer an intrusion into a bridge
@@ -69,6 +69,7 @@ struct Args {
 Args parse(int argc, char** argv) {
   Args a;
   std::string knowledge = "all";
+  bool parallelism_given = false;
   bool c_given = false, prior_games_given = false;
   auto value = [&](int& i) -> std::string {
     if (i + 1 >= argc) throw std::invalid_argument(std::string(argv[i]) + " needs a value");
@@ -105,6 +106,7 @@ Args parse(int argc, char** argv) {
       a.budget.rollouts = static_cast<std::uint64_t>(number(i));
     } else if (o == "--parallelism") {
       a.search.parallelism = parse_parallelism(value(i));
+      parallelism_given = true;
     } else if (o == "--aggregation") {
       const std::string v = value(i);
       if (v != "trad" && v != "ovfl") throw std::invalid_argument("--aggregation: trad or ovfl, not " + v);
@@ -150,6 +152,10 @@ Args parse(int argc, char** argv) {
     }
   }
   if (a.budget.seconds == 0 && a.budget.rollouts == 0) a.budget.seconds = 2;
+  // One thread has no other to keep busy: the window of rollouts in flight
+  // that tree parallelism keeps would only make it search with results
+  // missing. The same tree, one rollout at a time, is the sequential search.
+  if (!parallelism_given && rdmx::Job::current().total_threads() == 1) a.search.parallelism = Parallelism::sequential;
   const HexKnowledge k = HexKnowledge::parse(knowledge);
   a.playouts_knowledge = k.playouts;
   k.apply(a.search, c_given, prior_games_given);
