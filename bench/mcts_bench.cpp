@@ -39,7 +39,7 @@ struct Config {
   int match_size = 7;
   std::uint32_t inflight = SearchOptions{}.inflight;
   std::uint32_t inflight_floor = SearchOptions{}.inflight_floor;
-  std::uint32_t playouts = SearchOptions{}.playouts;
+  std::uint32_t playouts = 0;  // 0: what the knowledge chooses
   std::uint32_t virtual_loss = SearchOptions{}.virtual_loss;
   HexKnowledge knowledge;
 };
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     options.inflight_floor = cfg.inflight_floor;
     options.playouts = cfg.playouts;
     options.virtual_loss = cfg.virtual_loss;
-    cfg.knowledge.apply(options);
+    cfg.knowledge.apply(options, {.playouts = cfg.playouts != 0});
     common.field("rollouts_in_flight", options.rollouts_in_flight(job.total_threads()))
         .field("knowledge", cfg.knowledge.to_string())
         .field("playouts_per_rollout", options.playouts)

@@ -45,7 +45,7 @@ constexpr const char* usage = R"(usage: rdmx-hex [options]      (run it through 
   --final visits|mean         the move played: most visited (default) or highest win rate
   --swap                      the swap rule (GTP: param_game allow_swap 0|1 changes it)
   --resign R                  resign when the best move wins less than R (default 0: never)
-  --playouts K                playouts per leaf (default 16)
+  --playouts K                playouts per leaf (default 16; 4 with rave or prior)
   --inflight W                rollouts in flight per thread (default 4)
   --inflight-floor F          but at least F in the whole job (default 16)
   --phase N                   rollouts per phase per thread (default 4096)
@@ -70,7 +70,7 @@ Args parse(int argc, char** argv) {
   Args a;
   std::string knowledge = "all";
   bool parallelism_given = false;
-  bool c_given = false, prior_games_given = false;
+  HexKnowledge::Given given;
   auto value = [&](int& i) -> std::string {
     if (i + 1 >= argc) throw std::invalid_argument(std::string(argv[i]) + " needs a value");
     return argv[++i];
@@ -113,14 +113,14 @@ Args parse(int argc, char** argv) {
       a.search.aggregation = v == "trad" ? rdmx::Aggregation::trad : rdmx::Aggregation::ovfl;
     } else if (o == "--c") {
       a.search.c = number(i);
-      c_given = true;
+      given.c = true;
     } else if (o == "--knowledge") {
       knowledge = value(i);
     } else if (o == "--rave-equivalence") {
       a.search.rave_equivalence = number(i);
     } else if (o == "--prior-games") {
       a.search.prior_games = static_cast<std::uint32_t>(number(i));
-      prior_games_given = true;
+      given.prior_games = true;
     } else if (o == "--first-play") {
       a.search.first_play = number(i);
     } else if (o == "--virtual-loss") {
@@ -133,6 +133,7 @@ Args parse(int argc, char** argv) {
       a.resign = number(i);
     } else if (o == "--playouts") {
       a.search.playouts = static_cast<std::uint32_t>(number(i));
+      given.playouts = true;
     } else if (o == "--inflight") {
       a.search.inflight = static_cast<std::uint32_t>(number(i));
     } else if (o == "--inflight-floor") {
@@ -158,7 +159,7 @@ Args parse(int argc, char** argv) {
   if (!parallelism_given && rdmx::Job::current().total_threads() == 1) a.search.parallelism = Parallelism::sequential;
   const HexKnowledge k = HexKnowledge::parse(knowledge);
   a.playouts_knowledge = k.playouts;
-  k.apply(a.search, c_given, prior_games_given);
+  k.apply(a.search, given);
   Engine<Hex>::check_knowledge(a.search);
   return a;
 }

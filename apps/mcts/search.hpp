@@ -99,7 +99,7 @@ struct SearchOptions {
   // Selection then considers every move, tried or not, by what is known of it.
   bool guided() const noexcept { return rave || prior_games > 0; }
   SelectionRule rule() const noexcept {
-    return {c, playouts, virtual_loss, rave, rave_equivalence, first_play};
+    return {c, playouts, virtual_loss, rave, rave_equivalence, first_play, guided()};
   }
   Expansion expansion() const noexcept { return {rave, prior_games}; }
 };
@@ -549,7 +549,7 @@ Children<G>& Engine<G>::update(Node<G>& node, std::uint16_t slot, std::uint32_t 
   const std::uint32_t won = mover == 0 ? wins0 : p - wins0;
   s.wins.fetch_add(won, std::memory_order_relaxed);
   stats.audit.wins_added += won;
-  if (options_.virtual_loss != 1) s.pending.fetch_sub(1, std::memory_order_relaxed);
+  if (options_.rule().tracks_pending()) s.pending.fetch_sub(1, std::memory_order_relaxed);
   if constexpr (AmafGame<G>) {
     if (amaf != nullptr) {
       amaf->path_move(G::move_index(s.move), mover, p, won);

@@ -43,7 +43,7 @@ struct Slot {
   std::atomic<bool> locked{false};  // guards deferred against the child's arrival
   std::uint16_t prior_visits = 0;   // games the prior counts as played through the move
   std::uint16_t prior_wins = 0;     // of them, won (both fixed when the slot is made)
-  std::atomic<std::uint16_t> pending{0};  // rollouts through the slot not home yet (virtual loss other than 1)
+  std::atomic<std::uint16_t> pending{0};  // rollouts through the slot not home yet (SelectionRule::tracks_pending)
   std::uint32_t deferred = 0;       // selections waiting for the child (Seriema's deferred selection)
   std::atomic<std::uint32_t> visits{0};
   std::atomic<std::uint32_t> wins{0};  // playouts won by the player choosing this move
@@ -180,10 +180,15 @@ struct SelectionRule {
   bool rave = false;               // blend in the AMAF value
   double rave_equivalence = 1000;  // games at which a move's own value and its AMAF value weigh alike
   double first_play = 1.0;         // the value of a move with no games, no prior and no AMAF
+  bool guided = false;             // select_guided (RAVE or priors), not select_ucb
+  // Slots count their rollouts in flight when selection needs them: a
+  // virtual loss other than the visits added on the way down, or guided
+  // selection, which applies the virtual loss to its blended value.
+  bool tracks_pending() const noexcept { return virtual_loss != 1 || guided; }
 };
 
-// A move's visits as selection counts them: with a virtual loss other than
-// one rollout's, the rollouts in flight through it count for that many.
+// A move's visits as UCB counts them: with a virtual loss other than one
+// rollout's, the rollouts in flight through it count for that many.
 template <Game G>
 double counted_visits(const Slot<G>& s, const SelectionRule& rule) noexcept {
   const double v = s.visits.load(std::memory_order_relaxed);
@@ -227,7 +232,11 @@ Slot<G>* select_guided(Node<G>& node, Children<G>& children, const SelectionRule
   const std::size_t n = children.slots.size();
   for (std::size_t i = 0; i < n; ++i) {
     Slot<G>& s = children.slots[i];
-    const double games = counted_visits(s, rule) + s.prior_visits;
+    // Games not home yet are left out of the value, and come back below
+    // as the virtual loss.
+    const double in_flight = double(s.pending.load(std::memory_order_relaxed)) * rule.playouts;
+    const double done = std::max(0.0, s.visits.load(std::memory_order_relaxed) - in_flight);
+    const double games = done + s.prior_visits;
     double value = games > 0 ? (s.wins.load(std::memory_order_relaxed) + double(s.prior_wins)) / games : rule.first_play;
     if (rule.rave) {
       const std::uint64_t word = children.amaf[i].load(std::memory_order_relaxed);
@@ -237,7 +246,13 @@ Slot<G>* select_guided(Node<G>& node, Children<G>& children, const SelectionRule
         value = (1 - beta) * value + beta * (Amaf::won(word) / amaf_games);
       }
     }
-    const double score = value + rule.c * std::sqrt(log_n / (games + 1));
+    // The virtual loss: the rollouts in flight count as that many games
+    // lost, for the blended value as for a move's own (by the factor such
+    // games would give a move's own value: added to an AMAF value that
+    // rests on thousands of games, they would not move it).
+    const double lost = rule.virtual_loss * in_flight;
+    if (lost > 0) value *= games / (games + lost);
+    const double score = value + rule.c * std::sqrt(log_n / (games + lost + 1));
     if (s.status.load(std::memory_order_relaxed) == Slot<G>::creating) {
       if (score > best_creating_score) best_creating_score = score, best_creating = &s;
     } else if (score > best_score) {
@@ -247,13 +262,13 @@ Slot<G>* select_guided(Node<G>& node, Children<G>& children, const SelectionRule
   return best != nullptr ? best : best_creating;
 }
 
-// A selection passes through slot: its visits (and, when the virtual loss
-// is not one rollout's, its rollouts in flight) count before the outcome.
+// A selection passes through slot: its visits (and, when selection needs
+// them, its rollouts in flight) count before the outcome.
 template <Game G>
 void add_visits(Node<G>& node, Slot<G>& slot, const SelectionRule& rule) noexcept {
   node.visits.fetch_add(rule.playouts, std::memory_order_relaxed);
   slot.visits.fetch_add(rule.playouts, std::memory_order_relaxed);
-  if (rule.virtual_loss != 1) slot.pending.fetch_add(1, std::memory_order_relaxed);
+  if (rule.tracks_pending()) slot.pending.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Runs `playouts` random games from state; returns how many player 0 won.

@@ -230,6 +230,32 @@ TEST(Selection, VirtualLoss) {
   rule.virtual_loss = 1;
   add_visits(f.node, t, rule);
   EXPECT_EQ(t.pending.load(), 1u);
+  rule.guided = true;
+  add_visits(f.node, t, rule);
+  EXPECT_EQ(t.pending.load(), 2u);
+}
+
+TEST(Selection, VirtualLossMovesRaveValues) {
+  // Two moves alike but for rollouts in flight: AMAF values on thousands of
+  // games decide both, and the virtual loss still turns selection away
+  // from the one with a rollout on its way.
+  Fixture f({true, 0});
+  SelectionRule rule;
+  rule.rave = true;
+  rule.guided = true;
+  rule.c = 0.1;
+  for (auto& s : f.children->slots) s.visits = 160, s.wins = 80;
+  f.node.visits = 160 * 9;
+  for (auto& word : f.children->amaf) word = Amaf::pack(5000, 2500);
+  f.children->amaf[f.index(4)] = Amaf::pack(5000, 2600);  // 52 %: the best
+  EXPECT_EQ(select_guided(f.node, *f.children, rule)->move, 4);
+  Slot<Hex>& best = f.slot(4);
+  best.visits = 176;  // one rollout of 16 games on its way
+  best.pending = 1;
+  rule.virtual_loss = 1;
+  EXPECT_NE(select_guided(f.node, *f.children, rule)->move, 4);
+  rule.virtual_loss = 0;  // no virtual loss: the rollout in flight is not counted at all
+  EXPECT_EQ(select_guided(f.node, *f.children, rule)->move, 4);
 }
 
 TEST(Selection, ClaimingIsOnce) {
