@@ -254,6 +254,7 @@ class Engine {
     std::vector<std::unique_ptr<Node<G>>> owned;
     Stats stats;
     unsigned since_flush = 0;
+    unsigned idle_steps = 0;  // steps in a row that found nothing to do
   };
   // Root-process state of the search under way.
   struct Rollouts {
@@ -293,6 +294,16 @@ class Engine {
   // once: the thread it waits for may be the one it keeps off the core, and
   // MCTS threads never wait for a peer to serve them memory (docs/mcts.md).
   static Backoff idle_backoff() { return Backoff(oversubscribed() ? 1 : Backoff::idle_spins()); }
+  // What an idle wait does (Backoff's process-wide mode): what the process
+  // chose while the engine has nothing to do (rdmx-hex: block, sleeping on
+  // the network worker), but never block while it is searching. A sleep
+  // lasts up to a millisecond when the work that wakes it is a leaf pushed
+  // to the thread's queue or a one-sided call, which raise no event: a
+  // 1 x 2 job on 2 cores made a third of its rollouts and overran its time
+  // by half. A thread that found work sets the busy mode; one that found
+  // none for `idle_steps_to_rest` steps in a row sets the chosen one back.
+  static constexpr unsigned idle_steps_to_rest = 4096;
+  void note_activity(bool did);
   using clock = std::chrono::steady_clock;
   static double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
   bool try_start();
@@ -341,6 +352,8 @@ class Engine {
   // needs neither the thread's Worker nor a reset that could come after it.
   std::unique_ptr<std::atomic<std::uint64_t>[]> releases_;
   std::unique_ptr<std::uint64_t[]> runs_;
+  const rdmx::Progress rest_mode_ = Backoff::mode();
+  const rdmx::Progress busy_mode_ = rest_mode_ == rdmx::Progress::spin ? rdmx::Progress::spin : rdmx::Progress::yield;
   inline static Engine* instance_ = nullptr;
   inline static thread_local Worker* worker_ = nullptr;
 };
@@ -399,7 +412,19 @@ bool Engine<G>::step() {
     w.aggregator->flush();
     w.since_flush = 0;
   }
+  note_activity(did);
   return did;
+}
+
+template <Game G>
+void Engine<G>::note_activity(bool did) {
+  Worker& w = worker();
+  if (did) {
+    w.idle_steps = 0;
+    if (Backoff::mode() != busy_mode_) Backoff::set_mode(busy_mode_);
+  } else if (++w.idle_steps == idle_steps_to_rest && rest_mode_ != busy_mode_) {
+    Backoff::set_mode(rest_mode_);
+  }
 }
 
 template <Game G>
