@@ -330,7 +330,7 @@ struct AmafCounts {
   bool assign(std::span<const std::byte> from) noexcept {
     if (from.size() % sizeof(Entry) != 0 || from.size() / sizeof(Entry) > G::move_space) return false;
     used = static_cast<std::uint32_t>(from.size() / sizeof(Entry));
-    std::memcpy(static_cast<void*>(at), from.data(), from.size());
+    if (used > 0) std::memcpy(static_cast<void*>(at), from.data(), from.size());
     return true;
   }
 };
