@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <thread>
 
 #include "mcts/hex.hpp"
 #include "mcts/search.hpp"
@@ -119,15 +123,20 @@ bool is_win_for_mover(const Hex& h, Hex::Move m) {
 // or run twice anywhere in the job breaks one of these equalities.
 TEST(Search, EveryRolloutComesHomeOnce) {
   const std::uint32_t n = Job::current().total_threads();
+  // Over TCP, UCX emulates one-sided calls with messages the target must
+  // progress: a third of the rollouts keeps the variants within the test's
+  // time on a loaded machine, and still reaches finished games on 3x3.
+  const char* tls = std::getenv("UCX_TLS");
+  const std::uint64_t rollouts = tls != nullptr && std::string_view(tls).find("tcp") != std::string_view::npos ? 1000 : 3000;
   for (const Variant& v : variants()) {
     SCOPED_TRACE(v.name);
     with_engine(v.options, [&](Engine<Hex>& engine) {
       for (int size : {3, 5}) {  // the engine is reusable; on 3x3 the tree reaches finished games
         Hex start(size);
         start.set_knowledge(v.knowledge);
-        const auto r = engine.search(start, Budget{3000, 0});
-        std::uint64_t expected = 3000;
-        if (v.options.parallelism == Parallelism::root) expected = (3000 + n - 1) / n * n;
+        const auto r = engine.search(start, Budget{rollouts, 0});
+        std::uint64_t expected = rollouts;
+        if (v.options.parallelism == Parallelism::root) expected = (rollouts + n - 1) / n * n;
         EXPECT_EQ(r.rollouts, expected);
         EXPECT_EQ(r.nodes + r.terminals, r.rollouts);
         if (size == 3) EXPECT_GT(r.terminals, 0u);
@@ -245,6 +254,14 @@ TEST(Search, BeatsARandomPlayerEveryGame) {
   });
 }
 
+// The machine's run queue, averaged over the last minute (0: unknown).
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  in >> load;
+  return load;
+}
+
 // The distributed tree at equal time, against one thread's: at least as
 // deep and at least as visited at the root (more rollouts, and virtual loss
 // does not spread them so wide that depth is lost).
@@ -255,6 +272,12 @@ TEST(Search, ParallelTreeIsAsDeepAtEqualTime) {
 #endif
   SearchOptions o = with_knowledge({});
   with_engine(o, [&](Engine<Hex>& engine) {
+    // Equal time compares what the searches do with their cores only when
+    // each thread has one: on a machine whose run queue is longer than its
+    // cores, the second thread's share is whatever other programs leave.
+    const double load = load_average();
+    const unsigned cores = std::thread::hardware_concurrency();
+    if (load > cores) GTEST_SKIP() << "load average " << load << " on " << cores << " cores: no core per thread";
     Hex start(11);
     start.set_knowledge(Hex::all_knowledge);
     start.play(*start.parse_move("f6"));
