@@ -11,7 +11,7 @@
 // --knowledge LIST (as rdmx-hex's; default none, the seed's plain search)
 // measures the same with Hex's playout knowledge and RAVE or priors, alone
 // or together; every line says which, and the playouts per second.
-// scripts/bench mcts runs it for every layout of the issue.
+// scripts/bench mcts runs it for each layout it lists.
 #include <sys/resource.h>
 
 #include <algorithm>

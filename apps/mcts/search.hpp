@@ -296,12 +296,12 @@ class Engine {
   static Backoff idle_backoff() { return Backoff(oversubscribed() ? 1 : Backoff::idle_spins()); }
   // What an idle wait does (Backoff's process-wide mode): what the process
   // chose while the engine has nothing to do (rdmx-hex: block, sleeping on
-  // the network worker), but never block while it is searching. A sleep
-  // lasts up to a millisecond when the work that wakes it is a leaf pushed
-  // to the thread's queue or a one-sided call, which raise no event: a
-  // 1 x 2 job on 2 cores made a third of its rollouts and overran its time
-  // by half. A thread that found work sets the busy mode; one that found
-  // none for `idle_steps_to_rest` steps in a row sets the chosen one back.
+  // the network worker), but never block while it is searching: the work
+  // that would wake a sleeping thread, a leaf pushed to its queue or a
+  // one-sided call, raises no event, so it would sleep through its share
+  // of the search. A thread that found work sets the busy mode; one that
+  // found none for `idle_steps_to_rest` steps in a row sets the chosen one
+  // back.
   static constexpr unsigned idle_steps_to_rest = 4096;
   void note_activity(bool did);
   using clock = std::chrono::steady_clock;
