@@ -125,7 +125,7 @@ TEST(Search, EveryRolloutComesHomeOnce) {
   const std::uint32_t n = Job::current().total_threads();
   // Over TCP, UCX emulates one-sided calls with messages the target must
   // progress: a third of the rollouts keeps the variants within the test's
-  // time on a loaded machine, and still reaches finished games on 3x3.
+  // time on a loaded machine.
   const char* tls = std::getenv("UCX_TLS");
   const std::uint64_t rollouts = tls != nullptr && std::string_view(tls).find("tcp") != std::string_view::npos ? 1000 : 3000;
   for (const Variant& v : variants()) {
@@ -139,7 +139,10 @@ TEST(Search, EveryRolloutComesHomeOnce) {
         if (v.options.parallelism == Parallelism::root) expected = (rollouts + n - 1) / n * n;
         EXPECT_EQ(r.rollouts, expected);
         EXPECT_EQ(r.nodes + r.terminals, r.rollouts);
-        if (size == 3) EXPECT_GT(r.terminals, 0u);
+        // A tree reaches the end of a 3x3 game within a few hundred
+        // rollouts; root parallelism splits them over n trees.
+        const std::uint64_t per_tree = v.options.parallelism == Parallelism::root ? expected / n : expected;
+        if (size == 3 && per_tree >= 500) EXPECT_GT(r.terminals, 0u);
         std::uint64_t visits = 0, wins = 0;
         for (const auto& m : r.moves) {
           visits += m.visits;
