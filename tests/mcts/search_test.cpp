@@ -5,11 +5,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "mcts/hex.hpp"
 #include "mcts/search.hpp"
@@ -254,56 +252,6 @@ TEST(Search, BeatsARandomPlayerEveryGame) {
       }
       EXPECT_EQ(h.winner(), mcts) << "game " << game << "\n" << h.board_text();
     }
-  });
-}
-
-// The machine's run queue, averaged over the last minute (0: unknown).
-double load_average() {
-  std::ifstream in("/proc/loadavg");
-  double load = 0;
-  in >> load;
-  return load;
-}
-
-// The distributed tree at equal time, against one thread's: at least as
-// deep and at least as visited at the root (more rollouts, and virtual loss
-// does not spread them so wide that depth is lost).
-TEST(Search, ParallelTreeIsAsDeepAtEqualTime) {
-  if (Job::current().total_threads() < 2) GTEST_SKIP() << "one thread: nothing to compare";
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "a sanitizer's instrumentation, not the search, sets the speed";
-#endif
-  SearchOptions o = with_knowledge({});
-  with_engine(o, [&](Engine<Hex>& engine) {
-    // Equal time compares what the searches do with their cores only when
-    // each thread has one: on a machine whose run queue is longer than its
-    // cores, the second thread's share is whatever other programs leave.
-    const double load = load_average();
-    const unsigned cores = std::thread::hardware_concurrency();
-    if (load > cores) GTEST_SKIP() << "load average " << load << " on " << cores << " cores: no core per thread";
-    Hex start(11);
-    start.set_knowledge(Hex::all_knowledge);
-    start.play(*start.parse_move("f6"));
-    std::uint64_t visits[2] = {0, 0};
-    std::uint32_t depth[2] = {0, 0};
-    double mean[2] = {0, 0};
-    // Alternated, and each kind's best round counts: on a machine busy with
-    // other work, a round is as fast as the share of the cores it gets.
-    for (int round = 0; round < 3; ++round)
-      for (int tree = 0; tree < 2; ++tree) {
-        engine.options().parallelism = tree ? Parallelism::tree : Parallelism::sequential;
-        const auto r = engine.search(start, Budget{0, 0.5});
-        std::uint64_t root = 0;
-        for (const auto& m : r.moves) root += m.visits;
-        visits[tree] = std::max(visits[tree], root);
-        depth[tree] = std::max(depth[tree], r.max_depth);
-        mean[tree] = std::max(mean[tree], r.mean_depth);
-      }
-    std::printf("equal time, %u threads: root visits %llu (sequential %llu), max depth %u (%u), mean depth %.2f (%.2f)\n",
-                Job::current().total_threads(), static_cast<unsigned long long>(visits[1]),
-                static_cast<unsigned long long>(visits[0]), depth[1], depth[0], mean[1], mean[0]);
-    EXPECT_GE(visits[1], visits[0]);
-    EXPECT_GE(depth[1], depth[0]);
   });
 }
 
