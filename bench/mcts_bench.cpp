@@ -8,7 +8,10 @@
 // Each line also gives the costs per rollout: calls that crossed processes
 // (the network's messages), the bytes they carried, and the CPU time of the
 // whole job (every process, every thread, idle polling included).
-// scripts/bench mcts runs it for every layout of the issue.
+// --knowledge LIST (as rdmx-hex's; default none, the seed's plain search)
+// measures the same with Hex's playout knowledge and RAVE or priors, alone
+// or together; every line says which, and the playouts per second.
+// scripts/bench mcts runs it for each layout it lists.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 
 #include "json.hpp"
 #include "mcts/hex.hpp"
+#include "mcts/hex_options.hpp"
 #include "mcts/search.hpp"
 
 using namespace rdmx;
@@ -35,6 +39,9 @@ struct Config {
   int match_size = 7;
   std::uint32_t inflight = SearchOptions{}.inflight;
   std::uint32_t inflight_floor = SearchOptions{}.inflight_floor;
+  std::uint32_t playouts = 0;  // 0: what the knowledge chooses
+  std::uint32_t virtual_loss = SearchOptions{}.virtual_loss;
+  HexKnowledge knowledge;
 };
 
 Config parse(int argc, char** argv) {
@@ -64,6 +71,12 @@ Config parse(int argc, char** argv) {
       c.inflight = static_cast<std::uint32_t>(std::stoul(next()));
     } else if (a == "--inflight-floor") {
       c.inflight_floor = static_cast<std::uint32_t>(std::stoul(next()));
+    } else if (a == "--knowledge") {
+      c.knowledge = HexKnowledge::parse(next());
+    } else if (a == "--playouts") {
+      c.playouts = static_cast<std::uint32_t>(std::stoul(next()));
+    } else if (a == "--virtual-loss") {
+      c.virtual_loss = static_cast<std::uint32_t>(std::stoul(next()));
     } else {
       throw std::invalid_argument("unknown option " + a);
     }
@@ -121,11 +134,18 @@ int main(int argc, char** argv) {
     SearchOptions options;
     options.inflight = cfg.inflight;
     options.inflight_floor = cfg.inflight_floor;
-    common.field("rollouts_in_flight", options.rollouts_in_flight(job.total_threads()));
+    options.playouts = cfg.playouts;
+    options.virtual_loss = cfg.virtual_loss;
+    cfg.knowledge.apply(options, {.playouts = cfg.playouts != 0});
+    common.field("rollouts_in_flight", options.rollouts_in_flight(job.total_threads()))
+        .field("knowledge", cfg.knowledge.to_string())
+        .field("playouts_per_rollout", options.playouts)
+        .field("virtual_loss", options.virtual_loss);
     Engine<Hex> engine(options);
     job.run([&](ThreadId me) {
       engine.run(me, [&] {
-        const Hex empty(cfg.size);
+        Hex empty(cfg.size);
+        empty.set_knowledge(cfg.knowledge.playouts);
         double sequential = 0;
         struct Variant {
           const char* name;
@@ -154,6 +174,9 @@ int main(int argc, char** argv) {
               .field("metric", "rollouts_per_s")
               .field("value", r.rollouts_per_second())
               .field("rollouts_per_s", r.rollouts_per_second())
+              .field("playouts_per_s", r.rollouts_per_second() * options.playouts)
+              .field("max_depth", r.max_depth)
+              .field("mean_depth", r.mean_depth)
               .field("steps_per_s", r.steps_per_second())
               .field("speedup_vs_sequential", r.rollouts_per_second() / sequential)
               .field("rollouts", r.rollouts)
@@ -177,6 +200,7 @@ int main(int argc, char** argv) {
         int tree_wins = 0, games = 0, pairs_swept_by_tree = 0, pairs_swept_by_sequential = 0;
         for (; games < cfg.match_games; games += 2) {
           Hex opening(cfg.match_size);
+          opening.set_knowledge(cfg.knowledge.playouts);
           Hex::Move moves[Hex::max_moves];
           for (int i = 0; i < 2; ++i) opening.play(moves[rng.below(static_cast<std::uint32_t>(opening.legal_moves(moves)))]);
           const bool a = play_game(engine, opening, Hex::black, cfg.match_rollouts) == Hex::black;

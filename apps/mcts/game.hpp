@@ -4,7 +4,15 @@
 // states between threads and processes as plain bytes (a new child travels
 // inside a call_buffer), so a state must be trivially copyable and
 // self-contained: no pointers, no heap.
+//
+// Two optional parts let the framework use what a game knows (docs/mcts.md,
+// "What the framework offers every game"):
+//  - AmafGame: moves map to small indices and a playout reports the moves it
+//    played, which feeds AMAF/RAVE statistics in the tree;
+//  - PriorGame: a prior value for each move of a position, which the tree
+//    counts as games already played through the move.
 #pragma once
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -70,5 +78,46 @@ concept Game = std::is_trivially_copyable_v<G> && std::is_trivially_copyable_v<t
                  // (left unchanged) and returns the winner.
                  { state.playout(rng) } -> std::same_as<Player>;
                };
+
+// What one playout played: each move index once, with the player who played
+// it first (AMAF, "all moves as first"). A game whose moves repeat reports
+// only a move's first play.
+template <std::size_t N>
+class PlayoutTrace {
+ public:
+  struct Entry {
+    std::uint16_t index;
+    Player player;
+  };
+  void clear() noexcept { count_ = 0; }
+  void played(std::uint16_t index, Player player) noexcept { entries_[count_++] = {index, player}; }
+  std::span<const Entry> entries() const noexcept { return {entries_.data(), count_}; }
+
+ private:
+  std::size_t count_ = 0;
+  std::array<Entry, N> entries_;
+};
+
+// G::move_space: move indices are below it; G::move_index(move) gives one.
+template <class G>
+concept AmafGame = Game<G> && requires(const G& state, typename G::Move move, Rng& rng,
+                                       PlayoutTrace<G::move_space>& trace) {
+  { G::move_index(move) } -> std::same_as<std::uint16_t>;
+  // As playout(rng), reporting every move it plays to trace (empty on entry).
+  { state.playout(rng, trace) } -> std::same_as<Player>;
+};
+
+// A move's prior: how good it looks (a win rate for the player to move) and
+// how much to trust that, in units of SearchOptions::prior_games (0: none).
+struct Prior {
+  float value = 0.5f;
+  float weight = 0;
+};
+
+template <class G>
+concept PriorGame = Game<G> && requires(const G& state, std::span<const typename G::Move> moves, std::span<Prior> out) {
+  // One prior per move of this position (moves are legal; out.size() == moves.size()).
+  { state.priors(moves, out) } -> std::same_as<void>;
+};
 
 }  // namespace rdmx::mcts

@@ -26,6 +26,12 @@
 // Baselines in the same framework: sequential (one thread, one tree), root
 // parallelism (a tree per thread, root statistics summed) and leaf
 // parallelism (one tree, each leaf's playouts spread over every thread).
+//
+// What the framework offers every game (docs/mcts.md), each a setting:
+// AMAF/RAVE statistics for games that report their playouts' moves
+// (AmafGame; they travel up with the rollout's backpropagation, across
+// processes too), priors for games that give them (PriorGame), the virtual
+// loss, and the final move choice.
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -50,6 +56,13 @@ enum class Parallelism { tree, root, leaf, sequential };
 Parallelism parse_parallelism(const std::string& text);  // throws std::invalid_argument
 const char* to_string(Parallelism p);
 
+// The move a search plays: the root move with the most visits (robust: a
+// move with a high mean on few games is not trusted), or the highest mean
+// among the moves with any visit (for comparison).
+enum class FinalChoice { most_visits, best_mean };
+FinalChoice parse_final_choice(const std::string& text);  // throws std::invalid_argument
+const char* to_string(FinalChoice f);
+
 struct SearchOptions {
   Parallelism parallelism = Parallelism::tree;
   double c = 0.8;                      // UCB exploration constant
@@ -68,6 +81,27 @@ struct SearchOptions {
   bool local_calls = false;            // tree: calls to other threads of the same process too
   Aggregation aggregation = Aggregation::trad;
   std::uint64_t seed = 1;
+  // Rollouts' worth of losses a rollout in flight counts for in selection
+  // (1: the visits counted on the way down; 0: none).
+  std::uint32_t virtual_loss = 1;
+  // AMAF/RAVE statistics in the tree (an AmafGame; at most 255 playouts per leaf).
+  bool rave = false;
+  double rave_equivalence = 1000;  // games at which a move's own value and its AMAF value weigh alike
+  // Games a prior of weight 1 counts for (a PriorGame; 0: no priors).
+  std::uint32_t prior_games = 0;
+  double first_play = 1.0;  // with RAVE or priors: the value of a move nothing is known of
+  FinalChoice final_choice = FinalChoice::most_visits;
+  // Count every statistic added and stored in the tree, to prove none is
+  // lost across threads and processes (SearchResult::audit; costs a walk of
+  // the tree at the end of each search).
+  bool audit = false;
+
+  // Selection then considers every move, tried or not, by what is known of it.
+  bool guided() const noexcept { return rave || prior_games > 0; }
+  SelectionRule rule() const noexcept {
+    return {c, playouts, virtual_loss, rave, rave_equivalence, first_play, guided()};
+  }
+  Expansion expansion() const noexcept { return {rave, prior_games}; }
 };
 
 // Stop after this many rollouts or this much time, whichever comes first
@@ -97,6 +131,15 @@ struct SearchResult {
   std::uint64_t process_calls = 0;  // of them, calls that crossed processes (the network's messages)
   std::uint64_t call_bytes = 0;     // what those carried: captures, buffers, results (docs/mcts.md, "Costs per rollout")
   std::uint64_t peak_in_flight = 0;  // tree: most rollouts started and not yet home at once, as starters saw it
+  std::uint32_t max_depth = 0;      // deepest node a rollout created or reached
+  double mean_depth = 0;            // of the nodes rollouts created or reached
+  // With SearchOptions::audit: statistics added by rollouts, and found in
+  // the tree when it was freed (each pair equal if no update was lost).
+  struct Audit {
+    std::uint64_t visits_added = 0, visits_stored = 0;
+    std::uint64_t wins_added = 0, wins_stored = 0;
+    std::uint64_t amaf_added = 0, amaf_stored = 0;  // AMAF games
+  } audit;
   std::vector<Move> moves;        // root moves, most visited first
   double rollouts_per_second() const { return seconds > 0 ? rollouts / seconds : 0; }
   double steps_per_second() const { return seconds > 0 ? (rollouts + visits) / seconds : 0; }
@@ -117,6 +160,7 @@ class Engine {
     if (options_.playouts == 0 || options_.phase == 0 || options_.inflight == 0)
       throw std::invalid_argument("rdmx mcts: playouts, phase and inflight must be positive");
     if (options_.playouts > (1u << 20)) throw std::invalid_argument("rdmx mcts: at most 2^20 playouts per leaf");
+    check_knowledge(options_);
     if (instance_ != nullptr) throw std::logic_error("rdmx mcts: one Engine per process");
     instance_ = this;
   }
@@ -134,6 +178,20 @@ class Engine {
   const SearchOptions& options() const noexcept { return options_; }
   SearchOptions& options() noexcept { return options_; }  // between searches
 
+  // Throws std::invalid_argument for settings this game cannot have.
+  static void check_knowledge(const SearchOptions& o) {
+    if (o.rave && !AmafGame<G>)
+      throw std::invalid_argument("rdmx mcts: RAVE needs a game whose playouts report their moves (AmafGame)");
+    if constexpr (AmafGame<G>)
+      if (o.rave && o.playouts > AmafCounts<G>::max_playouts)
+        throw std::invalid_argument("rdmx mcts: RAVE counts at most 255 playouts per leaf");
+    if (o.prior_games > 0 && !PriorGame<G>)
+      throw std::invalid_argument("rdmx mcts: priors need a game that gives them (PriorGame)");
+    if (o.prior_games > 65535) throw std::invalid_argument("rdmx mcts: a prior counts for at most 65535 games");
+    if (o.virtual_loss > 64) throw std::invalid_argument("rdmx mcts: a virtual loss of at most 64 rollouts");
+    if (!(o.rave_equivalence > 0)) throw std::invalid_argument("rdmx mcts: the RAVE equivalence must be positive");
+  }
+
   // This host runs more worker threads of the job than it has cores.
   static bool oversubscribed() { return Job::current().oversubscribed(); }
 
@@ -147,6 +205,13 @@ class Engine {
   // come back to the driver with call_return).
   struct Stats {
     std::uint64_t visits = 0, nodes = 0, terminals = 0, deferred = 0, remote_calls = 0, process_calls = 0, call_bytes = 0;
+    std::uint64_t depth_sum = 0;  // over nodes and terminals
+    std::uint32_t depth_max = 0;
+    typename Result::Audit audit;
+    void reached(std::uint32_t depth) noexcept {
+      depth_sum += depth;
+      depth_max = std::max(depth_max, depth);
+    }
     void add_to(Result& r) const {
       r.visits += visits;
       r.nodes += nodes;
@@ -155,7 +220,32 @@ class Engine {
       r.remote_calls += remote_calls;
       r.process_calls += process_calls;
       r.call_bytes += call_bytes;
+      r.max_depth = std::max(r.max_depth, depth_max);
+      // mean_depth holds the sum until the result is complete (finish_result)
+      r.mean_depth += double(depth_sum);
+      r.audit.visits_added += audit.visits_added;
+      r.audit.visits_stored += audit.visits_stored;
+      r.audit.wins_added += audit.wins_added;
+      r.audit.wins_stored += audit.wins_stored;
+      r.audit.amaf_added += audit.amaf_added;
+      r.audit.amaf_stored += audit.amaf_stored;
     }
+  };
+  // AMAF counts of a rollout, or nothing for a game without them.
+  struct NoAmaf {};
+  template <class Game>
+  struct AmafOf {
+    using type = NoAmaf;
+  };
+  template <AmafGame Game>
+  struct AmafOf<Game> {
+    using type = AmafCounts<Game>;
+  };
+  using Counts = typename AmafOf<G>::type;
+  // Leaf parallelism: one thread's share of a leaf's playouts.
+  struct LeafShare {
+    std::uint32_t won = 0;
+    Counts amaf;
   };
   struct Worker {
     ThreadId me;
@@ -164,6 +254,7 @@ class Engine {
     std::vector<std::unique_ptr<Node<G>>> owned;
     Stats stats;
     unsigned since_flush = 0;
+    unsigned idle_steps = 0;  // steps in a row that found nothing to do
   };
   // Root-process state of the search under way.
   struct Rollouts {
@@ -203,15 +294,34 @@ class Engine {
   // once: the thread it waits for may be the one it keeps off the core, and
   // MCTS threads never wait for a peer to serve them memory (docs/mcts.md).
   static Backoff idle_backoff() { return Backoff(oversubscribed() ? 1 : Backoff::idle_spins()); }
+  // What an idle wait does (Backoff's process-wide mode): what the process
+  // chose while the engine has nothing to do (rdmx-hex: block, sleeping on
+  // the network worker), but never block while it is searching: the work
+  // that would wake a sleeping thread, a leaf pushed to its queue or a
+  // one-sided call, raises no event, so it would sleep through its share
+  // of the search. A thread that found work sets the busy mode; one that
+  // found none for `idle_steps_to_rest` steps in a row sets the chosen one
+  // back.
+  static constexpr unsigned idle_steps_to_rest = 4096;
+  void note_activity(bool did);
   using clock = std::chrono::steady_clock;
   static double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
   bool try_start();
   void select_from(NodeRef<G> at);
+  // The slot a selection at node goes through (nullptr: none counted yet,
+  // try again), and whether this selection claimed it to make the child.
+  std::pair<Slot<G>*, bool> choose(Node<G>& node, Children<G>& children);
+  void pass(Node<G>& node, Slot<G>& slot);  // add_visits, counted for the audit
   void expand(Node<G>& parent, std::uint16_t slot, const G& child);
-  void create(NodeRef<G> parent, std::uint16_t slot, const G& state, ThreadId owner);
+  void create(NodeRef<G> parent, std::uint16_t slot, const G& state, ThreadId owner, std::uint16_t depth);
   void simulate_leaf(Node<G>& leaf);
-  void backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0, NodeRef<G> new_child);
+  // amaf: the rollout's AMAF counts (nullptr without RAVE); changed on the way up.
+  void backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0, NodeRef<G> new_child, Counts* amaf);
+  // A rollout's result at one node of its path, through `slot`; returns the node's children.
+  Children<G>& update(Node<G>& node, std::uint16_t slot, std::uint32_t wins0, Counts* amaf);
   void continue_at(NodeRef<G> child);
+  // Playouts from a leaf (with their AMAF counts when amaf is not null).
+  std::uint32_t playouts(const G& state, std::uint32_t count, Rng& rng, Counts* amaf);
   // Frees this thread's nodes and hands back its counters. together: every
   // thread of this process is finishing (tree and root parallelism).
   Stats finish(bool together);
@@ -220,12 +330,16 @@ class Engine {
   Result search_tree(const G& position, Budget budget, const Progress& progress);
   Result search_local(const G& position, Budget budget, const Progress& progress);
   Result search_root(const G& position, Budget budget);
-  // A single-threaded tree on the calling thread; evaluate(state) returns wins of player 0.
+  // A single-threaded tree on the calling thread; evaluate(state, amaf)
+  // returns wins of player 0 and adds to amaf (when not null).
   template <class Evaluate>
   void local_rollout(Node<G>& root, Evaluate&& evaluate);
   RootStats root_search(const G& position, Budget budget);
   void collect(Node<G>& root, Result& r) const;
-  static void rank(Result& r);  // sorts the root moves and picks the best
+  void rank(Result& r) const;  // sorts the root moves and picks the best
+  // The tree's statistics, summed over this thread's nodes (audit).
+  void count_stored(typename Result::Audit& audit) const;
+  static void finish_result(Result& r);
 
   SearchOptions options_;
   Rollouts rollouts_;
@@ -238,6 +352,8 @@ class Engine {
   // needs neither the thread's Worker nor a reset that could come after it.
   std::unique_ptr<std::atomic<std::uint64_t>[]> releases_;
   std::unique_ptr<std::uint64_t[]> runs_;
+  const rdmx::Progress rest_mode_ = Backoff::mode();
+  const rdmx::Progress busy_mode_ = rest_mode_ == rdmx::Progress::spin ? rdmx::Progress::spin : rdmx::Progress::yield;
   inline static Engine* instance_ = nullptr;
   inline static thread_local Worker* worker_ = nullptr;
 };
@@ -296,7 +412,19 @@ bool Engine<G>::step() {
     w.aggregator->flush();
     w.since_flush = 0;
   }
+  note_activity(did);
   return did;
+}
+
+template <Game G>
+void Engine<G>::note_activity(bool did) {
+  Worker& w = worker();
+  if (did) {
+    w.idle_steps = 0;
+    if (Backoff::mode() != busy_mode_) Backoff::set_mode(busy_mode_);
+  } else if (++w.idle_steps == idle_steps_to_rest && rest_mode_ != busy_mode_) {
+    Backoff::set_mode(rest_mode_);
+  }
 }
 
 template <Game G>
@@ -327,6 +455,25 @@ bool Engine<G>::try_start() {
 }
 
 template <Game G>
+std::pair<Slot<G>*, bool> Engine<G>::choose(Node<G>& node, Children<G>& children) {
+  if (options_.guided()) {
+    Slot<G>* s = select_guided(node, children, options_.rule());
+    return {s, s->try_claim()};
+  }
+  if (Slot<G>* s = node.claim_untried(children.slots)) {
+    s->status.store(Slot<G>::creating, std::memory_order_relaxed);
+    return {s, true};
+  }
+  return {select_ucb(node, children.slots, options_.rule()), false};
+}
+
+template <Game G>
+void Engine<G>::pass(Node<G>& node, Slot<G>& slot) {
+  add_visits(node, slot, options_.rule());
+  worker().stats.audit.visits_added += options_.playouts;
+}
+
+template <Game G>
 void Engine<G>::select_from(NodeRef<G> at) {
   Worker& w = worker();
   Node<G>* node = at.node;
@@ -335,21 +482,21 @@ void Engine<G>::select_from(NodeRef<G> at) {
     ++w.stats.visits;
     if (node->state.terminal()) {  // an exact result: no playouts needed
       ++w.stats.terminals;
-      backprop(node->parent, node->parent_slot, node->state.winner() == 0 ? p : 0, {});
+      w.stats.reached(node->depth);
+      Counts none;
+      backprop(node->parent, node->parent_slot, node->state.winner() == 0 ? p : 0, {}, options_.rave ? &none : nullptr);
       return;
     }
-    auto& slots = node->slots(w.rng);
-    if (Slot<G>* s = node->claim_untried(slots)) {
-      s->status.store(Slot<G>::creating, std::memory_order_relaxed);
-      add_visits(*node, *s, p);
+    auto& children = node->expand(w.rng, options_.expansion());
+    const auto [s, claimed] = choose(*node, children);
+    if (s == nullptr) continue;  // the only claimed slot is not counted yet
+    pass(*node, *s);
+    if (claimed) {
       G child = node->state;
       child.play(s->move);
-      expand(*node, static_cast<std::uint16_t>(s - slots.data()), child);
+      expand(*node, static_cast<std::uint16_t>(s - children.slots.data()), child);
       return;
     }
-    Slot<G>* s = select_ucb(*node, slots, options_.c);
-    if (s == nullptr) continue;  // the only claimed slot is not counted yet
-    add_visits(*node, *s, p);
     if (!s->ready_or_defer()) {
       ++w.stats.deferred;
       return;
@@ -376,48 +523,93 @@ void Engine<G>::expand(Node<G>& parent, std::uint16_t slot, const G& child) {
   const std::uint32_t n = total_threads();
   const ThreadId owner = thread_at(options_.hash_owner ? static_cast<std::uint32_t>(child.hash() % n) : w.rng.below(n));
   const NodeRef<G> up = parent.ref();
-  if (here(owner)) return create(up, slot, child, owner);
-  auto create_there = [up, slot](std::span<std::byte> bytes) {
+  const std::uint16_t depth = static_cast<std::uint16_t>(parent.depth + 1);
+  if (here(owner)) return create(up, slot, child, owner, depth);
+  auto create_there = [up, slot, depth](std::span<std::byte> bytes) {
     if (bytes.size() != sizeof(G)) throw Error(Errc::protocol, "rdmx mcts: a child state of the wrong size arrived");
     G state;
     std::memcpy(static_cast<void*>(&state), bytes.data(), sizeof(G));
-    Engine::current().create(up, slot, state, this_thread());
+    Engine::current().create(up, slot, state, this_thread(), depth);
   };
   count_call(owner, sizeof create_there + sizeof(G));
   w.aggregator->call_buffer(owner, create_there, std::as_bytes(std::span(&child, 1)));
 }
 
 template <Game G>
-void Engine<G>::create(NodeRef<G> parent, std::uint16_t slot, const G& state, ThreadId owner) {
+void Engine<G>::create(NodeRef<G> parent, std::uint16_t slot, const G& state, ThreadId owner, std::uint16_t depth) {
   Worker& w = worker();
-  auto* node = w.owned.emplace_back(std::make_unique<Node<G>>(state, owner, parent, slot)).get();
+  auto* node = w.owned.emplace_back(std::make_unique<Node<G>>(state, owner, parent, slot, depth)).get();
   ++w.stats.nodes;
-  if (state.terminal())
-    return backprop(parent, slot, state.winner() == 0 ? options_.playouts : 0, node->ref());
+  w.stats.reached(depth);
+  if (state.terminal()) {
+    Counts none;
+    return backprop(parent, slot, state.winner() == 0 ? options_.playouts : 0, node->ref(), options_.rave ? &none : nullptr);
+  }
   // Leaf evaluation by any thread of this process (Seriema: wait-free queues).
   queues_[w.rng.below(static_cast<std::uint32_t>(queues_.size()))].push(node);
 }
 
 template <Game G>
-void Engine<G>::simulate_leaf(Node<G>& leaf) {
-  const std::uint32_t wins0 = simulate(leaf.state, options_.playouts, worker().rng);
-  backprop(leaf.parent, leaf.parent_slot, wins0, leaf.ref());
+std::uint32_t Engine<G>::playouts(const G& state, std::uint32_t count, Rng& rng, Counts* amaf) {
+  if constexpr (AmafGame<G>)
+    if (amaf != nullptr) return simulate(state, count, rng, *amaf);
+  return simulate(state, count, rng);
 }
 
 template <Game G>
-void Engine<G>::backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0, NodeRef<G> new_child) {
-  Worker& w = worker();
+void Engine<G>::simulate_leaf(Node<G>& leaf) {
+  Counts amaf;
+  Counts* counts = options_.rave ? &amaf : nullptr;
+  const std::uint32_t wins0 = playouts(leaf.state, options_.playouts, worker().rng, counts);
+  backprop(leaf.parent, leaf.parent_slot, wins0, leaf.ref(), counts);
+}
+
+template <Game G>
+Children<G>& Engine<G>::update(Node<G>& node, std::uint16_t slot, std::uint32_t wins0, Counts* amaf) {
+  Stats& stats = worker().stats;
   const std::uint32_t p = options_.playouts;
+  Children<G>& children = *node.children.load(std::memory_order_acquire);
+  Slot<G>& s = children.slots[slot];
+  const Player mover = node.state.to_move();
+  const std::uint32_t won = mover == 0 ? wins0 : p - wins0;
+  s.wins.fetch_add(won, std::memory_order_relaxed);
+  stats.audit.wins_added += won;
+  if (options_.rule().tracks_pending()) s.pending.fetch_sub(1, std::memory_order_relaxed);
+  if constexpr (AmafGame<G>) {
+    if (amaf != nullptr) {
+      amaf->path_move(G::move_index(s.move), mover, p, won);
+      stats.audit.amaf_added += add_amaf(children, mover, *amaf);
+    }
+  }
+  return children;
+}
+
+template <Game G>
+void Engine<G>::backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0, NodeRef<G> new_child, Counts* amaf) {
+  Worker& w = worker();
   while (at) {
     if (!here(at.owner)) {
-      auto up = [at, slot, wins0, new_child] { Engine::current().backprop(at, slot, wins0, new_child); };
+      if constexpr (AmafGame<G>) {
+        if (amaf != nullptr) {
+          // The AMAF counts travel with the rollout: the moves its playouts
+          // and its path below `at` played.
+          auto up = [at, slot, wins0, new_child](std::span<std::byte> bytes) {
+            Counts counts;
+            if (!counts.assign(bytes)) throw Error(Errc::protocol, "rdmx mcts: AMAF counts of the wrong size arrived");
+            Engine::current().backprop(at, slot, wins0, new_child, &counts);
+          };
+          count_call(at.owner, sizeof up + amaf->bytes().size());
+          w.aggregator->call_buffer(at.owner, up, amaf->bytes());
+          return;
+        }
+      }
+      auto up = [at, slot, wins0, new_child] { Engine::current().backprop(at, slot, wins0, new_child, nullptr); };
       count_call(at.owner, sizeof up);
       w.aggregator->call(at.owner, up);
       return;
     }
     Node<G>& node = *at.node;
-    Slot<G>& s = (*node.children.load(std::memory_order_acquire))[slot];
-    s.wins.fetch_add(node.state.to_move() == 0 ? wins0 : p - wins0, std::memory_order_relaxed);
+    Slot<G>& s = update(node, slot, wins0, amaf).slots[slot];
     if (new_child) {
       for (std::uint32_t k = s.attach(new_child); k > 0; --k) continue_at(new_child);
       new_child = {};
@@ -441,8 +633,28 @@ typename Engine<G>::Stats Engine<G>::finish(bool together) {
     while (finishing_.load(std::memory_order_acquire) < target) rdmx::progress();
   }
   w.aggregator->flush();
+  if (options_.audit) count_stored(w.stats.audit);
   w.owned.clear();
   return std::exchange(w.stats, Stats{});
+}
+
+template <Game G>
+void Engine<G>::count_stored(typename Result::Audit& audit) const {
+  for (const auto& node : worker().owned) {
+    const Children<G>* children = node->children.load(std::memory_order_acquire);
+    if (children == nullptr) continue;
+    for (const Slot<G>& s : children->slots) {
+      audit.visits_stored += s.visits.load(std::memory_order_relaxed);
+      audit.wins_stored += s.wins.load(std::memory_order_relaxed);
+    }
+    for (const auto& word : children->amaf) audit.amaf_stored += Amaf::games(word.load(std::memory_order_relaxed));
+  }
+}
+
+template <Game G>
+void Engine<G>::finish_result(Result& r) {
+  const std::uint64_t reached = r.nodes + r.terminals;
+  r.mean_depth = reached > 0 ? r.mean_depth / double(reached) : 0;
 }
 
 template <Game G>
@@ -514,6 +726,7 @@ typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budg
   stats[0] = finish(true);
   sync.wait();
   for (const Stats& s : stats) s.add_to(r);
+  finish_result(r);
   return r;
 }
 
@@ -522,37 +735,38 @@ template <class Evaluate>
 void Engine<G>::local_rollout(Node<G>& root, Evaluate&& evaluate) {
   Worker& w = worker();
   const std::uint32_t p = options_.playouts;
+  Counts counts;
+  Counts* amaf = options_.rave ? &counts : nullptr;
   Node<G>* node = &root;
   std::uint32_t wins0;
   for (;;) {  // selection and expansion
     ++w.stats.visits;
     if (node->state.terminal()) {
       ++w.stats.terminals;
+      w.stats.reached(node->depth);
       wins0 = node->state.winner() == 0 ? p : 0;
       break;
     }
-    auto& slots = node->slots(w.rng);
-    Slot<G>* s = node->claim_untried(slots);
-    if (s != nullptr) {
+    auto& children = node->expand(w.rng, options_.expansion());
+    auto [s, claimed] = choose(*node, children);
+    pass(*node, *s);
+    if (claimed) {
       G child = node->state;
       child.play(s->move);
-      auto* leaf = w.owned.emplace_back(
-          std::make_unique<Node<G>>(child, w.me, node->ref(), static_cast<std::uint16_t>(s - slots.data()))).get();
+      auto* leaf = w.owned.emplace_back(std::make_unique<Node<G>>(child, w.me, node->ref(),
+                                                                  static_cast<std::uint16_t>(s - children.slots.data()),
+                                                                  static_cast<std::uint16_t>(node->depth + 1))).get();
       ++w.stats.nodes;
+      w.stats.reached(leaf->depth);
       s->attach(leaf->ref());
-      add_visits(*node, *s, p);
       node = leaf;
-      wins0 = child.terminal() ? (child.winner() == 0 ? p : 0) : evaluate(child);
+      wins0 = child.terminal() ? (child.winner() == 0 ? p : 0) : evaluate(child, amaf);
       break;
     }
-    s = select_ucb(*node, slots, options_.c);
-    add_visits(*node, *s, p);
     node = s->child.node;
   }
-  for (NodeRef<G> at = node->parent, child = node->ref(); at; child = at, at = at.node->parent) {
-    Slot<G>& s = (*at.node->children.load(std::memory_order_relaxed))[child.node->parent_slot];
-    s.wins.fetch_add(at.node->state.to_move() == 0 ? wins0 : p - wins0, std::memory_order_relaxed);
-  }
+  for (NodeRef<G> at = node->parent, child = node->ref(); at; child = at, at = at.node->parent)
+    update(*at.node, child.node->parent_slot, wins0, amaf);
 }
 
 template <Game G>
@@ -562,26 +776,33 @@ typename Engine<G>::Result Engine<G>::search_local(const G& position, Budget bud
   const std::uint32_t n = options_.parallelism == Parallelism::leaf ? total_threads() : 1;
   const std::uint32_t p = options_.playouts;
   auto& root = *w.owned.emplace_back(std::make_unique<Node<G>>(position, w.me));
-  std::vector<std::uint32_t> shares(n);
+  std::vector<LeafShare> shares(n);
   // Leaf parallelism: the leaf's playouts are split over every thread of the
   // job; this thread runs its share while the others run theirs.
-  auto evaluate = [&](const G& leaf) -> std::uint32_t {
-    if (n == 1) return simulate(leaf, p, w.rng);
+  auto evaluate = [&](const G& leaf, Counts* amaf) -> std::uint32_t {
+    if (n == 1) return playouts(leaf, p, w.rng, amaf);
     Synchronizer sync;
+    const bool rave = amaf != nullptr;
     for (std::uint32_t i = 1; i < n; ++i) {
       const std::uint32_t share = p / n + (i < p % n);
       if (share == 0) continue;
       const std::uint64_t seed = w.rng();
-      auto playouts = [leaf, share, seed] {
+      auto run_share = [leaf, share, seed, rave] {
         Rng rng(seed);
-        return simulate(leaf, share, rng);
+        LeafShare out;
+        out.won = Engine::current().playouts(leaf, share, rng, rave ? &out.amaf : nullptr);
+        return out;
       };
-      count_call(thread_at(i), sizeof playouts + sizeof shares[i]);
-      rdmx::call_return(thread_at(i), playouts, &shares[i], sync);
+      count_call(thread_at(i), sizeof run_share + (rave ? sizeof(LeafShare) : sizeof(std::uint32_t)));
+      rdmx::call_return(thread_at(i), run_share, &shares[i], sync);
     }
-    std::uint32_t won = simulate(leaf, p / n + (0 < p % n), w.rng);
+    std::uint32_t won = playouts(leaf, p / n + (0 < p % n), w.rng, amaf);
     sync.wait();
-    for (std::uint32_t i = 1; i < n; ++i) won += std::exchange(shares[i], 0);
+    for (std::uint32_t i = 1; i < n; ++i) {
+      won += std::exchange(shares[i].won, 0);
+      if constexpr (AmafGame<G>)
+        if (amaf != nullptr) amaf->merge(shares[i].amaf);
+    }
     return won;
   };
   Result r;
@@ -604,6 +825,7 @@ typename Engine<G>::Result Engine<G>::search_local(const G& position, Budget bud
   r.rollouts = done;
   r.seconds = seconds_since(t0);
   finish(false).add_to(r);
+  finish_result(r);
   return r;
 }
 
@@ -622,7 +844,7 @@ typename Engine<G>::RootStats Engine<G>::root_search(const G& position, Budget b
       rdmx::progress();
       if (budget.seconds > 0 && seconds_since(t0) >= budget.seconds) break;
     }
-    local_rollout(root, [&](const G& leaf) { return simulate(leaf, options_.playouts, w.rng); });
+    local_rollout(root, [&](const G& leaf, Counts* amaf) { return playouts(leaf, options_.playouts, w.rng, amaf); });
   }
   Result r;
   collect(root, r);
@@ -660,14 +882,15 @@ typename Engine<G>::Result Engine<G>::search_root(const G& position, Budget budg
   r.moves = std::move(merged);
   rank(r);
   r.seconds = seconds_since(t0);
+  finish_result(r);
   return r;
 }
 
 template <Game G>
 void Engine<G>::collect(Node<G>& root, Result& r) const {
   r.moves.clear();
-  if (auto* slots = root.children.load(std::memory_order_acquire)) {
-    for (auto& s : *slots) {
+  if (auto* children = root.children.load(std::memory_order_acquire)) {
+    for (auto& s : children->slots) {
       const std::uint32_t v = s.visits.load(std::memory_order_relaxed);
       if (v > 0) r.moves.push_back({s.move, v, s.wins.load(std::memory_order_relaxed)});
     }
@@ -676,12 +899,17 @@ void Engine<G>::collect(Node<G>& root, Result& r) const {
 }
 
 template <Game G>
-void Engine<G>::rank(Result& r) {
-  std::sort(r.moves.begin(), r.moves.end(), [](auto& a, auto& b) { return a.visits > b.visits; });
-  if (!r.moves.empty()) {
-    r.best = r.moves[0].move;
-    r.win_rate = r.moves[0].wins / double(r.moves[0].visits);
-  }
+void Engine<G>::rank(Result& r) const {
+  std::sort(r.moves.begin(), r.moves.end(),
+            [](auto& a, auto& b) { return a.visits != b.visits ? a.visits > b.visits : a.wins > b.wins; });
+  if (r.moves.empty()) return;
+  auto best = r.moves.begin();
+  if (options_.final_choice == FinalChoice::best_mean)
+    best = std::max_element(r.moves.begin(), r.moves.end(), [](auto& a, auto& b) {
+      return double(a.wins) / a.visits < double(b.wins) / b.visits;
+    });
+  r.best = best->move;
+  r.win_rate = best->wins / double(best->visits);
 }
 
 inline Parallelism parse_parallelism(const std::string& text) {
@@ -691,6 +919,13 @@ inline Parallelism parse_parallelism(const std::string& text) {
   if (text == "sequential") return Parallelism::sequential;
   throw std::invalid_argument("unknown parallelism '" + text + "' (tree, root, leaf, sequential)");
 }
+inline FinalChoice parse_final_choice(const std::string& text) {
+  if (text == "visits") return FinalChoice::most_visits;
+  if (text == "mean") return FinalChoice::best_mean;
+  throw std::invalid_argument("unknown final move choice '" + text + "' (visits, mean)");
+}
+inline const char* to_string(FinalChoice f) { return f == FinalChoice::most_visits ? "visits" : "mean"; }
+
 inline const char* to_string(Parallelism p) {
   switch (p) {
     case Parallelism::tree: return "tree";

@@ -133,7 +133,7 @@ TEST(Hex, RejectsBadSizes) {
 TEST(Hex, StateIsCompact) {
   static_assert(Game<Hex>);
   static_assert(std::is_trivially_copyable_v<Hex>);
-  EXPECT_LE(sizeof(Hex), 376u);
+  EXPECT_LE(sizeof(Hex), 384u);
 }
 
 TEST(Hex, EmptyBoard) {
@@ -468,6 +468,280 @@ TEST(Hex, BoardText) {
   const std::string big = Hex(11).board_text();
   EXPECT_NE(big.find("\n         9 . . . . . . . . . . . 9\n"), std::string::npos) << big;
   EXPECT_NE(big.find("\n         10 . . . . . . . . . . . 10\n"), std::string::npos) << big;
+}
+
+// ---- Hex knowledge -----------------------------------------------------------
+
+using Trace = PlayoutTrace<Hex::move_space>;
+
+// The position of `rows` with `last` (a stone of rows) as the last move
+// played, so that the player to move may answer it.
+Hex after_last_move(const Rows& rows, const std::string& last, Player to_move, std::uint8_t knowledge) {
+  Rows without = rows;
+  Hex probe(static_cast<int>(rows.size()));
+  const auto m = *probe.parse_move(last);
+  const int r = m / probe.size(), c = m % probe.size();
+  const Player owner = rows[r][c] == 'X' ? Hex::black : Hex::white;
+  without[r][c] = '.';
+  Hex h = board(without, owner);
+  h.play(m);
+  EXPECT_EQ(h.to_move(), to_move);
+  h.set_knowledge(knowledge);
+  return h;
+}
+
+// How often each cell was a playout's first move, over `playouts` playouts.
+std::vector<int> first_moves(const Hex& h, int playouts, std::uint64_t seed = 1) {
+  std::vector<int> count(static_cast<std::size_t>(h.size() * h.size()), 0);
+  Rng rng(seed);
+  Trace trace;
+  for (int i = 0; i < playouts; ++i) {
+    trace.clear();
+    h.playout(rng, trace);
+    EXPECT_FALSE(trace.entries().empty());
+    if (!trace.entries().empty()) ++count[trace.entries()[0].index];
+  }
+  return count;
+}
+
+// Black's stones c2 and d3 form a bridge (carrier d2 and c3); white has just
+// played d2.
+const Rows intruded_bridge = {".....", "..XO.", "...X.", ".....", "....."};
+
+TEST(HexKnowledge, SaveBridgeAnswersTheIntrusion) {
+  for (Player owner : {Hex::black, Hex::white}) {
+    // The mirror image: white's bridge b3-c4, black intrudes at b4.
+    const Rows rows = owner == Hex::black ? intruded_bridge : mirror(intruded_bridge);
+    const std::string intruder = owner == Hex::black ? "d2" : "b4", reply = owner == Hex::black ? "c3" : "c3";
+    const Hex h = after_last_move(rows, intruder, owner, Hex::save_bridge);
+    const auto counts = first_moves(h, 200);
+    EXPECT_EQ(counts[*h.parse_move(reply)], 200) << h.board_text();
+    // Without the flag the first move is anywhere.
+    Hex plain = h;
+    plain.set_knowledge(Hex::save_edge | Hex::early_win);
+    const auto spread = first_moves(plain, 200);
+    EXPECT_LT(spread[*h.parse_move(reply)], 60);
+    EXPECT_GT(std::count_if(spread.begin(), spread.end(), [](int n) { return n > 0; }), 10);
+  }
+}
+
+TEST(HexKnowledge, SaveBridgeOnlyAnswersTheLastMove) {
+  // The same intrusion, but white's last stone went to e5 since: black's
+  // first move is anywhere.
+  Rows rows = intruded_bridge;
+  rows[4][4] = 'O';
+  const Hex h = after_last_move(rows, "e5", Hex::black, Hex::all_knowledge);
+  EXPECT_LT(first_moves(h, 300)[*h.parse_move("c3")], 60);
+}
+
+TEST(HexKnowledge, SaveEdgeAnswersTheIntrusion) {
+  // Black's c2 reaches the top edge through c1 or d1; white takes c1.
+  const Rows edge = {"..O..", "..X..", ".....", ".....", "....."};
+  for (Player owner : {Hex::black, Hex::white}) {
+    const Rows rows = owner == Hex::black ? edge : mirror(edge);
+    const std::string intruder = owner == Hex::black ? "c1" : "a3", reply = owner == Hex::black ? "d1" : "a4";
+    const Hex h = after_last_move(rows, intruder, owner, Hex::save_edge);
+    EXPECT_EQ(first_moves(h, 200)[*h.parse_move(reply)], 200) << h.board_text();
+    Hex bridges_only = h;
+    bridges_only.set_knowledge(Hex::save_bridge);  // a bridge to the edge is save_edge's
+    EXPECT_LT(first_moves(bridges_only, 200)[*h.parse_move(reply)], 60);
+  }
+}
+
+TEST(HexKnowledge, TwoIntrudedBridgesGetEitherReply) {
+  // White's c3 breaks into black's bridges c2-d3 (reply d2) and b3-c4 (reply b4).
+  const Rows rows = {".....", "..X..", ".XOX.", "..X..", "....."};
+  const Hex h = after_last_move(rows, "c3", Hex::black, Hex::save_bridge);
+  const auto counts = first_moves(h, 400);
+  const int d2 = counts[*h.parse_move("d2")], b4 = counts[*h.parse_move("b4")];
+  EXPECT_EQ(d2 + b4, 400);
+  EXPECT_GT(d2, 100);
+  EXPECT_GT(b4, 100);
+}
+
+// Replays a playout's trace on the position: every move lands on an empty
+// cell, and the board they make is won by the playout's winner. A playout
+// with knowledge reports its moves in the order played, alternating from the
+// side to move; with early_win the winner's last stone is the one that
+// connected (the trace stops there), without it the board is full. A random
+// fill (no knowledge) reports who took each cell, in no order.
+void check_playout(const Hex& h, std::uint64_t seed) {
+  Rng rng(seed);
+  Trace trace;
+  const Player winner = h.playout(rng, trace);
+  Hex replay = h;
+  replay.set_knowledge(0);
+  Player mover = h.to_move();
+  const bool ordered = h.knowledge() != 0;
+  bool won_before_end = false;
+  for (const auto& e : trace.entries()) {
+    if (ordered) ASSERT_EQ(e.player, mover);
+    ASSERT_LT(e.index, h.size() * h.size());
+    ASSERT_EQ(replay.stone(e.index), Hex::empty);
+    won_before_end = won_before_end || replay.terminal();
+    replay.place(e.index, e.player);
+    mover = other(mover);
+  }
+  if (h.knowledge() & Hex::early_win) {
+    ASSERT_FALSE(won_before_end) << "the playout went on after a win\n" << replay.board_text();
+    ASSERT_TRUE(replay.terminal()) << replay.board_text();
+    EXPECT_EQ(trace.entries().back().player, winner);
+  } else {
+    EXPECT_EQ(replay.moves_played(), h.size() * h.size());
+  }
+  EXPECT_TRUE(reference_connects(replay, winner)) << replay.board_text();
+  EXPECT_FALSE(reference_connects(replay, other(winner))) << replay.board_text();
+}
+
+TEST(HexKnowledge, PlayoutsEndWithTheirWinnerConnected) {
+  Rng rng(21);
+  for (std::uint8_t flags = 0; flags <= Hex::all_knowledge; ++flags) {
+    for (int n : {1, 2, 3, 5, 8, 11, 19}) {
+      for (int i = 0; i < 60; ++i) {
+        Hex h = random_game(n, static_cast<int>(rng.below(static_cast<std::uint32_t>(n * n))), rng);
+        if (h.terminal()) continue;
+        if (rng.below(4) == 0) h.set_to_move(other(h.to_move()));
+        h.set_knowledge(flags);
+        SCOPED_TRACE(testing::Message() << "knowledge " << int(flags) << "\n" << h.board_text());
+        check_playout(h, rng());
+        // The trace-less playout plays the same game.
+        Rng a(i), b(i);
+        Trace trace;
+        EXPECT_EQ(h.playout(a), h.playout(b, trace));
+      }
+    }
+  }
+}
+
+TEST(HexKnowledge, EarlyWinStopsAtTheConnectingStone) {
+  // Black's column c1-c4 lacks only c5: a playout in which black takes c5
+  // first ends there, one move long; without early_win it fills the board.
+  const Rows rows = {"..X..", "..X..", "..X..", "..X..", "....."};
+  for (Player owner : {Hex::black, Hex::white}) {
+    Hex h = board(owner == Hex::black ? rows : mirror(rows), owner);
+    const auto gap = *h.parse_move(owner == Hex::black ? "c5" : "e3");
+    for (std::uint8_t flags : {std::uint8_t{Hex::early_win}, std::uint8_t{Hex::all_knowledge},
+                               std::uint8_t{Hex::save_bridge | Hex::save_edge}, std::uint8_t{0}}) {
+      h.set_knowledge(flags);
+      Rng rng(4);
+      Trace trace;
+      int one_move = 0, gap_first = 0, full = 0;
+      for (int i = 0; i < 300; ++i) {
+        trace.clear();
+        const Player winner = h.playout(rng, trace);
+        full += trace.entries().size() == 21;
+        if (trace.entries()[0].index != gap) continue;
+        ++gap_first;
+        EXPECT_EQ(winner, owner);
+        one_move += trace.entries().size() == 1;
+      }
+      if (flags & Hex::early_win) {
+        ASSERT_GT(gap_first, 0);
+        EXPECT_EQ(one_move, gap_first);
+        EXPECT_LT(full, 300);
+      } else {
+        EXPECT_EQ(one_move, 0);
+        EXPECT_EQ(full, 300);
+      }
+    }
+  }
+}
+
+TEST(HexKnowledge, PlayoutsLeaveTheStateUnchanged) {
+  Rng rng(5);
+  Hex h = random_game(11, 30, rng);
+  h.set_knowledge(Hex::all_knowledge);
+  std::array<unsigned char, sizeof(Hex)> before;
+  std::memcpy(before.data(), &h, sizeof(Hex));
+  Trace trace;
+  for (int i = 0; i < 100; ++i) {
+    h.playout(rng);
+    trace.clear();
+    h.playout(rng, trace);
+  }
+  EXPECT_EQ(std::memcmp(before.data(), &h, sizeof(Hex)), 0);
+}
+
+TEST(HexKnowledge, FlagsTravelWithTheState) {
+  Hex h(7);
+  h.set_knowledge(Hex::save_bridge | Hex::early_win);
+  h.play(3);
+  Hex copy = h;
+  copy.play(10);
+  EXPECT_EQ(copy.knowledge(), Hex::save_bridge | Hex::early_win);
+  EXPECT_EQ(copy.last_move(), 10);
+  h.set_knowledge(0xff);
+  EXPECT_EQ(h.knowledge(), Hex::all_knowledge);
+  EXPECT_EQ(Hex(5).last_move(), Hex::no_move);
+}
+
+TEST(HexKnowledge, AmafTraceOfARandomFillCoversEveryEmptyCell) {
+  Rng rng(8);
+  const Hex h = random_game(7, 12, rng);
+  ASSERT_FALSE(h.terminal());
+  Trace trace;
+  h.playout(rng, trace);
+  std::set<int> cells;
+  int mover = 0;
+  for (const auto& e : trace.entries()) {
+    EXPECT_EQ(h.stone(e.index), Hex::empty);
+    cells.insert(e.index);
+    mover += e.player == h.to_move();
+  }
+  const int open = 49 - h.moves_played();
+  EXPECT_EQ(static_cast<int>(cells.size()), open);
+  EXPECT_EQ(static_cast<int>(trace.entries().size()), open);
+  EXPECT_EQ(mover, (open + 1) / 2);
+}
+
+TEST(HexKnowledge, PriorsFromPatterns) {
+  // White walls in a3 (a2, b2, b3, a4 and its own edge); black's d2 makes
+  // bridges from c4 and e3; e5 is an edge cell with nothing near it; c3 is
+  // none of these.
+  const Hex h = after_last_move({".....", "OO.X.", ".O...", "O....", "....."}, "a4", Hex::black, 0);
+  Hex::Move moves[Hex::max_moves];
+  const std::size_t n = h.legal_moves(moves);
+  Prior priors[Hex::max_moves];
+  h.priors(std::span<const Hex::Move>(moves, n), std::span<Prior>(priors, n));
+  auto prior_of = [&](const char* name) {
+    const auto m = *h.parse_move(name);
+    for (std::size_t i = 0; i < n; ++i)
+      if (moves[i] == m) return priors[i];
+    ADD_FAILURE() << name << " is not a legal move";
+    return Prior{};
+  };
+  EXPECT_FLOAT_EQ(prior_of("a3").value, 0.1f);
+  EXPECT_FLOAT_EQ(prior_of("c4").value, 0.65f);
+  EXPECT_FLOAT_EQ(prior_of("e3").value, 0.65f);
+  EXPECT_FLOAT_EQ(prior_of("e5").value, 0.35f);
+  EXPECT_FLOAT_EQ(prior_of("c3").value, 0.5f);
+  for (std::size_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(priors[i].weight, 1.0f);
+  // Right after white's intrusion into c2-d3, restoring it at c3 is the best prior.
+  const Hex intruded = after_last_move(intruded_bridge, "d2", Hex::black, 0);
+  const std::size_t m = intruded.legal_moves(moves);
+  intruded.priors(std::span<const Hex::Move>(moves, m), std::span<Prior>(priors, m));
+  const auto best = std::max_element(priors, priors + m, [](auto& x, auto& y) { return x.value < y.value; });
+  EXPECT_EQ(intruded.move_name(moves[best - priors]), "c3");
+  EXPECT_FLOAT_EQ(best->value, 0.85f);
+}
+
+TEST(HexKnowledge, StonesAfterTheEndKeepTheWinner) {
+  Hex h = board({"X..", "X..", "..."});
+  h.play(cell(h, 2, 0));
+  ASSERT_TRUE(h.terminal());
+  h.place(cell(h, 0, 1), Hex::white);
+  h.place(cell(h, 1, 1), Hex::white);
+  h.place(cell(h, 2, 1), Hex::white);
+  EXPECT_EQ(h.winner(), Hex::black);
+  EXPECT_EQ(h.hash(), recomputed_hash(h));
+}
+
+TEST(HexKnowledge, MirrorIsTheLongDiagonal) {
+  const Hex h(11);
+  EXPECT_EQ(h.move_name(h.mirror(*h.parse_move("c5"))), "e3");
+  EXPECT_EQ(h.move_name(h.mirror(*h.parse_move("a1"))), "a1");
+  EXPECT_EQ(h.move_name(h.mirror(*h.parse_move("k1"))), "a11");
+  for (int m = 0; m < 121; ++m) EXPECT_EQ(h.mirror(h.mirror(static_cast<Hex::Move>(m))), m);
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "mcts/hex.hpp"
 #include "mcts/search.hpp"
@@ -41,12 +43,22 @@ void with_engine(SearchOptions options, Driver&& driver) {
 struct Variant {
   const char* name;
   SearchOptions options;
+  std::uint8_t knowledge = 0;  // the Hex playouts' (the position carries it)
 };
+
+// What rdmx-hex plays with: Hex's playout knowledge, RAVE and priors.
+SearchOptions with_knowledge(SearchOptions o) {
+  o.rave = true;
+  o.prior_games = 32;
+  o.c = 0.3;
+  return o;
+}
 
 std::vector<Variant> variants() {
   std::vector<Variant> v;
   SearchOptions o;
   o.phase = 256;  // several phases even in short searches
+  o.audit = true;
   v.push_back({"tree/trad", o});
   o.aggregation = Aggregation::ovfl;
   v.push_back({"tree/ovfl", o});
@@ -66,9 +78,32 @@ std::vector<Variant> variants() {
   v.push_back({"tree/256-in-flight", o});
   o.inflight = SearchOptions{}.inflight;
   o.inflight_floor = SearchOptions{}.inflight_floor;
+  o.virtual_loss = 0;
+  v.push_back({"tree/no-virtual-loss", o});
+  o.virtual_loss = 3;
+  v.push_back({"tree/virtual-loss-3", o});
+  o.virtual_loss = 1;
+  // The framework's knowledge: RAVE statistics travel with the rollouts
+  // between threads and processes; priors change only the selection.
+  SearchOptions k = o;
+  k.rave = true;
+  v.push_back({"tree/rave", k});
+  k.aggregation = Aggregation::ovfl;
+  k.local_calls = true;
+  v.push_back({"tree/rave/ovfl/local-calls", k});
+  k = o;
+  k.prior_games = 32;
+  v.push_back({"tree/prior", k});
+  k = with_knowledge(o);
+  k.virtual_loss = 2;
+  v.push_back({"tree/knowledge", k, Hex::all_knowledge});
   for (Parallelism p : {Parallelism::leaf, Parallelism::root, Parallelism::sequential}) {
     o.parallelism = p;
     v.push_back({to_string(p), o});
+    k = with_knowledge(o);
+    k.parallelism = p;
+    v.push_back({p == Parallelism::leaf ? "leaf/knowledge" : p == Parallelism::root ? "root/knowledge" : "sequential/knowledge",
+                 k, Hex::all_knowledge});
   }
   return v;
 }
@@ -86,16 +121,26 @@ bool is_win_for_mover(const Hex& h, Hex::Move m) {
 // or run twice anywhere in the job breaks one of these equalities.
 TEST(Search, EveryRolloutComesHomeOnce) {
   const std::uint32_t n = Job::current().total_threads();
+  // Over TCP, UCX emulates one-sided calls with messages the target must
+  // progress: a third of the rollouts keeps the variants within the test's
+  // time on a loaded machine.
+  const char* tls = std::getenv("UCX_TLS");
+  const std::uint64_t rollouts = tls != nullptr && std::string_view(tls).find("tcp") != std::string_view::npos ? 1000 : 3000;
   for (const Variant& v : variants()) {
     SCOPED_TRACE(v.name);
     with_engine(v.options, [&](Engine<Hex>& engine) {
       for (int size : {3, 5}) {  // the engine is reusable; on 3x3 the tree reaches finished games
-        const auto r = engine.search(Hex(size), Budget{3000, 0});
-        std::uint64_t expected = 3000;
-        if (v.options.parallelism == Parallelism::root) expected = (3000 + n - 1) / n * n;
+        Hex start(size);
+        start.set_knowledge(v.knowledge);
+        const auto r = engine.search(start, Budget{rollouts, 0});
+        std::uint64_t expected = rollouts;
+        if (v.options.parallelism == Parallelism::root) expected = (rollouts + n - 1) / n * n;
         EXPECT_EQ(r.rollouts, expected);
         EXPECT_EQ(r.nodes + r.terminals, r.rollouts);
-        if (size == 3) EXPECT_GT(r.terminals, 0u);
+        // A tree reaches the end of a 3x3 game within a few hundred
+        // rollouts; root parallelism splits them over n trees.
+        const std::uint64_t per_tree = v.options.parallelism == Parallelism::root ? expected / n : expected;
+        if (size == 3 && per_tree >= 500) EXPECT_GT(r.terminals, 0u);
         std::uint64_t visits = 0, wins = 0;
         for (const auto& m : r.moves) {
           visits += m.visits;
@@ -111,6 +156,17 @@ TEST(Search, EveryRolloutComesHomeOnce) {
           EXPECT_GE(r.peak_in_flight, 1u);
           EXPECT_LE(r.peak_in_flight, window);
         }
+        // Nothing lost: every statistic a rollout added is in the tree,
+        // wherever the rollout's calls went.
+        EXPECT_EQ(r.audit.visits_added, r.audit.visits_stored);
+        EXPECT_EQ(r.audit.wins_added, r.audit.wins_stored);
+        EXPECT_EQ(r.audit.amaf_added, r.audit.amaf_stored);
+        EXPECT_GE(r.audit.visits_added, r.rollouts * v.options.playouts);
+        if (v.options.rave) EXPECT_GT(r.audit.amaf_added, r.rollouts * v.options.playouts);
+        else EXPECT_EQ(r.audit.amaf_added, 0u);
+        EXPECT_GE(r.max_depth, 1u);
+        EXPECT_GE(r.mean_depth, 1.0);
+        EXPECT_LE(r.mean_depth, double(r.max_depth));
         const bool calls = Job::current().size() > 1 || (v.options.local_calls && n > 1);
         if (v.options.parallelism == Parallelism::tree && calls) EXPECT_GT(r.remote_calls, 0u);
         if (v.options.parallelism != Parallelism::tree) EXPECT_EQ(r.deferred, 0u);
@@ -199,10 +255,111 @@ TEST(Search, BeatsARandomPlayerEveryGame) {
   });
 }
 
+// RAVE is the framework's, for any game whose playouts report their moves.
+// Key: players take the cards 0..11 in turn until none is left; whoever took
+// card 5 wins. AMAF sees at once that taking card 5 wins, before the search
+// has tried it: with 6 rollouts (half the cards), a search with RAVE finds
+// it where one without does so only when chance tries it.
+struct Key {
+  using Move = std::uint8_t;
+  static constexpr std::size_t max_moves = 12;
+  static constexpr std::size_t move_space = 12;
+  static constexpr Move key = 5;
+  static std::uint16_t move_index(Move m) { return m; }
+  std::uint16_t taken = 0;  // bit per card
+  Player mover = 0, holder = 2;
+  Player to_move() const { return mover; }
+  std::size_t legal_moves(std::span<Move> out) const {
+    std::size_t n = 0;
+    for (Move m = 0; m < 12; ++m)
+      if (!(taken >> m & 1)) out[n++] = m;
+    return n;
+  }
+  void play(Move m) {
+    taken = static_cast<std::uint16_t>(taken | 1u << m);
+    if (m == key) holder = mover;
+    mover = other(mover);
+  }
+  bool terminal() const { return taken == 0xfff; }
+  Player winner() const { return holder; }
+  std::uint64_t hash() const { return taken * 2ull + mover; }
+  template <class Report>
+  Player play_out(Rng& rng, Report&& report) const {
+    Key k = *this;
+    Move moves[12];
+    while (!k.terminal()) {
+      const Move m = moves[rng.below(static_cast<std::uint32_t>(k.legal_moves(moves)))];
+      report(m, k.mover);
+      k.play(m);
+    }
+    return k.holder;
+  }
+  Player playout(Rng& rng) const { return play_out(rng, [](Move, Player) {}); }
+  Player playout(Rng& rng, PlayoutTrace<move_space>& trace) const {
+    return play_out(rng, [&](Move m, Player p) { trace.played(m, p); });
+  }
+};
+static_assert(AmafGame<Key>);
+static_assert(!PriorGame<Key>);
+
+TEST(Search, RaveServesAnyGame) {
+  SearchOptions o;
+  o.parallelism = Parallelism::sequential;
+  o.playouts = 4;
+  o.first_play = 0.5;
+  int found[2] = {0, 0};
+  for (int rave = 0; rave < 2; ++rave) {
+    o.rave = rave == 1;
+    Engine<Key> engine(o);
+    Job::current().run([&](ThreadId me) {
+      engine.run(me, [&] {
+        for (int i = 0; i < 40; ++i) found[rave] += engine.search(Key{}, Budget{6, 0}).best == Key::key;
+      });
+    });
+  }
+  if (Job::current().rank() == 0) {
+    std::printf("Key: card 5 found in %d of 40 searches with RAVE, %d without\n", found[1], found[0]);
+    EXPECT_GE(found[1], 32) << "with RAVE";
+    EXPECT_LE(found[0], 28) << "without";
+  }
+  o.prior_games = 8;  // Key gives no priors
+  EXPECT_THROW(Engine<Key>{o}, std::invalid_argument);
+}
+
+TEST(Search, FinalChoice) {
+  SearchOptions o;
+  o.parallelism = Parallelism::sequential;
+  for (FinalChoice f : {FinalChoice::most_visits, FinalChoice::best_mean}) {
+    o.final_choice = f;
+    with_engine(o, [&](Engine<Hex>& engine) {
+      const auto r = engine.search(Hex(5), Budget{300, 0});
+      ASSERT_FALSE(r.moves.empty());
+      auto mean = [](const auto& m) { return double(m.wins) / m.visits; };
+      const auto best = std::find_if(r.moves.begin(), r.moves.end(), [&](auto& m) { return m.move == r.best; });
+      ASSERT_NE(best, r.moves.end());
+      EXPECT_DOUBLE_EQ(r.win_rate, mean(*best));
+      for (const auto& m : r.moves) {
+        if (f == FinalChoice::most_visits) EXPECT_GE(best->visits, m.visits);
+        else EXPECT_GE(mean(*best), mean(m));
+      }
+    });
+  }
+  EXPECT_EQ(parse_final_choice("visits"), FinalChoice::most_visits);
+  EXPECT_EQ(parse_final_choice("mean"), FinalChoice::best_mean);
+  EXPECT_THROW(parse_final_choice("median"), std::invalid_argument);
+}
+
 TEST(Search, RejectsBadInput) {
   SearchOptions zero;
   zero.playouts = 0;
   EXPECT_THROW(Engine<Hex>{zero}, std::invalid_argument);
+  SearchOptions many;
+  many.rave = true;
+  many.playouts = 256;  // AMAF counts a byte per move
+  EXPECT_THROW(Engine<Hex>{many}, std::invalid_argument);
+  many.rave = false;
+  many.virtual_loss = 65;
+  EXPECT_THROW(Engine<Hex>{many}, std::invalid_argument);
   with_engine({}, [&](Engine<Hex>& engine) {
     EXPECT_THROW(engine.search(Hex(5), Budget{}), std::invalid_argument);  // no budget
     const Hex over = position(3, "a1 a2 a3", "b1 b2", Hex::white);
