@@ -29,7 +29,7 @@ namespace {
 
 std::atomic<Manager*> current_manager{nullptr};
 
-// How long a thread that needs a cache slot waits for other threads' scopes
+// How long a thread that needs a cache frame waits for other threads' scopes
 // to unpin something before the budget counts as exhausted.
 constexpr auto pinned_patience = std::chrono::seconds(2);
 // The evacuator's pause after a round that could not free enough: every
@@ -78,7 +78,7 @@ void check_config(const Config& c) {
   if (c.cache_bytes < 4 * slab_bytes)
     throw Error(Errc::invalid_argument, "far: a cache of " + std::to_string(c.cache_bytes) + " bytes is too small (at least " +
                                             std::to_string(4 * slab_bytes) + ", four slabs of the largest size class)");
-  if (c.cache_bytes / min_object_bytes > state::slot_mask)
+  if (c.cache_bytes / min_object_bytes > state::frame_mask)
     throw Error(Errc::invalid_argument, "far: a cache of " + std::to_string(c.cache_bytes) + " bytes exceeds what a far pointer can name");
   if (c.evacuator != Evacuator::off && !(c.free_low > 0 && c.free_low <= c.free_high && c.free_high <= 0.5))
     throw Error(Errc::invalid_argument, "far: the evacuator's free-space marks " + std::to_string(c.free_low) + " and " +
@@ -90,16 +90,16 @@ void check_config(const Config& c) {
 
 }  // namespace
 
-// A cache slot in use: who owns it and where the object lives remotely.
-struct Slot {
+// A cache frame in use: who owns it and where the object lives remotely.
+struct Frame {
   // The far pointer's word; nullptr: not the start of an object. Atomic: a
   // dereference reads it unlocked to catch a byte-wise copied pointer.
   std::atomic<std::atomic<std::uint64_t>*> owner{nullptr};
   std::uint64_t remote = 0;                     // the owner's word once the object is remote again
   std::uint32_t bytes = 0;                      // the object's size: what travels
   // Under the lock: its write-back is on the network, the lock released.
-  // The slot is neither evicted again nor freed until it has landed, so two
-  // write-backs of one object never race and none reads a reused slot.
+  // The frame is neither evicted again nor freed until it has landed, so two
+  // write-backs of one object never race and none reads a reused frame.
   bool evicting = false;
 };
 
@@ -109,15 +109,15 @@ namespace {
 // dereferences the very object on its way out cannot wait for it: it
 // cancels that eviction instead (Manager::Impl::cancel_own_eviction).
 struct Evicting {
-  std::uint32_t slot;
+  std::uint32_t frame;
   bool cancelled = false;
   Evicting* outer = nullptr;
 };
 thread_local Evicting* evicting_here = nullptr;
 
-bool evicting_on_this_thread(std::uint32_t slot) noexcept {
+bool evicting_on_this_thread(std::uint32_t frame) noexcept {
   for (Evicting* e = evicting_here; e != nullptr; e = e->outer)
-    if (e->slot == slot) return true;
+    if (e->frame == frame) return true;
   return false;
 }
 
@@ -126,15 +126,15 @@ thread_local DerefScope* scopes_here = nullptr;
 
 // How long a free or an explicit eviction waits for a pin held by another
 // thread. A pin may be transient: a thread dereferencing an object that
-// used to be in the slot holds it until it re-reads that object's word,
+// used to be in the frame holds it until it re-reads that object's word,
 // which on a loaded machine can take a whole scheduling round. A pin that
 // outlasts this is another thread's scope using the object.
 constexpr std::chrono::seconds pin_patience{5};
 }  // namespace
 
-bool pinned_on_this_thread(std::uint32_t slot) noexcept {
+bool pinned_on_this_thread(std::uint32_t frame) noexcept {
   for (const DerefScope* scope = scopes_here; scope != nullptr; scope = scope->outer_)
-    if (scope->pins(slot)) return true;
+    if (scope->pins(frame)) return true;
   return false;
 }
 
@@ -149,7 +149,7 @@ struct Manager::Impl {
   std::vector<RemoteLocator> regions;
   std::unique_ptr<detail::RemoteAllocator> remote;
   std::unique_ptr<detail::SlabCache> slabs;
-  std::unique_ptr<Slot[]> slots;  // per 64-byte unit of the cache
+  std::unique_ptr<Frame[]> frames;  // per 64-byte unit of the cache
   std::size_t units = 0;
   std::unique_ptr<std::atomic<std::uint32_t>[]> pins;
   // CLOCK's reference bits, per 64-byte unit (an object's is its first
@@ -196,7 +196,7 @@ struct Manager::Impl {
     cache = base;
     slabs = std::make_unique<detail::SlabCache>(config.cache_bytes);
     units = slabs->units();
-    slots = std::make_unique<Slot[]>(units);
+    frames = std::make_unique<Frame[]>(units);
     pins = std::make_unique<std::atomic<std::uint32_t>[]>(units);
     referenced = std::make_unique<std::atomic<std::uint8_t>[]>(units);
     if (config.evacuator != Evacuator::off) {
@@ -205,7 +205,7 @@ struct Manager::Impl {
       free_high = std::max(free_low, static_cast<std::size_t>(budget * config.free_high));
     }
   }
-  std::byte* address(std::uint32_t slot) const noexcept { return cache + std::size_t{slot} * min_object_bytes; }
+  std::byte* address(std::uint32_t frame) const noexcept { return cache + std::size_t{frame} * min_object_bytes; }
 
   // in_flight: passed over because another eviction's write-back is on the network.
   enum class Outcome { evicted, cooled, skipped, in_flight, cleaned };
@@ -213,15 +213,15 @@ struct Manager::Impl {
   // Called with the lock held, returns with it held; releases it while a
   // dirty victim travels. CLOCK: a hot object gets a second chance; a
   // pinned or busy one is passed over. `keep`: only written back, it stays local.
-  Outcome try_evict(std::unique_lock<std::mutex>& lock, std::uint32_t slot, bool second_chance, bool patient = false,
+  Outcome try_evict(std::unique_lock<std::mutex>& lock, std::uint32_t frame, bool second_chance, bool patient = false,
                     bool keep = false) {
-    Slot& m = slots[slot];
+    Frame& m = frames[frame];
     if (m.evicting) return Outcome::in_flight;
     std::atomic<std::uint64_t>* word = m.owner.load(std::memory_order_relaxed);
     std::uint64_t s = word->load(std::memory_order_acquire);
-    if ((s & state::present) == 0 || (s & state::busy) != 0 || state::slot_of(s) != slot) return Outcome::skipped;
-    if (second_chance && referenced[slot].load(std::memory_order_relaxed) != 0) {
-      referenced[slot].store(0, std::memory_order_relaxed);
+    if ((s & state::present) == 0 || (s & state::busy) != 0 || state::frame_of(s) != frame) return Outcome::skipped;
+    if (second_chance && referenced[frame].load(std::memory_order_relaxed) != 0) {
+      referenced[frame].store(0, std::memory_order_relaxed);
       return Outcome::cooled;
     }
     // Claim it, then look for pins: a reader pins before it re-reads the
@@ -229,12 +229,12 @@ struct Manager::Impl {
     if (!word->compare_exchange_strong(s, s | state::busy, std::memory_order_seq_cst)) return Outcome::skipped;
     // Patient (an explicit eviction): a pin that is not this thread's may
     // be held for an instant on the way to a different object that used
-    // this slot. The lock is let go meanwhile; the object is busy, so
+    // this frame. The lock is let go meanwhile; the object is busy, so
     // nobody else evicts, frees or pins it.
     std::chrono::steady_clock::time_point deadline{};
-    while (pins[slot].load(std::memory_order_seq_cst) != 0) {
+    while (pins[frame].load(std::memory_order_seq_cst) != 0) {
       if (patient && deadline == std::chrono::steady_clock::time_point{})
-        deadline = pinned_on_this_thread(slot) ? std::chrono::steady_clock::now()
+        deadline = pinned_on_this_thread(frame) ? std::chrono::steady_clock::now()
                                                : std::chrono::steady_clock::now() + pin_patience;
       if (!patient || std::chrono::steady_clock::now() > deadline) {
         word->fetch_and(~state::busy, std::memory_order_release);
@@ -251,16 +251,16 @@ struct Manager::Impl {
       // hitting, missing and evicting meanwhile, and a call handler that
       // dereferences far memory can take the lock. The object stays busy,
       // so nobody changes it under the transfer (dereferences of it wait),
-      // and its slot stays `evicting` until the transfer has ended.
+      // and its frame stays `evicting` until the transfer has ended.
       m.evicting = true;
-      Evicting mine{slot, false, evicting_here};
+      Evicting mine{frame, false, evicting_here};
       evicting_here = &mine;
       const std::uint64_t remote = m.remote;
       const std::uint32_t bytes = m.bytes;
       lock.unlock();
       std::exception_ptr failure;
       try {
-        device->write(state::server_of(remote), state::offset_of(remote), address(slot), bytes);
+        device->write(state::server_of(remote), state::offset_of(remote), address(frame), bytes);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -282,7 +282,7 @@ struct Manager::Impl {
       return Outcome::cleaned;
     }
     word->store(m.remote, std::memory_order_release);
-    release(slot);
+    release(frame);
     ++evictions;
     recent_dirty_share += ((dirty ? dirty_share_scale : 0) - recent_dirty_share) / 16;
     return Outcome::evicted;
@@ -293,9 +293,9 @@ struct Manager::Impl {
   // so the eviction is called off and the object stays local and dirty.
   bool cancel_own_eviction(std::atomic<std::uint64_t>& word, std::uint64_t s) noexcept {
     if ((s & state::present) == 0) return false;
-    const std::uint32_t slot = state::slot_of(s);
+    const std::uint32_t frame = state::frame_of(s);
     for (Evicting* e = evicting_here; e != nullptr; e = e->outer) {
-      if (e->slot != slot || e->cancelled || slots[slot].owner.load(std::memory_order_acquire) != &word) continue;
+      if (e->frame != frame || e->cancelled || frames[frame].owner.load(std::memory_order_acquire) != &word) continue;
       e->cancelled = true;
       word.store((s & ~state::busy) | state::dirty, std::memory_order_release);
       return true;
@@ -310,8 +310,8 @@ struct Manager::Impl {
       const std::uint64_t s = word.load(std::memory_order_acquire);
       if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction or write-back of a null far pointer");
       if ((s & state::present) == 0) return true;
-      const Outcome done = try_evict(lock, state::slot_of(s), false, true, keep);
-      if (done == Outcome::in_flight && !evicting_on_this_thread(state::slot_of(s))) {
+      const Outcome done = try_evict(lock, state::frame_of(s), false, true, keep);
+      if (done == Outcome::in_flight && !evicting_on_this_thread(state::frame_of(s))) {
         // Another thread's write-back of it is on the network: wait for it.
         lock.unlock();
         std::this_thread::yield();
@@ -322,39 +322,39 @@ struct Manager::Impl {
     }
   }
 
-  void occupy(std::uint32_t slot, std::atomic<std::uint64_t>& word, std::uint64_t remote, std::size_t bytes) {
-    slots[slot].remote = remote;
-    slots[slot].bytes = static_cast<std::uint32_t>(bytes);
-    slots[slot].owner.store(&word, std::memory_order_release);
+  void occupy(std::uint32_t frame, std::atomic<std::uint64_t>& word, std::uint64_t remote, std::size_t bytes) {
+    frames[frame].remote = remote;
+    frames[frame].bytes = static_cast<std::uint32_t>(bytes);
+    frames[frame].owner.store(&word, std::memory_order_release);
   }
-  void release(std::uint32_t slot) {
-    slots[slot].owner.store(nullptr, std::memory_order_relaxed);
+  void release(std::uint32_t frame) {
+    frames[frame].owner.store(nullptr, std::memory_order_relaxed);
     const std::size_t before = slabs->resident_bytes();
-    slabs->release(slot);
+    slabs->release(frame);
     released_bytes += before - slabs->resident_bytes();
   }
 
   enum class Sweep { evicted, in_flight, none };
   // Under the lock (released during a write-back): evicts one object.
-  // in_flight: none now, but other threads' write-backs will free slots;
+  // in_flight: none now, but other threads' write-backs will free frames;
   // none: three sweeps found only pinned or busy objects.
   Sweep evict_one(std::unique_lock<std::mutex>& lock) {
     bool others_in_flight = false;
     // Steps count 64-byte units; an object is passed over whole.
     for (std::size_t step = 0; step < 3 * units;) {
-      const auto slot = static_cast<std::uint32_t>(hand);
-      if (slots[slot].owner.load(std::memory_order_relaxed) == nullptr) {
+      const auto frame = static_cast<std::uint32_t>(hand);
+      if (frames[frame].owner.load(std::memory_order_relaxed) == nullptr) {
         hand = (hand + 1) % units;
         ++step;
         continue;
       }
-      const std::size_t stride = (std::size_t{slots[slot].bytes} + min_object_bytes - 1) / min_object_bytes;
+      const std::size_t stride = (std::size_t{frames[frame].bytes} + min_object_bytes - 1) / min_object_bytes;
       hand = (hand + std::max<std::size_t>(stride, 1)) % units;
       const bool second_chance = step < 2 * units;
       step += std::max<std::size_t>(stride, 1);
-      const Outcome done = try_evict(lock, slot, second_chance);
+      const Outcome done = try_evict(lock, frame, second_chance);
       if (done == Outcome::evicted) return Sweep::evicted;
-      if (done == Outcome::in_flight && !evicting_on_this_thread(slot)) others_in_flight = true;
+      if (done == Outcome::in_flight && !evicting_on_this_thread(frame)) others_in_flight = true;
     }
     return others_in_flight ? Sweep::in_flight : Sweep::none;
   }
@@ -363,56 +363,56 @@ struct Manager::Impl {
   struct Claim {
     std::atomic<std::uint64_t>* word;
     std::uint64_t remote;  // the word before it was claimed
-    std::uint32_t slot = 0;
+    std::uint32_t frame = 0;
     std::size_t index;  // in the caller's batch
   };
   void* pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access, std::uint64_t& claimed);
-  // Slots for every claim (pinned for the scope to come); on failure every claim is given back.
-  void take_slots(std::span<Claim> claims, std::size_t bytes);
-  // Releases the claims' slots and makes their words remote again.
+  // Frames for every claim (pinned for the scope to come); on failure every claim is given back.
+  void take_frames(std::span<Claim> claims, std::size_t bytes);
+  // Releases the claims' frames and makes their words remote again.
   void give_back(std::span<const Claim> claims);
   // Their objects have landed: local words, pinned in `scope`.
   void publish(std::span<const Claim> claims, DerefScope& scope, Access access);
   void finish(InFlight::State& batch);
-  // Issues the transfers of a batch whose claims have their slots, and
+  // Issues the transfers of a batch whose claims have their frames, and
   // records it as this thread's; on failure every claim is given back.
   void start(InFlight::State& batch);
   void finish_quietly(InFlight::State& batch) noexcept;  // a failure stays in batch.failure
   // Completes a future's batch (deref_async) once it is finished.
   static void settle(InFlight::State& batch) noexcept;
 
-  // A free slot of `size_class`, if there is one.
+  // A free frame of `size_class`, if there is one.
   std::optional<std::uint32_t> take_free(std::uint32_t size_class) {
-    const std::uint32_t slot = slabs->take(size_class);
-    if (slot == detail::SlabCache::none) return std::nullopt;
+    const std::uint32_t frame = slabs->take(size_class);
+    if (frame == detail::SlabCache::none) return std::nullopt;
     peak_resident = std::max(peak_resident, slabs->resident_bytes());
     if (free_low != 0 && free_bytes() < free_low) wake_evacuator(size_class);
-    return slot;
+    return frame;
   }
 
-  // A slot for a prefetch: a free one, or one a few evictions of cold
+  // A frame for a prefetch: a free one, or one a few evictions of cold
   // objects make; none when that does not do (everything pinned, busy or
   // on its way out): a prefetch never waits.
-  std::optional<std::uint32_t> take_slot_now(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
+  std::optional<std::uint32_t> take_frame_now(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
     for (int evicted = 0;; ++evicted) {
-      if (auto slot = take_free(size_class)) return slot;
+      if (auto frame = take_free(size_class)) return frame;
       if (free_low != 0) wake_evacuator(size_class);
       if (evicted == 8 || evict_one(lock) != Sweep::evicted) return std::nullopt;
       ++inline_evictions;
     }
   }
 
-  // A slot of `size_class`, evicting cold objects while the budget is spent.
-  std::uint32_t take_slot(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
+  // A frame of `size_class`, evicting cold objects while the budget is spent.
+  std::uint32_t take_frame(std::unique_lock<std::mutex>& lock, std::uint32_t size_class) {
     std::chrono::steady_clock::time_point deadline{};  // read the clock only once everything is pinned
     for (;;) {
-      if (auto slot = take_free(size_class)) return *slot;
-      // No slot of this class and no free slab, although free bytes may be
-      // above the low mark (the free slots are in slabs of other classes):
+      if (auto frame = take_free(size_class)) return *frame;
+      // No frame of this class and no free slab, although free bytes may be
+      // above the low mark (the free frames are in slabs of other classes):
       // the reserve did not serve this miss, so the evacuator runs a round.
       if (free_low != 0) wake_evacuator(size_class);
       if (evacuator_knocking.load(std::memory_order_relaxed)) {
-        // The evacuator is about to free slots ahead of time: let it in.
+        // The evacuator is about to free frames ahead of time: let it in.
         lock.unlock();
         std::this_thread::yield();
         lock.lock();
@@ -524,7 +524,7 @@ struct Manager::Impl {
       lock_as_evacuator(lock);
       bool evicted = false, failed = false;
       // A round frees up to the high mark, and at least the gap between the
-      // marks: woken by a miss that found no slot of its class while the
+      // marks: woken by a miss that found no frame of its class while the
       // free bytes lay in other classes' slabs, it still makes room.
       const std::size_t released_before = released_bytes;
       const auto short_of_goal = [&] {
@@ -660,7 +660,7 @@ InFlight::State* batch_fetching(const std::atomic<std::uint64_t>& word) noexcept
 void* Manager::Impl::pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access,
                                    std::uint64_t& claimed) {
   Impl& m = *this;
-  constexpr std::uint64_t identity = state::present | state::busy | state::slot_mask;
+  constexpr std::uint64_t identity = state::present | state::busy | state::frame_mask;
   for (;;) {
     std::uint64_t s = word.load(std::memory_order_acquire);
     if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: dereference of a null or moved-from far pointer");
@@ -677,22 +677,22 @@ void* Manager::Impl::pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t 
       continue;
     }
     if ((s & state::present) != 0) {
-      const std::uint32_t slot = state::slot_of(s);
-      m.pins[slot].fetch_add(1, std::memory_order_seq_cst);
+      const std::uint32_t frame = state::frame_of(s);
+      m.pins[frame].fetch_add(1, std::memory_order_seq_cst);
       const std::uint64_t again = word.load(std::memory_order_seq_cst);
       if ((again & identity) != (s & identity)) {
-        m.pins[slot].fetch_sub(1, std::memory_order_release);
+        m.pins[frame].fetch_sub(1, std::memory_order_release);
         continue;
       }
-      if (m.slots[slot].owner.load(std::memory_order_acquire) != &word) {
-        m.pins[slot].fetch_sub(1, std::memory_order_release);
-        throw Error(Errc::invalid_argument, "far: dangling far pointer: its cache slot belongs to another object (was it copied byte-wise?)");
+      if (m.frames[frame].owner.load(std::memory_order_acquire) != &word) {
+        m.pins[frame].fetch_sub(1, std::memory_order_release);
+        throw Error(Errc::invalid_argument, "far: dangling far pointer: its cache frame belongs to another object (was it copied byte-wise?)");
       }
-      Manager::pin_in(scope, slot);
-      if (access != Access::non_temporal && m.referenced[slot].load(std::memory_order_relaxed) == 0)
-        m.referenced[slot].store(1, std::memory_order_relaxed);
+      Manager::pin_in(scope, frame);
+      if (access != Access::non_temporal && m.referenced[frame].load(std::memory_order_relaxed) == 0)
+        m.referenced[frame].store(1, std::memory_order_relaxed);
       if (access == Access::write && (again & state::dirty) == 0) word.fetch_or(state::dirty, std::memory_order_relaxed);
-      return m.address(slot);
+      return m.address(frame);
     }
     if (bytes > class_bytes(state::class_of(s)))
       throw Error(Errc::invalid_argument, "far: dereference as a " + std::to_string(bytes) + "-byte object of a " +
@@ -703,23 +703,23 @@ void* Manager::Impl::pin_or_claim(std::atomic<std::uint64_t>& word, std::size_t 
   }
 }
 
-void Manager::Impl::take_slots(std::span<Claim> claims, std::size_t bytes) {
-  std::size_t slotted = 0;
+void Manager::Impl::take_frames(std::span<Claim> claims, std::size_t bytes) {
+  std::size_t placed = 0;
   try {
     std::unique_lock lock(mutex);
     for (Claim& c : claims) {
-      c.slot = take_slot(lock, state::class_of(c.remote));
-      occupy(c.slot, *c.word, c.remote, bytes);
+      c.frame = take_frame(lock, state::class_of(c.remote));
+      occupy(c.frame, *c.word, c.remote, bytes);
       // For the scope, before the word turns local. An increment, not a
-      // store: a reader that raced with this slot's eviction may hold a
+      // store: a reader that raced with this frame's eviction may hold a
       // transient pin here that it is about to take back.
-      pins[c.slot].fetch_add(1, std::memory_order_relaxed);
-      ++slotted;
+      pins[c.frame].fetch_add(1, std::memory_order_relaxed);
+      ++placed;
       ++misses;  // under the lock: one atomic add fewer per miss
     }
   } catch (...) {
-    give_back(claims.first(slotted));
-    for (const Claim& c : claims.subspan(slotted)) c.word->store(c.remote, std::memory_order_release);
+    give_back(claims.first(placed));
+    for (const Claim& c : claims.subspan(placed)) c.word->store(c.remote, std::memory_order_release);
     throw;
   }
 }
@@ -728,8 +728,8 @@ void Manager::Impl::give_back(std::span<const Claim> claims) {
   {
     std::lock_guard lock(mutex);
     for (const Claim& c : claims) {
-      pins[c.slot].fetch_sub(1, std::memory_order_relaxed);
-      release(c.slot);
+      pins[c.frame].fetch_sub(1, std::memory_order_relaxed);
+      release(c.frame);
     }
     misses -= claims.size();  // a fetch that failed is no miss served
   }
@@ -740,9 +740,9 @@ void Manager::Impl::publish(std::span<const Claim> claims, DerefScope& scope, Ac
   std::uint64_t flags = state::valid | state::present;
   if (access == Access::write) flags |= state::dirty;
   for (const Claim& c : claims) {
-    Manager::pin_in(scope, c.slot);
-    referenced[c.slot].store(access != Access::non_temporal ? 1 : 0, std::memory_order_relaxed);
-    c.word->store(flags | c.slot, std::memory_order_release);
+    Manager::pin_in(scope, c.frame);
+    referenced[c.frame].store(access != Access::non_temporal ? 1 : 0, std::memory_order_relaxed);
+    c.word->store(flags | c.frame, std::memory_order_release);
   }
 }
 
@@ -761,7 +761,7 @@ void Manager::Impl::finish(InFlight::State& b) {
     throw;
   }
   publish(b.claims, *b.scope, b.access);
-  for (const Claim& c : b.claims) b.out[c.index] = address(c.slot);
+  for (const Claim& c : b.claims) b.out[c.index] = address(c.frame);
   for (std::size_t i : b.repeated) b.out[i] = b.manager->deref(*b.words[i], b.bytes, *b.scope, b.access);
 }
 
@@ -769,7 +769,7 @@ void Manager::Impl::start(InFlight::State& b) {
   std::vector<Device::Transfer> transfers;
   try {
     transfers.reserve(b.claims.size());
-    for (const Claim& c : b.claims) transfers.push_back({state::server_of(c.remote), state::offset_of(c.remote), address(c.slot), b.bytes});
+    for (const Claim& c : b.claims) transfers.push_back({state::server_of(c.remote), state::offset_of(c.remote), address(c.frame), b.bytes});
     b.reads = device->start_reads(std::move(transfers));
     started_here.push_back(&b);
   } catch (...) {
@@ -976,18 +976,18 @@ void* Manager::place(std::atomic<std::uint64_t>& word, std::size_t bytes, const 
   const std::uint32_t size_class = size_class_of(std::max<std::size_t>(bytes, 1));
   std::unique_lock lock(m.mutex);
   const auto block = server == nullptr ? m.remote->allocate(size_class) : m.remote->allocate_on(static_cast<std::uint32_t>(*server), size_class);
-  std::uint32_t slot = 0;
+  std::uint32_t frame = 0;
   try {
-    slot = m.take_slot(lock, size_class);
+    frame = m.take_frame(lock, size_class);
   } catch (...) {
     m.remote->free(block, size_class);
     throw;
   }
-  m.occupy(slot, word, state::remote(block.server, block.offset, size_class), bytes);
-  m.referenced[slot].store(1, std::memory_order_relaxed);
+  m.occupy(frame, word, state::remote(block.server, block.offset, size_class), bytes);
+  m.referenced[frame].store(1, std::memory_order_relaxed);
   // Busy until commit(): eviction leaves it alone while it is being built.
-  word.store(state::valid | state::present | state::busy | state::dirty | slot, std::memory_order_release);
-  return m.address(slot);
+  word.store(state::valid | state::present | state::busy | state::dirty | frame, std::memory_order_release);
+  return m.address(frame);
 }
 
 void Manager::commit(std::atomic<std::uint64_t>& word) noexcept { word.fetch_and(~state::busy, std::memory_order_release); }
@@ -998,16 +998,16 @@ void* Manager::deref(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefS
   std::uint64_t remote = 0;
   if (void* local = m.pin_or_claim(word, bytes, scope, access, remote)) return local;
   Impl::Claim claim{&word, remote, 0, 0};
-  m.take_slots(std::span(&claim, 1), bytes);
+  m.take_frames(std::span(&claim, 1), bytes);
   try {
-    // Swap-in without a copy: straight into the slot in the registered arena.
-    m.device->read(state::server_of(remote), state::offset_of(remote), m.address(claim.slot), bytes);
+    // Swap-in without a copy: straight into the frame in the registered arena.
+    m.device->read(state::server_of(remote), state::offset_of(remote), m.address(claim.frame), bytes);
   } catch (...) {
     m.give_back(std::span(&claim, 1));
     throw;
   }
   m.publish(std::span(&claim, 1), scope, access);
-  return m.address(claim.slot);
+  return m.address(claim.frame);
 }
 
 void Manager::deref_many(std::span<std::atomic<std::uint64_t>* const> words, std::size_t bytes, DerefScope& scope,
@@ -1039,7 +1039,7 @@ InFlight Manager::deref_start(std::span<std::atomic<std::uint64_t>* const> words
     for (const Impl::Claim& c : b->claims) c.word->store(c.remote, std::memory_order_release);
     throw;
   }
-  m.take_slots(b->claims, bytes);
+  m.take_frames(b->claims, bytes);
   m.start(*b);
   return InFlight(std::move(b));
 }
@@ -1062,7 +1062,7 @@ Future<void*> Manager::deref_async(std::atomic<std::uint64_t>& word, std::size_t
     b->out = b->own_out;
     b->claims.push_back({&word, remote, 0, 0});
     make_room_for_one_detached();  // no failure once started
-    m.take_slots(b->claims, bytes);                    // on failure the word is remote again
+    m.take_frames(b->claims, bytes);                    // on failure the word is remote again
     m.start(*b);
     b->promise = future;
     detached_here.push_back(std::move(b));
@@ -1098,25 +1098,25 @@ std::size_t Manager::prefetch(std::span<std::atomic<std::uint64_t>* const> words
     return 0;
   }
   if (b->claims.empty()) return 0;
-  std::size_t slotted = 0;
+  std::size_t placed = 0;
   try {
     std::unique_lock lock(m.mutex);
     for (Impl::Claim& c : b->claims) {
-      const auto slot = m.take_slot_now(lock, state::class_of(c.remote));
-      if (!slot) break;
-      c.slot = *slot;
-      m.occupy(c.slot, *c.word, c.remote, bytes);
-      m.pins[c.slot].fetch_add(1, std::memory_order_relaxed);  // for the scope (an increment: see take_slots)
-      ++slotted;
+      const auto frame = m.take_frame_now(lock, state::class_of(c.remote));
+      if (!frame) break;
+      c.frame = *frame;
+      m.occupy(c.frame, *c.word, c.remote, bytes);
+      m.pins[c.frame].fetch_add(1, std::memory_order_relaxed);  // for the scope (an increment: see take_frames)
+      ++placed;
       ++m.misses;
     }
   } catch (...) {
     // A write-back of a victim failed: no prefetch now.
   }
   // Those without room are left as they were.
-  for (const Impl::Claim& c : std::span(b->claims).subspan(slotted)) c.word->store(c.remote, std::memory_order_release);
-  b->claims.resize(slotted);
-  if (slotted == 0) return 0;
+  for (const Impl::Claim& c : std::span(b->claims).subspan(placed)) c.word->store(c.remote, std::memory_order_release);
+  b->claims.resize(placed);
+  if (placed == 0) return 0;
   b->words = b->own_words;
   b->out = b->own_out;
   try {
@@ -1144,10 +1144,10 @@ void Manager::free(std::atomic<std::uint64_t>& word) {
   std::unique_lock lock(m.mutex);
   std::uint64_t s = word.load(std::memory_order_acquire);
   // An object on its way out is freed once its write-back has landed: the
-  // transfer still reads the slot and writes the far block.
-  while ((s & state::present) != 0 && m.slots[state::slot_of(s)].evicting &&
-         m.slots[state::slot_of(s)].owner.load(std::memory_order_relaxed) == &word) {
-    if (evicting_on_this_thread(state::slot_of(s)))
+  // transfer still reads the frame and writes the far block.
+  while ((s & state::present) != 0 && m.frames[state::frame_of(s)].evicting &&
+         m.frames[state::frame_of(s)].owner.load(std::memory_order_relaxed) == &word) {
+    if (evicting_on_this_thread(state::frame_of(s)))
       throw Error(Errc::invalid_argument, "far: a far object was freed by a handler run during its own write-back");
     lock.unlock();
     std::this_thread::yield();
@@ -1159,19 +1159,19 @@ void Manager::free(std::atomic<std::uint64_t>& word) {
     throw Error(Errc::invalid_argument, "far: a far object was freed while another thread dereferences it");
   std::uint64_t remote = s;
   if ((s & state::present) != 0) {
-    const std::uint32_t slot = state::slot_of(s);
-    if (m.slots[slot].owner.load(std::memory_order_relaxed) != &word)
-      throw Error(Errc::invalid_argument, "far: double free or dangling far pointer: its cache slot belongs to another object");
+    const std::uint32_t frame = state::frame_of(s);
+    if (m.frames[frame].owner.load(std::memory_order_relaxed) != &word)
+      throw Error(Errc::invalid_argument, "far: double free or dangling far pointer: its cache frame belongs to another object");
     // Claim it first. Another thread's dereference of an object that used
-    // to be in this slot may hold a pin until it re-reads that object's
+    // to be in this frame may hold a pin until it re-reads that object's
     // word; a pin of this thread's own scopes is a mistake at once, and
     // another thread's that outlasts the wait is a scope still using it.
     std::uint64_t expected = s;
     while (!word.compare_exchange_weak(expected, expected | state::busy, std::memory_order_seq_cst)) {
     }
     std::chrono::steady_clock::time_point deadline{};
-    while (m.pins[slot].load(std::memory_order_seq_cst) != 0) {
-      if (pinned_on_this_thread(slot)) {
+    while (m.pins[frame].load(std::memory_order_seq_cst) != 0) {
+      if (pinned_on_this_thread(frame)) {
         word.fetch_and(~state::busy, std::memory_order_release);
         throw Error(Errc::invalid_argument, "far: a far object was freed while a DerefScope still pins it");
       }
@@ -1185,8 +1185,8 @@ void Manager::free(std::atomic<std::uint64_t>& word) {
       std::this_thread::yield();
       lock.lock();
     }
-    remote = m.slots[slot].remote;
-    m.release(slot);
+    remote = m.frames[frame].remote;
+    m.release(frame);
   }
   word.store(0, std::memory_order_release);
   m.remote->free({state::server_of(remote), state::offset_of(remote)}, state::class_of(remote));
@@ -1199,7 +1199,7 @@ void Manager::move(std::atomic<std::uint64_t>& from, std::atomic<std::uint64_t>&
   to.store(s, std::memory_order_release);
   from.store(0, std::memory_order_release);
   if ((s & state::present) != 0) {
-    auto& owner = m.slots[state::slot_of(s)].owner;
+    auto& owner = m.frames[state::frame_of(s)].owner;
     std::atomic<std::uint64_t>* expected = &from;
     owner.compare_exchange_strong(expected, &to, std::memory_order_acq_rel);
   }
@@ -1235,16 +1235,16 @@ void Manager::finish_scope(DerefScope& scope) noexcept {
   }
 }
 
-void Manager::pin_in(DerefScope& scope, std::uint32_t slot) { scope.pin(slot); }
-void Manager::unpin(std::uint32_t slot) noexcept { impl_->pins[slot].fetch_sub(1, std::memory_order_release); }
+void Manager::pin_in(DerefScope& scope, std::uint32_t frame) { scope.pin(frame); }
+void Manager::unpin(std::uint32_t frame) noexcept { impl_->pins[frame].fetch_sub(1, std::memory_order_release); }
 
 DerefScope::DerefScope() : manager_(&Manager::current()), outer_(scopes_here) { scopes_here = this; }
 DerefScope::DerefScope(Manager& manager) noexcept : manager_(&manager), outer_(scopes_here) { scopes_here = this; }
 
-bool DerefScope::pins(std::uint32_t slot) const noexcept {
+bool DerefScope::pins(std::uint32_t frame) const noexcept {
   for (std::size_t i = 0; i < std::min(pinned_, inline_pins); ++i)
-    if (first_[i] == slot) return true;
-  return std::find(more_.begin(), more_.end(), slot) != more_.end();
+    if (first_[i] == frame) return true;
+  return std::find(more_.begin(), more_.end(), frame) != more_.end();
 }
 
 DerefScope::~DerefScope() {
@@ -1262,7 +1262,7 @@ DerefScope::~DerefScope() {
   // pinned in it (a prefetch's, a future's, one whose InFlight outlives it).
   if (!started_here.empty() || !detached_here.empty()) manager_->finish_scope(*this);
   for (std::size_t i = 0; i < std::min(pinned_, inline_pins); ++i) manager_->unpin(first_[i]);
-  for (std::uint32_t slot : more_) manager_->unpin(slot);
+  for (std::uint32_t frame : more_) manager_->unpin(frame);
 }
 
 }  // namespace rdmx::far

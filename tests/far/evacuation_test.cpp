@@ -25,7 +25,7 @@ using namespace rdmx::far;
 
 namespace {
 
-// `evacuator`: off, eviction happens only on the thread that needs a slot,
+// `evacuator`: off, eviction happens only on the thread that needs a frame,
 // which the tests of inline write-backs rely on.
 Config small_cache(std::size_t cache, bool evacuator = false) {
   Config c;
@@ -57,7 +57,7 @@ class HookedDevice final : public Device {
   }
   void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
     check_alive(server);
-    inner_->write(server, offset, local, bytes);  // the transfer's reads of the slot
+    inner_->write(server, offset, local, bytes);  // the transfer's reads of the frame
     if (on_write_) on_write_();                   // then its wait
   }
   void compute(std::size_t server, const Offload& work) override { inner_->compute(server, work); }
@@ -102,7 +102,7 @@ TEST(FarEvacuation, SlowWriteBacksUnderThreadsKeepEveryValue) {
 }
 
 // While one thread's write-back waits on the network, another thread
-// misses (it needs the lock to take a slot), and a handler run inline by
+// misses (it needs the lock to take a frame), and a handler run inline by
 // the waiting thread dereferences far memory: a miss of its own and the
 // very object being written back, which it changes. All of it completes.
 TEST(FarEvacuation, HandlersDereferenceDuringAWriteBack) {
@@ -158,7 +158,7 @@ TEST(FarEvacuation, HandlersDereferenceDuringAWriteBack) {
 }
 
 // Freeing an object whose write-back another thread has on the network
-// waits for it to land, then frees it: no error, and its block and slot
+// waits for it to land, then frees it: no error, and its block and frame
 // are reused cleanly.
 TEST(FarEvacuation, FreeWaitsForAWriteBackInFlight) {
   std::promise<void> writing, go;
@@ -187,7 +187,7 @@ TEST(FarEvacuation, FreeWaitsForAWriteBackInFlight) {
 }
 
 // A write-back that fails (a transport error) fails the dereference that
-// needed the slot, and leaves every object local, dirty and intact.
+// needed the frame, and leaves every object local, dirty and intact.
 TEST(FarEvacuation, AFailedWriteBackKeepsTheObject) {
   bool fail = false;
   Manager manager(std::make_unique<HookedDevice>([&] {
@@ -261,7 +261,7 @@ TEST(FarEvacuation, BackgroundEvacuationUnderThreadsKeepsEveryValue) {
 }
 
 // With work between accesses (think time) the evacuator keeps up: most
-// misses find a free slot, and most evictions happen in the background. A
+// misses find a free frame, and most evictions happen in the background. A
 // count, not a timing: the bound is lenient (more than half) so that a
 // busy machine that delays the evacuator now and then still passes.
 TEST(FarEvacuation, WithThinkTimeMostEvictionsAreBackground) {
@@ -320,7 +320,7 @@ TEST(FarEvacuation, WatchSettingIsParsedAndChecked) {
 }
 
 // The evacuator off (Config::evacuator, RDMX_FAR_EVACUATOR=off): no thread,
-// every eviction on the thread that needs a slot, as before it existed.
+// every eviction on the thread that needs a frame, as before it existed.
 TEST(FarEvacuation, OffByConfigEvictsOnlyInline) {
   const int before = threads_now();
   Manager manager(make_local_device(2, 8 << 20), small_cache(64 * 1024, false));
@@ -386,7 +386,7 @@ TEST(FarEvacuation, ALostServerStopsNeitherTheEvacuatorNorTheProgram) {
   std::vector<UniquePtr<Obj>> v;
   for (int i = 0; i < 56; ++i) v.push_back(make_unique<Obj>(Obj::of(100 + i)));  // dirty, 56 of 64 KiB
   device.kill(0);
-  // New objects take slots without the server: the evacuator wakes, and
+  // New objects take frames without the server: the evacuator wakes, and
   // once the cache is full the program's own eviction fails.
   std::optional<Errc> program_saw;
   for (int i = 56; i < 200 && !program_saw; ++i) {

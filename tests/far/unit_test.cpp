@@ -107,7 +107,7 @@ TEST(FarUnit, ConcurrentReadersAndWritersAgreeWithTheirShadows) {
 
 // Threads sharing objects: the program orders accesses to one object (a
 // mutex per object, as it must for any shared data), eviction runs in
-// whichever thread needs a slot, holding none of those mutexes. Every read
+// whichever thread needs a frame, holding none of those mutexes. Every read
 // must see the last write.
 TEST(FarUnit, SharedObjectsUnderEviction) {
   Manager manager(make_local_device(1, 8 << 20), small_cache(64 * 1024));
@@ -269,7 +269,7 @@ TEST(FarUnit, ReplicationSurvivesTheLossOfOneCopy) {
 // (a round of it is about half a turn of the hand), 16 objects read every
 // round seldom miss again, and 16 read with deref_nt keep missing.
 TEST(FarUnit, ClockKeepsReferencedObjectsAndDropsNonTemporalOnes) {
-  Config c = small_cache();  // 1024 slots of 64 bytes
+  Config c = small_cache();  // 1024 frames of 64 bytes
   c.evacuator = Evacuator::off;
   Manager manager(make_local_device(1, 4 << 20), c);
   using Object = std::array<std::uint64_t, 8>;
@@ -445,7 +445,7 @@ TEST(FarUnit, ArrayScansInWindowsUnderASmallBudget) {
 TEST(FarUnit, DanglingWordsAndDoubleFreesAreErrors) {
   Manager manager(make_local_device(1, 1 << 20), small_cache());
   auto p = make_unique<Point>(Point{1, 2});
-  std::atomic<std::uint64_t> copy{p.state_word()};  // local: names p's slot
+  std::atomic<std::uint64_t> copy{p.state_word()};  // local: names p's frame
   {
     DerefScope scope;
     const Error e = rdmx::testing::error_from([&] { manager.deref(copy, sizeof(Point), scope, Access::read); });

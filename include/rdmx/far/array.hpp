@@ -127,7 +127,7 @@ class Array {
 
   // The prefetcher: after chunk c is reached, the chunks the pattern names
   // are started, as far as the cache has room for them without waiting.
-  // After, not before: a prefetch must never take the slot the access
+  // After, not before: a prefetch must never take the frame the access
   // itself needs.
   void look_ahead(DerefScope& scope, std::size_t c) const {
     Manager& manager = scope.manager();

@@ -69,10 +69,10 @@ struct Config {
   std::size_t replication = env_replication();
   // Background evacuation: a thread of the Manager keeps free cache space
   // between these fractions of the budget, so that a miss usually finds a
-  // free slot instead of paying for a write-back inline. It wakes when a
+  // free frame instead of paying for a write-back inline. It wakes when a
   // miss leaves less than free_low free and evicts (CLOCK, writing dirty
   // victims back) until free_high is free. Off: eviction happens only on
-  // the thread that needs a slot.
+  // the thread that needs a frame.
   Evacuator evacuator = env_evacuator();
   Watch evacuator_watch = env_evacuator_watch();
   double free_low = env_free_low();

@@ -5,7 +5,7 @@
 // spreading objects round-robin over the servers) and evicts cold objects
 // with CLOCK, writing them back if they are dirty: ahead of time on a
 // background thread (the evacuator) that keeps part of the cache free, and
-// on the thread that needs a slot when none is free.
+// on the thread that needs a frame when none is free.
 //
 // Constructing one is collective: every process of the job constructs its
 // Manager with the same servers; the servers map and register their region
@@ -53,7 +53,7 @@ struct Stats {
   std::size_t objects = 0;         // live far objects
   std::uint64_t misses = 0;        // dereferences that fetched the object
   std::uint64_t evictions = 0;     // every kind below, and explicit ones (evict())
-  std::uint64_t inline_evictions = 0;      // by a thread that needed a slot and found none free
+  std::uint64_t inline_evictions = 0;      // by a thread that needed a frame and found none free
   std::uint64_t background_evictions = 0;  // by the evacuator, ahead of the misses
   std::uint64_t background_failures = 0;   // the evacuator's write-backs that failed (the object stays local, dirty)
   std::uint64_t write_backs = 0;   // evictions of dirty objects
@@ -107,18 +107,18 @@ class Manager {
 
   // The type-erased operations far pointers are built on. `word` is the
   // pointer's 8-byte state (see pointer.hpp).
-  // A new object of `bytes`: returns its local slot, in which the caller
+  // A new object of `bytes`: returns its local frame, in which the caller
   // constructs it; the object stays out of eviction's reach until commit().
   void* allocate(std::atomic<std::uint64_t>& word, std::size_t bytes);
   // The same with the far block on `server`.
   void* allocate_on(std::size_t server, std::atomic<std::uint64_t>& word, std::size_t bytes);
-  // A far block on `server` and no cache slot: the word is remote at once
+  // A far block on `server` and no cache frame: the word is remote at once
   // and the object is whatever is in the block, for work offloaded there
   // to fill (far::Vector's server-side copies).
   void allocate_remote(std::size_t server, std::atomic<std::uint64_t>& word, std::size_t bytes);
   void commit(std::atomic<std::uint64_t>& word) noexcept;
   // The object's local address, valid while `scope` lives; fetches it
-  // straight into a cache slot if it is remote.
+  // straight into a cache frame if it is remote.
   void* deref(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access);
   // deref() of several objects, whose misses travel together (all in
   // flight at once: latency hiding); out[i] is words[i]'s object.
@@ -139,8 +139,8 @@ class Manager {
   // longer be pinned. Every failure (a lost server, a null pointer) comes
   // from the future.
   Future<void*> deref_async(std::atomic<std::uint64_t>& word, std::size_t bytes, DerefScope& scope, Access access);
-  // Starts fetching, into cache slots, those of `words` that are remote and
-  // not busy and that a slot can be found for without waiting for pins or
+  // Starts fetching, into cache frames, those of `words` that are remote and
+  // not busy and that a frame can be found for without waiting for pins or
   // write-backs; the others are skipped (started[i] says which were
   // started). Nothing of it throws or waits: a prefetch that cannot get
   // room, or whose server fails, is dropped, and the dereference that
@@ -152,7 +152,7 @@ class Manager {
                        std::span<bool> started) noexcept;
   // A prefetcher reports the prefetched objects that were then used (Stats::prefetch_hits).
   void count_prefetch_hits(std::size_t n) noexcept;
-  // Frees the object's far block and cache slot; the word becomes null.
+  // Frees the object's far block and cache frame; the word becomes null.
   void free(std::atomic<std::uint64_t>& word);
   // Moves ownership of the object from `from` (then null) to `to` (null before).
   void move(std::atomic<std::uint64_t>& from, std::atomic<std::uint64_t>& to) noexcept;
@@ -166,11 +166,11 @@ class Manager {
 
  private:
   friend class DerefScope;
-  void unpin(std::uint32_t slot) noexcept;
+  void unpin(std::uint32_t frame) noexcept;
   // A scope ends: the batches in flight into it land first.
   void finish_scope(DerefScope& scope) noexcept;
   void* place(std::atomic<std::uint64_t>& word, std::size_t bytes, const std::size_t* server);
-  static void pin_in(DerefScope& scope, std::uint32_t slot);
+  static void pin_in(DerefScope& scope, std::uint32_t frame);
   std::unique_ptr<Impl> impl_;
 };
 

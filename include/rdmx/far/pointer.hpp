@@ -1,6 +1,6 @@
 // far::UniquePtr<T>: the owning far pointer (AIFM's UniquePtr). It is one
 // 8-byte state word (state.hpp) that says whether the object is local, in
-// which cache slot, or remote, where. Objects are trivially copyable values
+// which cache frame, or remote, where. Objects are trivially copyable values
 // moved byte for byte between the cache and the servers.
 //
 //   auto p = far::make_unique<Point>(Point{1, 2});
@@ -81,14 +81,14 @@ class UniquePtr : public Dereference<UniquePtr<T>, T> {
 
 static_assert(sizeof(UniquePtr<int>) == 8, "a far pointer is one 8-byte word");
 
-// A new far object, constructed in a cache slot (local and dirty).
+// A new far object, constructed in a cache frame (local and dirty).
 template <class T, class... A>
 UniquePtr<T> make_unique(A&&... args) {
   UniquePtr<T> p;
   Manager& manager = Manager::current();
-  void* slot = manager.allocate(p.word_, sizeof(T));
+  void* frame = manager.allocate(p.word_, sizeof(T));
   try {
-    ::new (slot) T(std::forward<A>(args)...);
+    ::new (frame) T(std::forward<A>(args)...);
   } catch (...) {
     manager.commit(p.word_);
     throw;  // p frees it

@@ -28,14 +28,14 @@ class DerefScope {
 
  private:
   friend class Manager;
-  friend bool pinned_on_this_thread(std::uint32_t slot) noexcept;
-  void pin(std::uint32_t slot) {
-    if (pinned_ < inline_pins) first_[pinned_] = slot;
-    else more_.push_back(slot);
+  friend bool pinned_on_this_thread(std::uint32_t frame) noexcept;
+  void pin(std::uint32_t frame) {
+    if (pinned_ < inline_pins) first_[pinned_] = frame;
+    else more_.push_back(frame);
     ++pinned_;
   }
 
-  bool pins(std::uint32_t slot) const noexcept;
+  bool pins(std::uint32_t frame) const noexcept;
 
   // Most scopes pin a few objects: those need no allocation, which would
   // cost a cold dereference as much as a fifth of its time.

@@ -67,15 +67,15 @@ class SharedPtr : public Dereference<SharedPtr<T>, T> {
   std::shared_ptr<Block> block_;
 };
 
-// A new shared far object, constructed in a cache slot (local and dirty).
+// A new shared far object, constructed in a cache frame (local and dirty).
 template <class T, class... A>
 SharedPtr<T> make_shared(A&&... args) {
   SharedPtr<T> p;
   p.block_ = std::make_shared<typename SharedPtr<T>::Block>();
   Manager& manager = Manager::current();
-  void* slot = manager.allocate(p.block_->word, sizeof(T));
+  void* frame = manager.allocate(p.block_->word, sizeof(T));
   try {
-    ::new (slot) T(std::forward<A>(args)...);
+    ::new (frame) T(std::forward<A>(args)...);
   } catch (...) {
     manager.commit(p.block_->word);
     throw;  // the block frees it

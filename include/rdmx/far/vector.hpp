@@ -312,8 +312,8 @@ class Vector {
   void add_chunk() {
     Manager& manager = Manager::current();
     UniquePtr<Chunk> p;
-    void* slot = manager.allocate_on(server_, p.word(), sizeof(Chunk));
-    ::new (slot) Chunk{};
+    void* frame = manager.allocate_on(server_, p.word(), sizeof(Chunk));
+    ::new (frame) Chunk{};
     manager.commit(p.word());
     chunks_.push_back(std::move(p));
   }
@@ -366,8 +366,8 @@ class Vector {
       const std::size_t b = listed_ / detail::directory_entries;
       if (b == directory_.size()) {
         UniquePtr<detail::DirectoryBlock> block;
-        void* slot = manager.allocate_on(server_, block.word(), sizeof(detail::DirectoryBlock));
-        ::new (slot) detail::DirectoryBlock{};
+        void* frame = manager.allocate_on(server_, block.word(), sizeof(detail::DirectoryBlock));
+        ::new (frame) detail::DirectoryBlock{};
         manager.commit(block.word());
         directory_.push_back(std::move(block));
       }
