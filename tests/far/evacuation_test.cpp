@@ -243,7 +243,7 @@ void evacuate_under_threads(const Config& config, std::chrono::microseconds writ
   });
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < 2; ++t)
-    threads.emplace_back([&, t] { checked += shadow::random_operations(60, operations, seed + t); });
+    threads.emplace_back([&, t] { checked += shadow::random_operations(manager, 60, operations, seed + t); });
   shared.join();
   for (auto& t : threads) t.join();
   EXPECT_GT(checked.load(), 2 * rounds + 2 * operations);
@@ -324,7 +324,7 @@ TEST(FarEvacuation, WatchSettingIsParsedAndChecked) {
 TEST(FarEvacuation, OffByConfigEvictsOnlyInline) {
   const int before = threads_now();
   Manager manager(make_local_device(2, 8 << 20), small_cache(64 * 1024, false));
-  EXPECT_GT(shadow::random_operations(200, 2000, 9), 2000u);
+  EXPECT_GT(shadow::random_operations(manager, 200, 2000, 9), 2000u);
   const Stats s = manager.stats();
   EXPECT_EQ(s.background_evictions, 0u);
   EXPECT_GT(s.inline_evictions, 100u);
@@ -361,13 +361,13 @@ TEST(FarEvacuation, TeardownWhileTheEvacuatorWritesBack) {
                                              landed = true;
                                            }),
                                            small_cache(64 * 1024, true));
-  // Objects through the type-erased interface, so that nothing has to be
+  // Objects through the word-level operations, so that nothing has to be
   // freed before the Manager goes: every one dirty from its allocation.
   std::vector<std::atomic<std::uint64_t>> words(128);
   std::future<void> written = writing.get_future();
   for (auto& w : words) {
-    std::memset(manager->allocate(w, sizeof(Obj)), 1, sizeof(Obj));
-    manager->commit(w);
+    std::memset(far::detail::allocate(far::detail::runtime(), w, sizeof(Obj)), 1, sizeof(Obj));
+    far::detail::commit(w);
   }
   ASSERT_EQ(written.wait_for(patience), std::future_status::ready);
   manager.reset();

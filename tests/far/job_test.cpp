@@ -45,7 +45,7 @@ void random_operations(Path path) {
   EXPECT_EQ(manager.device().servers(), manager.config().servers.size());
   EXPECT_STREQ(manager.device().name(), to_string(path));
   if (serves(manager)) return;  // serve until every client is done (the destructor's barrier)
-  const std::size_t checked = shadow::random_operations(120, 1200, 7 + job.rank());
+  const std::size_t checked = shadow::random_operations(manager, 120, 1200, 7 + job.rank());
   EXPECT_GT(checked, 1200u);
   const Stats s = manager.stats();
   EXPECT_LE(s.peak_resident_bytes, s.cache_bytes);
@@ -60,7 +60,7 @@ void threaded_operations(Path path) {
   Manager manager(job, small(path));
   if (serves(manager)) return;
   std::atomic<std::size_t> checked{0};
-  job.run([&](ThreadId me) { checked += shadow::random_operations(60, 600, 1000 * job.rank() + me.thread); });
+  job.run([&](ThreadId me) { checked += shadow::random_operations(manager, 60, 600, 1000 * job.rank() + me.thread); });
   EXPECT_GT(checked.load(), 600u * job.threads_per_process());
   EXPECT_LE(manager.stats().peak_resident_bytes, manager.stats().cache_bytes);
   EXPECT_GT(manager.stats().evictions, 0u);

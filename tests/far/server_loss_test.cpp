@@ -112,7 +112,7 @@ void workload(std::vector<UniquePtr<Object>>& objects, std::vector<std::uint64_t
 }
 
 // 600 objects of 256 bytes against a 64 KiB cache, killed mid-workload.
-int background_scenario(bool replicated, const std::function<void()>& kill) {
+int background_scenario(Manager& far, bool replicated, const std::function<void()>& kill) {
   std::vector<UniquePtr<Object>> objects;
   std::vector<std::uint64_t> seeds;
   for (std::uint64_t i = 0; i < 600; ++i) {
@@ -120,7 +120,6 @@ int background_scenario(bool replicated, const std::function<void()>& kill) {
     objects.push_back(make_unique<Object>(Object::of(seeds.back())));
   }
   std::mt19937_64 rng(17);
-  Manager& far = Manager::current();
   try {
     workload(objects, seeds, 2000, rng);
   } catch (const Error& e) {
@@ -295,7 +294,7 @@ int main(int argc, char** argv) {
   };
   const bool replicated = config.replication == 2;
   const int rc = vectors                     ? vectors_scenario(replicated, kill)
-                 : scenario == "--background" ? background_scenario(replicated, kill)
+                 : scenario == "--background" ? background_scenario(manager, replicated, kill)
                  : scenario == "--futures"    ? futures_scenario(replicated, kill)
                                               : objects_scenario(replicated, kill);
   if (job.size() == 3) call(ThreadId{2, 0}, [] { released.store(true); });

@@ -84,7 +84,7 @@ TEST(FarUnit, PinnedObjectsAreNotEvicted) {
 
 TEST(FarUnit, BudgetIsRespected) {
   Manager manager(make_local_device(2, 4 << 20), small_cache(64 * 1024));
-  const std::size_t checked = shadow::random_operations(200, 3000, 1);
+  const std::size_t checked = shadow::random_operations(manager, 200, 3000, 1);
   EXPECT_GT(checked, 3000u);
   Stats s = manager.stats();
   EXPECT_LE(s.peak_resident_bytes, s.cache_bytes);
@@ -98,7 +98,7 @@ TEST(FarUnit, ConcurrentReadersAndWritersAgreeWithTheirShadows) {
   std::vector<std::thread> threads;
   std::atomic<std::size_t> checked{0};
   for (int t = 0; t < 4; ++t)
-    threads.emplace_back([t, &checked] { checked += shadow::random_operations(100, 1500, 100 + t); });
+    threads.emplace_back([t, &checked, &manager] { checked += shadow::random_operations(manager, 100, 1500, 100 + t); });
   for (auto& t : threads) t.join();
   EXPECT_GT(checked.load(), 4 * 1500u);
   EXPECT_LE(manager.stats().peak_resident_bytes, manager.stats().cache_bytes);
@@ -388,7 +388,7 @@ TEST(FarUnit, DerefAllFetchesABatch) {
     // A word named twice is fetched once.
     std::atomic<std::uint64_t>* twice[] = {&v[50].word(), &v[50].word()};
     void* out[2] = {};
-    manager.deref_many(twice, sizeof(Obj), scope, Access::read, out);
+    far::detail::deref_start(twice, sizeof(Obj), scope, Access::read, out).finish();
     EXPECT_EQ(out[0], out[1]);
     EXPECT_TRUE(static_cast<const Obj*>(out[0])->is(50));
     EXPECT_EQ(manager.stats().misses - misses, 33u);
@@ -448,28 +448,28 @@ TEST(FarUnit, DanglingWordsAndDoubleFreesAreErrors) {
   std::atomic<std::uint64_t> copy{p.state_word()};  // local: names p's frame
   {
     DerefScope scope;
-    const Error e = rdmx::testing::error_from([&] { manager.deref(copy, sizeof(Point), scope, Access::read); });
+    const Error e = rdmx::testing::error_from([&] { far::detail::deref(copy, sizeof(Point), scope, Access::read); });
     EXPECT_EQ(e.code(), Errc::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("dangling"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(error_of([&] { manager.free(copy); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { far::detail::free(far::detail::runtime(), copy); }), Errc::invalid_argument);
   ASSERT_TRUE(p.evict());
   std::atomic<std::uint64_t> remote_copy{p.state_word()};  // remote: names p's far block
   p.reset();
-  const Error e = rdmx::testing::error_from([&] { manager.free(remote_copy); });
+  const Error e = rdmx::testing::error_from([&] { far::detail::free(far::detail::runtime(), remote_copy); });
   EXPECT_EQ(e.code(), Errc::invalid_argument);
   EXPECT_NE(std::string(e.what()).find("double free"), std::string::npos) << e.what();
   EXPECT_EQ(manager.stats().objects, 0u);
   // A word naming a block outside every share.
   std::atomic<std::uint64_t> foreign{state::remote(0, 1ull << 30, 0)};
-  EXPECT_EQ(error_of([&] { manager.free(foreign); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { far::detail::free(far::detail::runtime(), foreign); }), Errc::invalid_argument);
   {
     DerefScope scope;
-    EXPECT_EQ(error_of([&] { manager.deref(foreign, 64, scope, Access::read); }), Errc::invalid_argument);
+    EXPECT_EQ(error_of([&] { far::detail::deref(foreign, 64, scope, Access::read); }), Errc::invalid_argument);
   }
   std::atomic<std::uint64_t> bad_server{state::remote(7, 0, 0)};
   DerefScope scope;
-  EXPECT_EQ(error_of([&] { manager.deref(bad_server, 64, scope, Access::read); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { far::detail::deref(bad_server, 64, scope, Access::read); }), Errc::invalid_argument);
 }
 
 TEST(FarUnit, SettingsFromTheEnvironment) {
@@ -530,7 +530,7 @@ TEST(FarUnit, BatchesInFlight) {
   std::vector<void*> out(words.size());
   {
     DerefScope scope;
-    InFlight batch = manager.deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
+    far::detail::InFlight batch = far::detail::deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
     // Its own thread dereferences an object still in flight: the batch finishes first.
     EXPECT_EQ(*v[5].deref(scope), 105u);
     batch.finish();
@@ -539,7 +539,7 @@ TEST(FarUnit, BatchesInFlight) {
   for (auto& p : v) ASSERT_TRUE(p.evict());
   DerefScope scope;
   {
-    InFlight unfinished = manager.deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
+    far::detail::InFlight unfinished = far::detail::deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
   }  // finished by its destructor
   for (std::uint64_t i = 0; i < 8; ++i) EXPECT_TRUE(v[i].is_local());
   EXPECT_EQ(*v[2].deref(scope), 102u);
@@ -754,10 +754,10 @@ TEST(FarUnit, DereferenceFuturesAndTheirScope) {
     EXPECT_TRUE(v[i].evict());
     EXPECT_EQ(v[i].read(), i + 100);
   }
-  // Failures come from the future: a null pointer, another manager's scope.
+  // A failure comes from the future too: a null pointer.
   UniquePtr<std::uint64_t> null;
   DerefScope scope;
-  auto f = manager.deref_async(null.word(), 8, scope, Access::read);
+  auto f = far::detail::deref_async(null.word(), 8, scope, Access::read);
   EXPECT_EQ(error_of([&] { f.get(); }), Errc::invalid_argument);
 }
 

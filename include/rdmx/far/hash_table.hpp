@@ -15,7 +15,7 @@
 //
 // Keys and values are trivially copyable (they move byte for byte) and
 // {K, V} fits a far object (16 KiB). Every operation may be called from
-// any thread of the process; the table must be destroyed before its Manager.
+// any thread of the process; the table must be destroyed before the far::Manager.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -152,7 +152,7 @@ class HashTable {
     // A batch pins its entries: keep it to a quarter of the cache, so that
     // a large window cannot exhaust the budget on its own.
     const std::size_t entry_bytes = std::bit_ceil(std::max<std::size_t>(sizeof(Entry), min_object_bytes));
-    window = std::clamp<std::size_t>(window, 1, std::max<std::size_t>(1, Manager::current().config().cache_bytes / (4 * entry_bytes)));
+    window = std::clamp<std::size_t>(window, 1, std::max<std::size_t>(1, detail::config(detail::runtime()).cache_bytes / (4 * entry_bytes)));
     std::shared_lock whole(resize_);
     std::vector<std::uint64_t> hashes;
     std::vector<const UniquePtr<Entry>*> batch;
