@@ -23,6 +23,7 @@ Runtime::Runtime(Config config, Job* job, std::unique_ptr<Device> device, std::v
       regions_(std::move(regions)),
       serving_(serving),
       remote_(*device_, share, shares),
+      lost_(std::make_unique<std::atomic<bool>[]>(config_.servers.size())),
       cache_(config_, *device_, cache_memory, job_, regions_) {}
 
 Stats Runtime::stats() const {
@@ -32,6 +33,8 @@ Stats Runtime::stats() const {
   s.objects = remote_.live();
   s.prefetched = prefetched_.load(std::memory_order_relaxed);
   s.prefetch_hits = prefetch_hits_.load(std::memory_order_relaxed);
+  s.lost_servers = static_cast<std::size_t>(std::count_if(lost_.get(), lost_.get() + config_.servers.size(),
+                                                          [](const std::atomic<bool>& lost) { return lost.load(std::memory_order_acquire); }));
   return s;
 }
 

@@ -62,6 +62,12 @@ class Runtime {
   // Their objects have landed: local words, pinned in `scope`.
   void publish(std::span<const Claim> claims, DerefScope& scope, Access access);
 
+  // The job reported `process` failed (layer.cpp).
+  void process_failed(std::uint32_t process) noexcept;
+  // The job's far layer it is attached to (layer.cpp); nullptr in a process
+  // without a Job, or once the job's layers are gone.
+  std::atomic<FarLayer*> layer{nullptr};
+
  private:
   // The hit path: pins a local object in `scope` and returns it; for a
   // remote one, claims its fetch (the word turns busy), sets `claimed` to
@@ -75,6 +81,7 @@ class Runtime {
   std::vector<RemoteLocator> regions_;  // job-backed: the published ones, in server order
   bool serving_;
   RemoteAllocator remote_;  // under the cache's lock
+  std::unique_ptr<std::atomic<bool>[]> lost_;  // per server in config_.servers: its process failed
   std::atomic<std::uint64_t> prefetched_{0};
   std::atomic<std::uint64_t> prefetch_hits_{0};
   Cache cache_;  // last: its evacuator stops before the rest goes

@@ -293,10 +293,19 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   };
   const bool replicated = config.replication == 2;
-  const int rc = vectors                     ? vectors_scenario(replicated, kill)
-                 : scenario == "--background" ? background_scenario(manager, replicated, kill)
-                 : scenario == "--futures"    ? futures_scenario(replicated, kill)
-                                              : objects_scenario(replicated, kill);
+  int rc = vectors                        ? vectors_scenario(replicated, kill)
+           : scenario == "--background" ? background_scenario(manager, replicated, kill)
+           : scenario == "--futures"    ? futures_scenario(replicated, kill)
+                                        : objects_scenario(replicated, kill);
+  // The job told the far layer of the loss: the Manager counts the server
+  // lost, whether or not an operation has met it.
+  const auto told = Clock::now() + std::chrono::seconds(10);
+  while (rc == 0 && manager.stats().lost_servers != 1 && Clock::now() < told) {
+    progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (rc == 0 && manager.stats().lost_servers != 1)
+    rc = fail("the far layer counts " + std::to_string(manager.stats().lost_servers) + " lost servers, not 1");
   if (job.size() == 3) call(ThreadId{2, 0}, [] { released.store(true); });
   return rc;
 }

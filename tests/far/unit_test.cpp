@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "../error_from.hpp"
+#include "hooked_device.hpp"
 #include "rdmx/far/array.hpp"
 #include "rdmx/far/offload.hpp"
 #include "rdmx/far/pointer.hpp"
@@ -219,6 +220,35 @@ class LosableDevice final : public Device {
   std::vector<bool> lost_;
 };
 }  // namespace
+
+// The job reports a process failed before any operation met the loss: a
+// replicated device drops that process's copies at once, so reads (single
+// and batched) go to the survivor and writes to it alone; with both copies
+// of a group reported, the group fails with peer_failed.
+TEST(FarUnit, ReplicationDropsTheCopiesOfAFailedProcess) {
+  auto owned = std::make_unique<rdmx::far::testing::HookedDevice>(nullptr, 4);
+  rdmx::far::testing::HookedDevice& inner = *owned;
+  const auto device = make_replicated(std::move(owned), 2);  // groups {0, 1} and {2, 3}
+  const std::uint64_t value = 42;
+  std::uint64_t back = 0;
+  device->write(1, 0, &value, sizeof value);
+  EXPECT_EQ(inner.writes(2), 1u);
+  EXPECT_EQ(inner.writes(3), 1u);
+  device->process_failed(inner.rank_of(2));
+  device->read(1, 0, &back, sizeof back);
+  EXPECT_EQ(back, 42u);
+  const Device::Transfer batch[] = {{1, 0, &back, sizeof back}, {0, 0, &back, sizeof back}};
+  device->read_many(batch);
+  EXPECT_EQ(inner.reads(2), 0u);
+  EXPECT_EQ(inner.reads(3), 2u);
+  EXPECT_EQ(inner.reads(0), 1u);  // the other group as before
+  device->write(1, 0, &value, sizeof value);
+  EXPECT_EQ(inner.writes(2), 1u);
+  EXPECT_EQ(inner.writes(3), 2u);
+  device->process_failed(inner.rank_of(3));
+  EXPECT_EQ(error_of([&] { device->read(1, 0, &back, sizeof back); }), Errc::peer_failed);
+  EXPECT_EQ(inner.reads(3), 2u);
+}
 
 TEST(FarUnit, ReplicationSurvivesTheLossOfOneCopy) {
   auto owned = std::make_unique<LosableDevice>(4, 1 << 20);

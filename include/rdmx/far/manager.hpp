@@ -11,8 +11,10 @@
 // Manager with the same servers; the servers map and register their region
 // once and publish it. Destroying it is collective too (a barrier), so a
 // server's region outlives every client's use of it. One Manager per
-// process at a time: far pointers, scopes and data structures find it
-// (far/detail/runtime.hpp).
+// process at a time. It registers with the job's far layer
+// (fabric/layer.hpp), through which far pointers, scopes and data
+// structures find it, rdmx::quiet() waits for its write-backs and a failed
+// server is reported to it; it ends before its Job.
 //
 //   rdmx::Job job(argc, argv);
 //   rdmx::far::Manager far(job);                 // RDMX_FAR_SERVERS, RDMX_FAR_CACHE ...
@@ -53,6 +55,7 @@ struct Stats {
   std::uint64_t write_backs = 0;   // evictions of dirty objects
   std::uint64_t prefetched = 0;    // objects fetched ahead of use (far::Array's prefetcher)
   std::uint64_t prefetch_hits = 0; // of those, the ones then used (as prefetchers report them)
+  std::size_t lost_servers = 0;    // servers (each copy counts) whose process the job reported failed
 };
 
 class Manager {
@@ -60,7 +63,8 @@ class Manager {
   // Collective over the job (see above).
   explicit Manager(Job& job, Config config = {});
   // In-process, over `device` (tests and single-process use): this process
-  // is the only client of every region.
+  // is the only client of every region. Where the process has a Job, it
+  // registers with the job's far layer as above.
   Manager(std::unique_ptr<Device> device, Config config);
   ~Manager();
   Manager(const Manager&) = delete;
