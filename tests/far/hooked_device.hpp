@@ -1,6 +1,6 @@
 // The in-process device with a hook in every write-back (a slow network,
-// or a call handler that progress runs while the write waits), whose
-// servers can be lost: then every operation on them fails with
+// or a call handler that progress runs while the write waits; none: plain),
+// whose servers can be lost: then every operation on them fails with
 // Errc::peer_failed, as a dead process's would. It counts the reads and
 // writes each server got.
 #pragma once
@@ -19,8 +19,8 @@ namespace rdmx::far::testing {
 
 class HookedDevice final : public Device {
  public:
-  explicit HookedDevice(std::function<void()> on_write, std::size_t servers = 1)
-      : inner_(make_local_device(servers, 8 << 20)), on_write_(std::move(on_write)), lost_(servers), reads_(servers), writes_(servers) {}
+  explicit HookedDevice(std::function<void()> on_write, std::size_t servers = 1, std::size_t bytes = 8 << 20)
+      : inner_(make_local_device(servers, bytes)), on_write_(std::move(on_write)), lost_(servers), reads_(servers), writes_(servers) {}
   void kill(std::size_t server) { lost_.at(server).store(true); }
   void revive(std::size_t server) { lost_.at(server).store(false); }
   std::uint64_t reads(std::size_t server) const { return reads_.at(server).load(); }
@@ -40,7 +40,10 @@ class HookedDevice final : public Device {
     inner_->write(server, offset, local, bytes);  // the transfer's reads of the frame
     if (on_write_) on_write_();                   // then its wait
   }
-  void compute(std::size_t server, const Offload& work) override { inner_->compute(server, work); }
+  void compute(std::size_t server, const Offload& work) override {
+    check_alive(server);
+    inner_->compute(server, work);
+  }
   bool computes() const noexcept override { return inner_->computes(); }
 
  private:

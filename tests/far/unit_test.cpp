@@ -15,6 +15,7 @@
 
 using namespace rdmx;
 using namespace rdmx::far;
+using rdmx::far::testing::HookedDevice;
 
 namespace {
 Config small_cache(std::size_t cache = 64 * 1024, std::size_t region = 4 << 20) {
@@ -189,45 +190,13 @@ TEST(FarUnit, DeviceChecksEveryOffset) {
   EXPECT_EQ(error_of([&] { device->read(0, ~0ull, buffer, 64); }), Errc::invalid_argument);
 }
 
-namespace {
-// In-process servers that can be "killed": a lost one fails like a dead peer.
-class LosableDevice final : public Device {
- public:
-  LosableDevice(std::size_t servers, std::size_t bytes) : inner_(make_local_device(servers, bytes)), lost_(servers) {}
-  const char* name() const noexcept override { return "losable"; }
-  std::size_t servers() const noexcept override { return inner_->servers(); }
-  std::uint64_t region_bytes(std::size_t s) const override { return inner_->region_bytes(s); }
-  std::uint32_t rank_of(std::size_t s) const override { return inner_->rank_of(s); }
-  void read(std::size_t s, std::uint64_t offset, void* local, std::size_t bytes) override {
-    check(s);
-    inner_->read(s, offset, local, bytes);
-  }
-  void write(std::size_t s, std::uint64_t offset, const void* local, std::size_t bytes) override {
-    check(s);
-    inner_->write(s, offset, local, bytes);
-  }
-  void compute(std::size_t s, const Offload& work) override {
-    check(s);
-    inner_->compute(s, work);
-  }
-  void kill(std::size_t s) { lost_.at(s) = true; }
-
- private:
-  void check(std::size_t s) const {
-    if (lost_.at(s)) throw Error(Errc::peer_failed, "server " + std::to_string(s) + " is gone");
-  }
-  std::unique_ptr<Device> inner_;
-  std::vector<bool> lost_;
-};
-}  // namespace
-
 // The job reports a process failed before any operation met the loss: a
 // replicated device drops that process's copies at once, so reads (single
 // and batched) go to the survivor and writes to it alone; with both copies
 // of a group reported, the group fails with peer_failed.
 TEST(FarUnit, ReplicationDropsTheCopiesOfAFailedProcess) {
-  auto owned = std::make_unique<rdmx::far::testing::HookedDevice>(nullptr, 4);
-  rdmx::far::testing::HookedDevice& inner = *owned;
+  auto owned = std::make_unique<HookedDevice>(nullptr, 4, 1 << 20);
+  HookedDevice& inner = *owned;
   const auto device = make_replicated(std::move(owned), 2);  // groups {0, 1} and {2, 3}
   const std::uint64_t value = 42;
   std::uint64_t back = 0;
@@ -251,8 +220,8 @@ TEST(FarUnit, ReplicationDropsTheCopiesOfAFailedProcess) {
 }
 
 TEST(FarUnit, ReplicationSurvivesTheLossOfOneCopy) {
-  auto owned = std::make_unique<LosableDevice>(4, 1 << 20);
-  LosableDevice& device = *owned;
+  auto owned = std::make_unique<HookedDevice>(nullptr, 4, 1 << 20);
+  HookedDevice& device = *owned;
   Config c = small_cache();
   c.replication = 2;
   Manager manager(std::move(owned), c);
@@ -342,8 +311,8 @@ TEST(FarUnit, ClockKeepsReferencedObjectsAndDropsNonTemporalOnes) {
 // A fetch that fails is not counted as a miss; the object stays remote and
 // a later dereference fails the same way.
 TEST(FarUnit, FailedFetchesAreNoMisses) {
-  auto owned = std::make_unique<LosableDevice>(1, 1 << 20);
-  LosableDevice& device = *owned;
+  auto owned = std::make_unique<HookedDevice>(nullptr, 1, 1 << 20);
+  HookedDevice& device = *owned;
   Manager manager(std::move(owned), small_cache());
   auto a = make_unique<std::uint64_t>(std::uint64_t{7});
   auto b = make_unique<std::uint64_t>(std::uint64_t{8});
@@ -691,8 +660,8 @@ TEST(FarUnit, OffloadErrorsAreClear) {
 }
 
 TEST(FarUnit, OffloadedUpdatesReachEveryCopy) {
-  auto owned = std::make_unique<LosableDevice>(2, 4 << 20);
-  LosableDevice& device = *owned;
+  auto owned = std::make_unique<HookedDevice>(nullptr, 2, 4 << 20);
+  HookedDevice& device = *owned;
   Config c = small_cache();
   c.replication = 2;
   Manager manager(std::move(owned), c);
@@ -794,8 +763,8 @@ TEST(FarUnit, DereferenceFuturesAndTheirScope) {
 // Another thread waiting for a shared far future waits until the starting
 // thread finishes it; a lost server fails the future with peer_failed.
 TEST(FarUnit, DereferenceFuturesAcrossThreadsAndLosses) {
-  auto owned = std::make_unique<LosableDevice>(2, 1 << 20);
-  LosableDevice& device = *owned;
+  auto owned = std::make_unique<HookedDevice>(nullptr, 2, 1 << 20);
+  HookedDevice& device = *owned;
   Manager manager(std::move(owned), small_cache());
   std::vector<UniquePtr<std::uint64_t>> v;
   for (std::uint64_t i = 0; i < 8; ++i) {
