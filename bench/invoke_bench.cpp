@@ -13,6 +13,10 @@
 //   raw-read  raw while rank 1 keeps reading the window raw writes into, as a
 //          receiver of calls must: the cache-line traffic a reader adds over
 //          shared memory, without anything else a call costs (also at 4096)
+//   am     the same bytes as raw UCX active messages (ucp_am_send_nbx, no
+//          serialization), each read by rank 1's handler: the message rate
+//          of UCX's own two-sided path, which write (one-sided calls from one
+//          thread, not aggregated) is measured against (write/am)
 //   mpi    Open MPI: windowed MPI_Isend/MPI_Irecv of the same sizes
 //          (64 in flight, OSU message-rate style), in this same process
 // Every rdmx variant's time ends with a consumed notification from rank 1,
@@ -116,6 +120,46 @@ void set_phase(int phase, std::uint64_t size = 0, std::uint64_t messages = 0) {
 }
 
 std::uint64_t g_made = 0;  // rank 0: calls made so far, of every variant
+
+// The raw active-message stream (variant am): rank 1's handler reads each
+// message's first and last byte, as a call reads its captures, and answers
+// with one pong once it has seen the whole stream.
+constexpr unsigned am_stream = 42;  // beside common.hpp's am_ping and am_pong
+std::uint64_t g_am_counted = 0;     // rank 1: stream messages seen
+std::uint64_t g_am_expected = 0;    // rank 1: where the current stream ends
+
+ucs_status_t on_stream(void* arg, const void*, std::size_t, void* data, std::size_t length, const ucp_am_recv_param_t*) {
+  const auto* bytes = static_cast<const std::byte*>(data);
+  g_sink += std::to_integer<std::uint64_t>(bytes[0]) + std::to_integer<std::uint64_t>(bytes[length - 1]);
+  if (++g_am_counted == g_am_expected) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_AM_SEND_FLAG_REPLY;
+    void* r = ucp_am_send_nbx(static_cast<AmPeer*>(arg)->back, am_pong, nullptr, 0, nullptr, 0, &param);
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+  }
+  return UCS_OK;
+}
+
+// Seconds for n raw active messages of `size` bytes, until rank 1's handler
+// has seen the last (rank 1 must be in phase_raw, progressing its worker).
+double run_am(transfer::Worker& own, transfer::Endpoint& ep, AmPeer& peer, std::size_t size, std::size_t n) {
+  rdmx::Synchronizer sync;
+  rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [n] { g_am_expected = g_am_counted + n; }, sync);
+  sync.wait();
+  const std::vector<std::byte> payload(size, std::byte{1});  // alive until rank 1 has read it all
+  const std::uint64_t want = peer.pongs + 1;
+  const ucp_request_param_t param{};
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < n; ++i) {
+    void* r = ucp_am_send_nbx(ep.get(), am_stream, nullptr, 0, payload.data(), size, &param);
+    if (UCS_PTR_IS_ERR(r)) throw rdmx::Error(rdmx::Errc::transport, "raw active message failed");
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+    if ((i & 15) == 15) ucp_worker_progress(own.get());  // as run_send: queued sends leave while we progress
+  }
+  while (peer.pongs < want) ucp_worker_progress(own.get());
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Wait until rank 1 has run everything sent before (calls run in order), and
 // check that it ran each call exactly once, so that a lost call is caught
@@ -337,8 +381,9 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
     return raw.run(size, n, Window{target_base, messages * size});
   };
 
-  std::fprintf(stderr, "%6s %11s %11s %11s %11s %11s %11s %11s %9s %9s %9s %9s\n", "size", "raw/s", "raw-read/s",
-               "write/s", "ovfl/s", "trad/s", "send/s", "mpi/s", "write/raw", "w/rawread", "ovfl/wr", "trad/mpi");
+  std::fprintf(stderr, "%6s %11s %11s %11s %11s %11s %11s %11s %11s %9s %9s %9s %9s %9s\n", "size", "raw/s", "raw-read/s",
+               "am/s", "write/s", "ovfl/s", "trad/s", "send/s", "mpi/s", "write/raw", "w/rawread", "write/am", "ovfl/wr",
+               "trad/mpi");
   double raw4k = 0, raw_read4k = 0;
   {
     set_phase(phase_raw);
@@ -375,18 +420,22 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
     };
     write(), trad(), ovfl();  // warm up: chunks set up, pages touched
     const std::size_t window_bytes = std::min(std::max(raw_ring, MiB / size), target_bytes / size) * size;
-    Series r_raw, r_raw_read, r_write, r_ovfl, r_trad, r_send, r_mpi;
-    std::vector<double> write_raw, write_raw_read, ovfl_write, trad_mpi;
+    Series r_raw, r_raw_read, r_am, r_write, r_ovfl, r_trad, r_send, r_mpi;
+    std::vector<double> write_raw, write_raw_read, write_am, ovfl_write, trad_mpi;
     for (unsigned rep = 0; rep < o.reps; ++rep) {
       set_phase(phase_raw);
       const double t_raw = raw_run(size, n);
       set_phase(phase_raw_read, window_bytes);
       const double t_raw_read = raw_run(size, n);
+      set_phase(phase_raw);
+      const double t_am = run_am(own, ep, peer, size, n);
       set_phase(phase_rdmx);
       const double t_write = write(), t_ovfl = ovfl(), t_trad = trad(), t_send = send(), t_mpi = mpi();
       r_raw.add(n, t_raw);
       r_raw_read.add(n, t_raw_read);
       write_raw_read.push_back(t_raw_read / t_write);
+      r_am.add(n, t_am);
+      write_am.push_back(t_am / t_write);
       r_write.add(n, t_write);
       r_ovfl.add(n, t_ovfl);
       r_trad.add(n, t_trad);
@@ -397,13 +446,14 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       trad_mpi.push_back(t_mpi / t_trad);
     }
     const double mb = static_cast<double>(size) / 1e6;
-    for (auto [name, s] : {std::pair{"raw", &r_raw}, {"raw-read", &r_raw_read}, {"write", &r_write}, {"ovfl", &r_ovfl}, {"trad", &r_trad},
+    for (auto [name, s] : {std::pair{"raw", &r_raw}, {"raw-read", &r_raw_read}, {"am", &r_am}, {"write", &r_write}, {"ovfl", &r_ovfl}, {"trad", &r_trad},
                            {"send", &r_send}, {"mpi", &r_mpi}}) {
       emit(cfg, name, size, "msgs_per_s", s->median_rate(), n);
       emit(cfg, name, size, "MB_per_s", s->median_rate() * mb, n);
     }
     emit(cfg, "write/raw", size, "ratio", median(write_raw), n);
     emit(cfg, "write/raw-read", size, "ratio", median(write_raw_read), n);
+    emit(cfg, "write/am", size, "ratio", median(write_am), n);
     emit(cfg, "ovfl/write", size, "ratio", median(ovfl_write), n);
     emit(cfg, "trad/mpi", size, "ratio", median(trad_mpi), n);
     // Seriema: trad with 256 B calls against max-raw at 4 KiB, in bytes per second.
@@ -414,12 +464,12 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       emit(cfg, "trad/raw4096", size, "ratio", r_trad.median_rate() * 256 / (raw4k * 4096), n);
       emit(cfg, "trad/raw-read4096", size, "ratio", r_trad.median_rate() * 256 / (raw_read4k * 4096), n);
     }
-    std::fprintf(stderr, "%6zu %11s %11s %11s %11s %11s %11s %11s %9.3f %9.3f %9.3f %9.3f\n", size,
+    std::fprintf(stderr, "%6zu %11s %11s %11s %11s %11s %11s %11s %11s %9.3f %9.3f %9.3f %9.3f %9.3f\n", size,
                  human_rate(r_raw.median_rate()).c_str(), human_rate(r_raw_read.median_rate()).c_str(),
-                 human_rate(r_write.median_rate()).c_str(),
+                 human_rate(r_am.median_rate()).c_str(), human_rate(r_write.median_rate()).c_str(),
                  human_rate(r_ovfl.median_rate()).c_str(), human_rate(r_trad.median_rate()).c_str(),
                  human_rate(r_send.median_rate()).c_str(), human_rate(r_mpi.median_rate()).c_str(), median(write_raw),
-                 median(write_raw_read), median(ovfl_write), median(trad_mpi));
+                 median(write_raw_read), median(write_am), median(ovfl_write), median(trad_mpi));
   }
 
   // Latency: one call and its consumed notification, one at a time.
@@ -586,6 +636,7 @@ int main(int argc, char** argv) {
       peer.back = ep.get();
       g_target = target->data();
       set_am_handler(own, am_ping, &on_ping, &peer);
+      set_am_handler(own, am_stream, &on_stream, &peer);
       target_loop(own, peer);
     } else {
       set_am_handler(own, am_pong, &on_pong, &peer);

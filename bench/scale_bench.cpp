@@ -15,7 +15,7 @@
 // /proc/self/status; the arena's registered bytes mapped and in use) before
 // and after each round, and reported as the mean over processes and per
 // remote peer: per process, per pair of threads, so the figures extrapolate
-// (docs/scaling.md, "Memory per peer").
+// (docs/results/scaling.md, "A job's life and memory per peer").
 #include <dirent.h>
 
 #include <algorithm>

@@ -121,7 +121,7 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.quick) {
-    if (!sizes_given) o.sizes = {8, 4096, 65536};
+    if (!sizes_given) o.sizes = {8, 64, 512, 4096, 65536};  // enough points for a curve
     o.reps = std::min(o.reps, 3u);
     o.seconds = std::min(o.seconds, 0.01);
   } else if (!sizes_given) {

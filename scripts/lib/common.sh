@@ -18,7 +18,7 @@ RDMX_PACKAGES=(
   clang libclang-rt-14-dev
   libcereal-dev libboost-serialization-dev libmsgpack-cxx-dev
   libsnappy-dev
-  python3
+  python3 python3-matplotlib
 )
 
 rdmx_log() { printf '== %s\n' "$*"; }

@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rdmx/core/env.hpp"
+#include "settings.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
@@ -258,14 +258,9 @@ Parcels::Parcels(Job& job)
     : registrations(job.context()),
       chosen_(job.size()),
       one_sided_limit_(MessengerOptions::from_env().chunk_size / 4) {
-  if (auto calls = env::get("RDMX_PARCEL_CALLS")) {
-    if (*calls == "send")
-      forced_ = no;
-    else if (*calls == "one-sided")
-      forced_ = yes;
-    else if (*calls != "auto")
-      throw Error(Errc::invalid_argument, "RDMX_PARCEL_CALLS must be auto, one-sided or send, got '" + *calls + "'");
-  }
+  const std::string calls = rdmx_action_settings.word("RDMX_PARCEL_CALLS");
+  if (calls == "send") forced_ = no;
+  if (calls == "one-sided") forced_ = yes;
   // Helper threads run one-sided calls on a thread other than their
   // destination, but a parcel's state (its caller's entry, its pulls) lives
   // with its thread: with helpers, parcels go as send-based calls, which

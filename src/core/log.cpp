@@ -5,20 +5,20 @@
 #include <cstring>
 #include <string>
 
-#include "rdmx/core/env.hpp"
+#include "settings.hpp"
 
 namespace rdmx {
 
 namespace {
 LogLevel read_level() noexcept {
   try {
-    const auto value = env::get("RDMX_LOG");
-    if (!value) return LogLevel::warn;
-    // The job's start-up check refuses other values, naming them.
-    if (*value == "off") return LogLevel::off;
-    if (*value == "error") return LogLevel::error;
-    if (*value == "info") return LogLevel::info;
-    if (*value == "debug") return LogLevel::debug;
+    // A bad value reads as the default here; the job's start-up check
+    // refuses it, naming it.
+    const auto value = rdmx_core_settings.word("RDMX_LOG");
+    if (value == "off") return LogLevel::off;
+    if (value == "error") return LogLevel::error;
+    if (value == "info") return LogLevel::info;
+    if (value == "debug") return LogLevel::debug;
   } catch (...) {
   }
   return LogLevel::warn;

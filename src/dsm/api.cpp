@@ -5,7 +5,7 @@
 
 #include "engine.hpp"
 #include "rdmx/core/log.hpp"
-#include "rdmx/core/env.hpp"
+#include "settings.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/dsm/counters.hpp"
 #include "rdmx/dsm/fence.hpp"
@@ -21,32 +21,27 @@ const char* to_string(Invalidation invalidation) noexcept {
 }
 
 namespace {
-// A setting that names one of two values; the first is the default. (The
-// Job refuses any other word at start-up; a Config read without one, too.)
+// A setting that names one of two values (the table checks the word).
 template <class E>
 E choice(const char* name, const std::pair<const char*, E> (&values)[2]) {
-  const std::string word = env::get(name).value_or(values[0].first);
-  for (const auto& [text, value] : values)
-    if (word == text) return value;
-  throw Error(Errc::invalid_argument,
-              std::string(name) + "='" + word + "' is not " + values[0].first + " or " + values[1].first);
+  return rdmx_dsm_settings.word(name) == values[0].first ? values[0].second : values[1].second;
 }
 }  // namespace
 
 Config Config::from_env() {
   Config c;
-  c.heap_bytes = env::get_size("RDMX_DSM_HEAP", 32ull << 20);
-  c.block_bytes = env::get_size("RDMX_DSM_BLOCK", 4096);
+  c.heap_bytes = rdmx_dsm_settings.number("RDMX_DSM_HEAP");
+  c.block_bytes = rdmx_dsm_settings.number("RDMX_DSM_BLOCK");
   c.home = choice<HomePolicy>("RDMX_DSM_HOME", {{"floating", HomePolicy::floating}, {"fixed", HomePolicy::fixed}});
   c.invalidation = choice<Invalidation>("RDMX_DSM_INVALIDATION",
                                       {{"signature", Invalidation::signature}, {"directory", Invalidation::directory}});
-  c.notices = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_NOTICES", 1024));
-  c.mutexes = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_MUTEXES", 16));
-  c.lease = env::get_count("RDMX_DSM_LEASE", 16);
-  c.keep = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_KEEP", 1));
-  c.check_races = env::get_bool("RDMX_DSM_CHECK_RACES", false);
-  c.read_ahead = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_READ_AHEAD", 8));
-  c.write_ahead = static_cast<std::uint32_t>(env::get_count("RDMX_DSM_WRITE_AHEAD", 8));
+  c.notices = static_cast<std::uint32_t>(rdmx_dsm_settings.number("RDMX_DSM_NOTICES"));
+  c.mutexes = static_cast<std::uint32_t>(rdmx_dsm_settings.number("RDMX_DSM_MUTEXES"));
+  c.lease = rdmx_dsm_settings.number("RDMX_DSM_LEASE");
+  c.keep = static_cast<std::uint32_t>(rdmx_dsm_settings.number("RDMX_DSM_KEEP"));
+  c.check_races = rdmx_dsm_settings.flag("RDMX_DSM_CHECK_RACES");
+  c.read_ahead = static_cast<std::uint32_t>(rdmx_dsm_settings.number("RDMX_DSM_READ_AHEAD"));
+  c.write_ahead = static_cast<std::uint32_t>(rdmx_dsm_settings.number("RDMX_DSM_WRITE_AHEAD"));
   return c;
 }
 

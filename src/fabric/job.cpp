@@ -103,15 +103,7 @@ int Job::numa_zone(std::uint32_t thread) const {
 }
 std::string Job::launcher() const { return impl_->runtime.bootstrap().launcher(); }
 
-std::string Job::describe() const {
-  auto& rt = impl_->runtime;
-  const char* tls = std::getenv("UCX_TLS");
-  return "rdmx job: layout " + rt.layout().to_string() + " (" + std::to_string(size()) + (size() == 1 ? " process" : " processes") + ", launcher " +
-         launcher() + "), UCX_TLS=" + (tls != nullptr ? tls : "(UCX default)") +
-         (rt.helpers() != 0 ? ", " + std::to_string(rt.helpers()) + " helper threads per process" : "") + ", threads " +
-         rt.pin_reason() + ", progress " + to_string(Backoff::mode()) + " after " + std::to_string(Backoff::idle_spins()) +
-         " idle polls";
-}
+std::string Job::describe() const { return impl_->runtime.describe(); }
 
 void Job::run(const std::function<void(ThreadId)>& fn) {
   auto& rt = impl_->runtime;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -22,6 +23,7 @@
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/transfer/status.hpp"
 #include "runtime.hpp"
+#include "settings.hpp"
 
 namespace rdmx::fabric {
 
@@ -40,6 +42,25 @@ std::uint32_t get_u32(const std::vector<std::byte>& in, std::size_t& at) {
   return v;
 }
 
+// --rdmx-help: every setting of every layer this program links, printed by
+// one process of the job (the first), then every process leaves.
+[[noreturn]] void print_help_and_exit(const std::string& format) {
+  const char* rank = std::getenv("PMIX_RANK");
+  if (rank == nullptr || std::strcmp(rank, "0") == 0) {
+    if (format == "markdown") {
+      std::fputs(env::describe(env::Format::markdown).c_str(), stdout);
+    } else {
+      std::fputs("rdmx settings: RDMX_NAME=VALUE in the environment, or --rdmx-NAME=VALUE on the command line where\n"
+                 "shown (the option wins). Sizes take K, M, G or T (powers of 1024). A bad value, or an RDMX_*\n"
+                 "variable that is no setting, stops the job with an error naming it.\n\n",
+                 stdout);
+      std::fputs(env::describe(env::Format::text).c_str(), stdout);
+    }
+    std::fflush(stdout);
+  }
+  std::exit(0);
+}
+
 }  // namespace
 
 // ---- Runtime ----
@@ -54,18 +75,20 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   // first reads it: a mistyped option or an out-of-range value stops the
   // job with a message naming it.
   const auto given = env::take_options(args);
+  if (auto help = given.find("help"); help != given.end()) print_help_and_exit(help->second);
   env::check_environment();
+  const env::Table& table = rdmx_fabric_settings;
   auto setting = [&](const char* name) -> std::optional<std::string> {
     if (auto it = given.find(name); it != given.end()) return it->second;
-    return env::get(name);
+    return table.given(name);
   };
   auto number = [](const char* name, const std::string& text) {  // already checked: fits its range
-    return static_cast<std::uint32_t>(env::parse(*env::find(name), text, name));
+    return static_cast<std::uint32_t>(env::parse(rdmx_fabric_settings.at(name), text, name));
   };
   auto layout_text = setting("RDMX_LAYOUT");
   auto threads_text = setting("RDMX_THREADS");
   auto helpers_text = setting("RDMX_HELPERS");
-  auto pin_text = given.count("RDMX_PIN") ? setting("RDMX_PIN") : options.pin ? options.pin : env::get("RDMX_PIN");
+  auto pin_text = given.count("RDMX_PIN") ? setting("RDMX_PIN") : options.pin ? options.pin : table.given("RDMX_PIN");
   threads_ = options.threads;
   std::optional<Layout> requested;
   if (layout_text) requested = Layout::parse(*layout_text, "RDMX_LAYOUT / --rdmx-layout");
@@ -81,8 +104,8 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   if (helpers_ > threads_)
     throw Error(Errc::invalid_argument, "RDMX_HELPERS=" + std::to_string(helpers_) + ": at most one helper thread per worker thread (" +
                                             std::to_string(threads_) + ")");
-  max_message_ = options.max_message != 0 ? options.max_message : env::get_size("RDMX_MAX_MESSAGE", 1ull << 30);
-  receive_probe_ms_ = static_cast<std::uint32_t>(env::get_count("RDMX_RECEIVE_PROBE_MS", receive_probe_ms_));
+  max_message_ = options.max_message != 0 ? options.max_message : table.number("RDMX_MAX_MESSAGE");
+  receive_probe_ms_ = static_cast<std::uint32_t>(table.number("RDMX_RECEIVE_PROBE_MS"));
 
   bootstrap_ = Bootstrap::create();
   rank_ = bootstrap_->rank();
@@ -188,8 +211,8 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   const std::string progress_mode = setting("RDMX_PROGRESS").value_or("auto");  // checked: one of the choices
   Backoff::set_mode(progress_mode == "spin" ? Progress::spin : progress_mode == "block" ? Progress::block : Progress::yield);
   const unsigned spins = progress_mode == "auto" && oversubscribed_ ? Backoff::shared_core_spins : Backoff::default_spins;
-  Backoff::set_idle_spins(static_cast<unsigned>(env::get_count("RDMX_IDLE_SPINS", spins)));  // < 2^32
-  check_access_ = env::get_bool("RDMX_CHECK_ACCESS", false);
+  Backoff::set_idle_spins(static_cast<unsigned>(table.given_number("RDMX_IDLE_SPINS").value_or(spins)));  // < 2^32
+  check_access_ = table.flag("RDMX_CHECK_ACCESS");
   pin_reason_ = pin_ ? "pinned" : (pin_mode == "off" ? "not pinned (RDMX_PIN=off)"
                                                    : "not pinned (" + std::to_string(wanted) + " threads on " +
                                                          std::to_string(cores) + " cores)");
@@ -224,13 +247,30 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   if (const std::string conflicts = registry_conflicts(); !conflicts.empty())
     throw Error(Errc::invalid_argument, conflicts.substr(0, conflicts.size() - 1));
 
-  serve_idle_ = env::get_bool("RDMX_SERVE_IDLE", false);
+  serve_idle_ = table.flag("RDMX_SERVE_IDLE");
   on_thread_exception_ = options.on_thread_exception;
   if (bootstrap_->launcher() != "none") launcher_pid_ = getppid();
-  if (options.eager_endpoints.value_or(env::get_bool("RDMX_EAGER_ENDPOINTS", false)))
+  if (options.eager_endpoints.value_or(table.flag("RDMX_EAGER_ENDPOINTS")))
     for (auto& c : contexts_)
       for (std::uint32_t p = 0; p < size_; ++p)
         for (std::uint32_t s = 0; s < slots(); ++s) c->endpoint(p, s);
+  for (const env::Table* t : env::tables())
+    for (const env::Variable& v : t->variables()) {
+      const auto option = given.find(v.name);
+      const auto text = option != given.end() ? std::optional<std::string>(option->second) : env::get(v.name);
+      if (!text) continue;
+      given_settings_ += std::string(given_settings_.empty() ? "" : ", ") + v.name + "=" + *text +
+                         (option != given.end() ? std::string(" (--rdmx-") + v.option + ")" : "");
+    }
+}
+
+std::string Runtime::describe() const {
+  const char* tls = std::getenv("UCX_TLS");
+  return "rdmx job: layout " + layout_.to_string() + " (" + std::to_string(size_) + (size_ == 1 ? " process" : " processes") +
+         ", launcher " + bootstrap_->launcher() + "), UCX_TLS=" + (tls != nullptr ? tls : "(UCX default)") +
+         (helpers_ != 0 ? ", " + std::to_string(helpers_) + " helper threads per process" : "") + ", threads " +
+         pin_reason_ + ", progress " + to_string(Backoff::mode()) + " after " + std::to_string(Backoff::idle_spins()) +
+         " idle polls";
 }
 
 Runtime* Runtime::current_ = nullptr;
@@ -241,6 +281,10 @@ Runtime& Runtime::current() {
 }
 
 void Runtime::start() {
+  // Once per job: what was chosen, and the settings given and where.
+  if (rank_ == 0 && log_enabled(LogLevel::info))
+    rdmx::log(LogLevel::info, "%s; settings given: %s\n", describe().c_str(),
+              given_settings_.empty() ? "none" : given_settings_.c_str());
   collectives_ = std::make_unique<detail::Collectives>(threads_);
   current_ = this;
   // Only once the Job is published: service calls use Job::current().

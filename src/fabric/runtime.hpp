@@ -443,6 +443,8 @@ class Runtime {
   const ProcessInfo& info(std::uint32_t process) const { return infos_.at(process); }
   const Layout& layout() const noexcept { return layout_; }
   const std::string& pin_reason() const noexcept { return pin_reason_; }
+  // The job's layout, placement and progress, in one line (Job::describe).
+  std::string describe() const;
   bool oversubscribed() const noexcept { return oversubscribed_; }
   std::uint32_t spare_cores() const noexcept { return spare_cores_; }
   // Job::barrier: every process arrives, served by calls, so that waiting
@@ -520,6 +522,7 @@ class Runtime {
   std::atomic<std::uint32_t> host_failures_{0};
   std::atomic<std::uint32_t> failure_count_{0};
   std::uint32_t receive_probe_ms_ = 10'000;
+  std::string given_settings_;  // "RDMX_X=v, RDMX_THREADS=2 (--rdmx-threads)": for RDMX_LOG=info
   PendingReplies pending_;
   std::unique_ptr<detail::Collectives> collectives_;
   static Runtime* current_;

@@ -3,22 +3,22 @@
 #include <algorithm>
 #include <charconv>
 
-#include "rdmx/core/env.hpp"
 #include "rdmx/core/error.hpp"
+#include "settings.hpp"
 
 namespace rdmx::far {
 
-const char* to_string(Path path) noexcept { return path == Path::one_sided ? "one_sided" : "two_sided"; }
+const char* to_string(Path path) noexcept { return path == Path::one_sided ? "one-sided" : "two-sided"; }
 
 Path parse_path(const std::string& text, const char* what) {
-  if (text == "one_sided") return Path::one_sided;
-  if (text == "two_sided") return Path::two_sided;
-  throw Error(Errc::invalid_argument, std::string(what) + "='" + text + "': expected one_sided or two_sided");
+  if (text == "one-sided") return Path::one_sided;
+  if (text == "two-sided") return Path::two_sided;
+  throw Error(Errc::invalid_argument, std::string(what) + "='" + text + "': expected one-sided or two-sided");
 }
 
 std::vector<std::uint32_t> Config::env_servers() {
   std::vector<std::uint32_t> ranks;
-  auto text = env::get("RDMX_FAR_SERVERS");
+  auto text = rdmx_far_settings.given("RDMX_FAR_SERVERS");
   if (!text || text->empty()) return ranks;
   const char* p = text->data();
   const char* end = p + text->size();
@@ -34,14 +34,13 @@ std::vector<std::uint32_t> Config::env_servers() {
   return ranks;
 }
 
-std::size_t Config::env_region_bytes() { return env::get_size("RDMX_FAR_REGION", 16ull << 20); }
-std::size_t Config::env_cache_bytes() { return env::get_size("RDMX_FAR_CACHE", 4ull << 20); }
+std::size_t Config::env_region_bytes() { return rdmx_far_settings.number("RDMX_FAR_REGION"); }
+std::size_t Config::env_cache_bytes() { return rdmx_far_settings.number("RDMX_FAR_CACHE"); }
 Path Config::env_path() {
-  auto text = env::get("RDMX_FAR_PATH");
-  return text ? parse_path(*text, "RDMX_FAR_PATH") : Path::one_sided;
+  return parse_path(rdmx_far_settings.word("RDMX_FAR_PATH"), "RDMX_FAR_PATH");
 }
 
-std::size_t Config::env_replication() { return env::get_count("RDMX_FAR_REPLICATION", 1); }
+std::size_t Config::env_replication() { return rdmx_far_settings.number("RDMX_FAR_REPLICATION"); }
 namespace {
 // Evacuator and Watch: the settings that read auto, on or off.
 template <class E>
@@ -50,10 +49,8 @@ const char* auto_on_off(E e) noexcept {
 }
 template <class E>
 E env_auto_on_off(const char* name) {
-  auto text = env::get(name);
-  if (!text) return E::automatic;
-  env::parse(*env::find(name), *text, name);  // throws on anything else
-  return *text == "on" ? E::on : *text == "off" ? E::off : E::automatic;
+  const std::string word = rdmx_far_settings.word(name);
+  return word == "on" ? E::on : word == "off" ? E::off : E::automatic;
 }
 }  // namespace
 
@@ -61,9 +58,9 @@ const char* to_string(Evacuator evacuator) noexcept { return auto_on_off(evacuat
 Evacuator Config::env_evacuator() { return env_auto_on_off<Evacuator>("RDMX_FAR_EVACUATOR"); }
 const char* to_string(Watch watch) noexcept { return auto_on_off(watch); }
 Watch Config::env_evacuator_watch() { return env_auto_on_off<Watch>("RDMX_FAR_EVACUATOR_WATCH"); }
-double Config::env_free_low() { return static_cast<double>(env::get_count("RDMX_FAR_FREE_LOW", 5)) / 100; }
-std::size_t Config::env_prefetch_depth() { return env::get_count("RDMX_FAR_PREFETCH", 0); }
-double Config::env_free_high() { return static_cast<double>(env::get_count("RDMX_FAR_FREE_HIGH", 10)) / 100; }
+double Config::env_free_low() { return static_cast<double>(rdmx_far_settings.number("RDMX_FAR_FREE_LOW")) / 100; }
+std::size_t Config::env_prefetch_depth() { return rdmx_far_settings.number("RDMX_FAR_PREFETCH"); }
+double Config::env_free_high() { return static_cast<double>(rdmx_far_settings.number("RDMX_FAR_FREE_HIGH")) / 100; }
 
 std::uint32_t size_class_of(std::size_t bytes) {
   if (bytes > max_object_bytes)

@@ -3,19 +3,19 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "rdmx/core/env.hpp"
+#include "settings.hpp"
 #include "rdmx/fabric/rma.hpp"
 
 namespace rdmx {
 
 MessengerOptions MessengerOptions::from_env() {
   MessengerOptions o;
-  o.chunk_size = env::get_size("RDMX_CHUNK_SIZE", o.chunk_size);
-  o.chunks = static_cast<std::uint32_t>(env::get_count("RDMX_CHUNKS", o.chunks));  // at most 127
-  o.max_chunks = static_cast<std::uint32_t>(env::get_count("RDMX_MAX_CHUNKS", o.max_chunks));
-  o.publish_bytes = env::get_size("RDMX_PUBLISH_BYTES", o.publish_bytes);
-  o.mapped_chunks = env::get_bool("RDMX_MAPPED_CHUNKS", o.mapped_chunks);
-  o.ring_budget = env::get_size("RDMX_RING_BUDGET", o.ring_budget);
+  o.chunk_size = rdmx_invoke_settings.number("RDMX_CHUNK_SIZE");
+  o.chunks = static_cast<std::uint32_t>(rdmx_invoke_settings.number("RDMX_CHUNKS"));  // at most 127
+  o.max_chunks = static_cast<std::uint32_t>(rdmx_invoke_settings.number("RDMX_MAX_CHUNKS"));
+  o.publish_bytes = rdmx_invoke_settings.number("RDMX_PUBLISH_BYTES");
+  o.mapped_chunks = rdmx_invoke_settings.flag("RDMX_MAPPED_CHUNKS");
+  o.ring_budget = rdmx_invoke_settings.number("RDMX_RING_BUDGET");
   if (o.chunk_size < 4096 || o.chunk_size % invoke::wire::record_align != 0 || o.chunk_size > invoke::wire::max_end)
     throw Error(Errc::invalid_argument, "RDMX_CHUNK_SIZE must be a multiple of 8 between 4 KiB and 2 GiB, got " +
                                             std::to_string(o.chunk_size));

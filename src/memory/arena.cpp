@@ -16,7 +16,7 @@
 
 #include "free_list.hpp"
 #include "rdmx/core/checked_size.hpp"
-#include "rdmx/core/env.hpp"
+#include "settings.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/memory/region_table.hpp"
 #include "rdmx/transfer/memory_region.hpp"
@@ -199,11 +199,10 @@ const char* to_string(PageKind kind) noexcept {
   return "?";
 }
 
-std::size_t ArenaOptions::env_segment_size() { return env::get_size("RDMX_ARENA_SEGMENT", 64 * MiB); }
-std::size_t ArenaOptions::env_max_size() { return env::get_size("RDMX_ARENA_MAX", GiB); }
+std::size_t ArenaOptions::env_segment_size() { return rdmx_memory_settings.number("RDMX_ARENA_SEGMENT"); }
+std::size_t ArenaOptions::env_max_size() { return rdmx_memory_settings.number("RDMX_ARENA_MAX"); }
 Backing ArenaOptions::env_backing() {
-  auto text = env::get("RDMX_ARENA_BACKING");
-  return text ? parse_backing(*text, "RDMX_ARENA_BACKING") : Backing::automatic;
+  return parse_backing(rdmx_memory_settings.word("RDMX_ARENA_BACKING"), "RDMX_ARENA_BACKING");
 }
 
 struct Arena::Segment {

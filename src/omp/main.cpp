@@ -31,6 +31,7 @@
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "runtime.hpp"
+#include "settings.hpp"
 
 // The program's main, under whichever name its language gave it.
 extern "C" int rdmx_omp_main_c(int, char**) __asm__("rdmx_omp_main") __attribute__((weak));
@@ -202,7 +203,7 @@ int run(int argc, char** argv) {
   auto* section = reinterpret_cast<std::byte*>(__start_rdmx_shared);
   const std::size_t section_bytes = section == nullptr ? 0 : static_cast<std::size_t>(__stop_rdmx_shared - __start_rdmx_shared);
   const std::size_t shared = round_up(section_bytes, block);
-  const std::size_t stack = round_up(env::get_size("RDMX_OMP_STACK", 8u << 20), block);
+  const std::size_t stack = round_up(rdmx_omp_settings.number("RDMX_OMP_STACK"), block);
   const std::size_t own = stack + block;  // the master's stack, then the Region
   if (!env::get("RDMX_DSM_HEAP")) config.heap_bytes = round_up(own + shared + (32u << 20), block);
   if (config.heap_bytes < own + shared)
@@ -234,7 +235,7 @@ int run(int argc, char** argv) {
   rt.heap = space.heap();
   rt.region = reinterpret_cast<Region*>(heap + stack);  // zeroed memory: no Region yet
   if (job.rank() == 0) new (rt.region) Region{};
-  rt.slots = static_cast<std::uint32_t>(env::get_count("RDMX_OMP_WORK_SHARES", 256));
+  rt.slots = static_cast<std::uint32_t>(rdmx_omp_settings.number("RDMX_OMP_WORK_SHARES"));
   if (rt.slots == 0) throw Error(Errc::invalid_argument, "RDMX_OMP_WORK_SHARES must be at least 1");
   rt.mutexes = config.mutexes;
   rt.max_threads.store(rt.total);
@@ -264,7 +265,7 @@ int run(int argc, char** argv) {
   });
   const int status = rt.region->status;
   set_runtime(nullptr);
-  if (env::get_bool("RDMX_OMP_STATS", false)) {
+  if (rdmx_omp_settings.flag("RDMX_OMP_STATS")) {
     std::fflush(stdout);  // after the program's own output
     std::fprintf(stderr, "rdmx_omp: process %u: region joins %llu, team barriers %llu (all threads); dsm: %s\n",
                  job.rank(), static_cast<unsigned long long>(rt.joins.load()),

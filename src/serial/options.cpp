@@ -1,6 +1,6 @@
 #include "rdmx/serial/options.hpp"
 
-#include "rdmx/core/env.hpp"
+#include "settings.hpp"
 #include "rdmx/core/error.hpp"
 
 namespace rdmx::serial {
@@ -16,7 +16,7 @@ std::size_t parse_zero_copy_threshold(const std::string& text, const char* what)
 }
 
 std::size_t zero_copy_threshold_from_env() {
-  const auto text = env::get("RDMX_ZERO_COPY_THRESHOLD");
+  const auto text = rdmx_serial_settings.given("RDMX_ZERO_COPY_THRESHOLD");
   return text ? parse_zero_copy_threshold(*text, "RDMX_ZERO_COPY_THRESHOLD") : default_zero_copy_threshold;
 }
 

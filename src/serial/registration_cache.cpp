@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "rdmx/core/env.hpp"
+#include "settings.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/serial/output_archive.hpp"
 #include "rdmx/transfer/memory_region.hpp"
@@ -17,7 +17,6 @@
 namespace rdmx::serial {
 
 namespace {
-constexpr std::size_t default_budget = std::size_t{256} << 20;
 
 std::string mib(std::size_t bytes) {
   return std::to_string(bytes >> 20) + "." + std::to_string(((bytes & ((1u << 20) - 1)) * 10) >> 20) + " MiB";
@@ -56,7 +55,7 @@ struct RegistrationCache::Unmaps {
   }
 };
 
-std::size_t RegistrationCacheOptions::env_budget() { return env::get_size("RDMX_REG_CACHE_BYTES", default_budget); }
+std::size_t RegistrationCacheOptions::env_budget() { return rdmx_serial_settings.number("RDMX_REG_CACHE_BYTES"); }
 
 std::span<const std::byte> RegistrationCache::Registration::packed_rkey() const noexcept {
   return region_->packed_rkey();

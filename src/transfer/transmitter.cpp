@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "rdmx/core/backoff.hpp"
-#include "rdmx/core/env.hpp"
+#include "settings.hpp"
 #include "rdmx/transfer/endpoint.hpp"
 #include "rdmx/transfer/status.hpp"
 #include "rdmx/transfer/worker.hpp"
@@ -17,7 +17,7 @@ namespace rdmx::transfer {
 namespace {
 
 unsigned default_u_max() {
-  static const unsigned value = static_cast<unsigned>(env::get_count("RDMX_U_MAX", 64));  // at most 2^20
+  static const unsigned value = static_cast<unsigned>(rdmx_transfer_settings.number("RDMX_U_MAX"));  // at most 2^20
   return value;
 }
 

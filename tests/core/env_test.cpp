@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <fstream>
+#include <stdexcept>
 #include <optional>
 #include <set>
 #include <string>
@@ -47,17 +47,42 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-TEST(Settings, TableIsConsistent) {
-  std::set<std::string> names, options;
-  for (const Variable& v : variables()) {
-    EXPECT_TRUE(std::string(v.name).starts_with("RDMX_")) << v.name;
-    EXPECT_TRUE(names.insert(v.name).second) << "twice: " << v.name;
-    if (v.option) EXPECT_TRUE(options.insert(v.option).second) << "twice: " << v.option;
-    if (v.kind == Kind::size || v.kind == Kind::count) EXPECT_LE(v.min, v.max) << v.name;
-    if (v.kind == Kind::choice) EXPECT_NE(v.choices, nullptr) << v.name;
-    EXPECT_EQ(find(v.name), &v);
+const Table& table_of(const char* layer) {
+  for (const Table* t : tables())
+    if (std::string(t->layer()) == layer) return *t;
+  throw std::logic_error(layer);
+}
+
+// Every linked layer has a table; names and options are unique across
+// them; every default is itself an accepted value, or the row says how it
+// is derived.
+TEST(Settings, TablesAreConsistent) {
+  std::set<std::string> names, options, layers;
+  for (const Table* t : tables()) {
+    EXPECT_TRUE(layers.insert(t->layer()).second) << "twice: " << t->layer();
+    for (const Variable& v : t->variables()) {
+      EXPECT_TRUE(std::string(v.name).starts_with("RDMX_")) << v.name;
+      EXPECT_TRUE(names.insert(v.name).second) << "twice: " << v.name;
+      if (v.option) EXPECT_TRUE(options.insert(v.option).second) << "twice: " << v.option;
+      if (v.kind == Kind::size || v.kind == Kind::count) EXPECT_LE(v.min, v.max) << v.name;
+      if (v.kind == Kind::choice) EXPECT_NE(v.choices, nullptr) << v.name;
+      EXPECT_TRUE(v.fallback != nullptr || v.derived != nullptr) << v.name << " documents no default";
+      if (v.fallback != nullptr) EXPECT_NO_THROW(parse(v, v.fallback, v.name)) << v.name << "'s default " << v.fallback;
+      EXPECT_EQ(find(v.name), &v);
+      EXPECT_EQ(&t->at(v.name), &v);
+    }
   }
+  for (const char* layer : {"core", "transfer", "memory", "fabric", "serial", "invoke", "action", "dsm", "far"})
+    EXPECT_EQ(layers.count(layer), 1u) << "no table of layer " << layer;
+  EXPECT_EQ(layers.count("omp"), 0u) << "this test does not link rdmx_omp";
   EXPECT_EQ(find("RDMX_THREAD"), nullptr);
+}
+
+// A layer reads only its own rows: another layer's name is a bug it hears of.
+TEST(Settings, ALayerReadsOnlyItsOwnRows) {
+  const Table& fabric = table_of("fabric");
+  EXPECT_NO_THROW(fabric.at("RDMX_THREADS"));
+  EXPECT_TRUE(contains(message_of([&] { fabric.at("RDMX_DSM_HEAP"); }), "not a setting of layer fabric"));
 }
 
 // 4294967297 is 2^32 + 1: cast to 32 bits it used to run one thread.
@@ -105,18 +130,58 @@ TEST(Settings, FlagsAndChoices) {
   EXPECT_TRUE(contains(message_of([&] { parse(pin, "always", "RDMX_PIN"); }), "auto, on or off"));
 }
 
-TEST(Settings, GettersReadTheEnvironmentStrictly) {
+TEST(Settings, ReadersTakeTheEnvironmentStrictlyElseTheDefault) {
+  const Table& invoke = table_of("invoke");
+  const Table& transfer = table_of("transfer");
+  const Table& fabric = table_of("fabric");
+  EXPECT_EQ(invoke.number("RDMX_CHUNK_SIZE"), 256u << 10);
+  EXPECT_EQ(table_of("far").word("RDMX_FAR_PATH"), "one-sided");
+  EXPECT_FALSE(fabric.given_number("RDMX_IDLE_SPINS"));
+  EXPECT_TRUE(contains(message_of([&] { fabric.number("RDMX_THREADS"); }), "derived default"));
   {
     ScopedEnv u("RDMX_U_MAX", "0");
-    EXPECT_TRUE(contains(message_of([] { get_size("RDMX_U_MAX", 64); }), "RDMX_U_MAX"));
+    EXPECT_TRUE(contains(message_of([&] { transfer.number("RDMX_U_MAX"); }), "RDMX_U_MAX"));
   }
   {
     ScopedEnv chunks("RDMX_CHUNKS", "4294967297");
-    EXPECT_FALSE(message_of([] { get_count("RDMX_CHUNKS", 2); }).empty());
+    EXPECT_FALSE(message_of([&] { invoke.number("RDMX_CHUNKS"); }).empty());
+  }
+  {
+    ScopedEnv spins("RDMX_IDLE_SPINS", "7");
+    EXPECT_EQ(fabric.given_number("RDMX_IDLE_SPINS"), 7u);
+  }
+  {
+    ScopedEnv path("RDMX_FAR_PATH", "one_sided");  // one spelling per choice
+    EXPECT_TRUE(contains(message_of([&] { table_of("far").word("RDMX_FAR_PATH"); }), "one-sided or two-sided"));
   }
   {
     ScopedEnv threads("RDMX_THREADS", "4294967297");
     EXPECT_TRUE(contains(message_of([] { check_environment(); }), "RDMX_THREADS='4294967297'"));
+  }
+}
+
+// An RDMX_* variable that is no setting stops the job, naming the nearest
+// setting; one of a layer the program does not link is not its business.
+TEST(Settings, UnknownVariablesAreRefusedAtStart) {
+  {
+    ScopedEnv typo("RDMX_THREDS", "2");
+    const std::string m = message_of([] { check_environment(); });
+    EXPECT_TRUE(contains(m, "RDMX_THREDS is set but is not an rdmx setting (did you mean RDMX_THREADS?)")) << m;
+  }
+  {
+    ScopedEnv omp("RDMX_OMP_STACK", "16M");
+    EXPECT_NO_THROW(check_environment());
+  }
+}
+
+TEST(Settings, DescribeListsEveryRow) {
+  const std::string text = describe(Format::text), markdown = describe(Format::markdown);
+  for (const Table* t : tables()) {
+    EXPECT_TRUE(contains(markdown, std::string("### ") + t->layer() + "\n")) << t->layer();
+    for (const Variable& v : t->variables()) {
+      EXPECT_TRUE(contains(text, std::string("  ") + v.name)) << v.name;
+      EXPECT_TRUE(contains(markdown, std::string("| `") + v.name + "`")) << v.name;
+    }
   }
 }
 
@@ -126,6 +191,9 @@ TEST(Options, WellFormedOptionsAreTakenOut) {
   EXPECT_EQ(args, (std::vector<std::string>{"prog", "input", "--other"}));
   EXPECT_EQ(values.at("RDMX_THREADS"), "4");
   EXPECT_EQ(values.at("RDMX_PIN"), "off");
+  std::vector<std::string> help{"prog", "--rdmx-help=markdown"};
+  EXPECT_EQ(take_options(help).at("help"), "markdown");
+  EXPECT_EQ(help, std::vector<std::string>{"prog"});
 }
 
 TEST(Options, MalformedOptionsAreErrorsNamingThem) {
@@ -147,24 +215,9 @@ TEST(Options, MalformedOptionsAreErrorsNamingThem) {
 }
 
 TEST(Settings, UnknownNamesAreThoseThatLookLikeSettingsButAreNot) {
-  EXPECT_EQ(unknown_names({"RDMX_THREAD", "RDMX_THREADS", "PATH", "RDMX_ROOT", "RDMX_BENCH_NP", "RDMX_CHUNK"}),
-            (std::vector<std::string>{"RDMX_THREAD", "RDMX_CHUNK"}));
-}
-
-// README.md's table of settings shows every variable with exactly the
-// range the parser enforces.
-TEST(Settings, ReadmeTableMatchesTheParser) {
-  std::ifstream readme(RDMX_README);
-  ASSERT_TRUE(readme) << RDMX_README;
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(readme, line);) lines.push_back(line);
-  for (const Variable& v : variables()) {
-    const std::string start = std::string("| `") + v.name + "`";
-    auto row = std::find_if(lines.begin(), lines.end(), [&](const std::string& l) { return l.starts_with(start); });
-    ASSERT_NE(row, lines.end()) << v.name << " is missing from README.md";
-    EXPECT_TRUE(contains(*row, "| " + accepted(v) + " |")) << "README.md's row for " << v.name << " should say: " << accepted(v);
-    if (v.option) EXPECT_TRUE(contains(*row, std::string("--rdmx-") + v.option + "=")) << v.name;
-  }
+  EXPECT_EQ(unknown_names({"RDMX_THREAD", "RDMX_THREADS", "PATH", "RDMX_ROOT", "RDMX_BENCH_NP", "RDMX_CHUNK",
+                           "RDMX_OMP_STATS", "RDMX_SLURM_DIR", "RDMX_DSM_HEAPS"}),
+            (std::vector<std::string>{"RDMX_THREAD", "RDMX_CHUNK", "RDMX_DSM_HEAPS"}));
 }
 
 }  // namespace

@@ -473,7 +473,7 @@ TEST(FarUnit, DanglingWordsAndDoubleFreesAreErrors) {
 
 TEST(FarUnit, SettingsFromTheEnvironment) {
   ::setenv("RDMX_FAR_SERVERS", "1,2", 1);
-  ::setenv("RDMX_FAR_PATH", "two_sided", 1);
+  ::setenv("RDMX_FAR_PATH", "two-sided", 1);
   ::setenv("RDMX_FAR_CACHE", "1M", 1);
   Config c;
   EXPECT_EQ(c.servers, (std::vector<std::uint32_t>{1, 2}));

@@ -1,7 +1,7 @@
 // dsm::Config: how a process's distributed shared memory is laid out and
 // which protocols it runs. Every process of a job must use the same values
 // (the Space checks this when it starts). Defaults come from the RDMX_DSM_*
-// settings (README.md, "Settings"), so a program that sets no field gets
+// settings (docs/settings.md), so a program that sets no field gets
 // the user's configuration.
 #pragma once
 #include <cstddef>

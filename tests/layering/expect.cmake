@@ -1,0 +1,30 @@
+# cmake -DRULES=case.cmake -DCHECK=check_layer.cmake -P expect.cmake
+# Runs the layering check on one case. A case with REFUSED lines passes when
+# the check fails and reports exactly those problems (each line once, no
+# other); a case without passes when the check passes.
+include("${RULES}")
+execute_process(COMMAND ${CMAKE_COMMAND} -DRULES=${RULES} -P ${CHECK}
+                OUTPUT_VARIABLE out ERROR_VARIABLE out RESULT_VARIABLE rc)
+if(NOT REFUSED)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "the check refused files that keep the rules:\n${out}")
+  endif()
+  message(STATUS "passed, as it must")
+  return()
+endif()
+if(rc EQUAL 0)
+  message(FATAL_ERROR "the check passed; it must refuse:\n${out}")
+endif()
+string(REGEX MATCHALL "(: includes |: the declaration is unused)" problems "${out}")
+list(LENGTH problems reported)
+list(LENGTH REFUSED expected)
+if(NOT reported EQUAL expected)
+  message(FATAL_ERROR "the check reported ${reported} problems, not ${expected}:\n${out}")
+endif()
+foreach(line IN LISTS REFUSED)
+  string(FIND "${out}" "${line}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the check does not say\n  ${line}\nIt said:\n${out}")
+  endif()
+endforeach()
+message(STATUS "refused, as it must:\n${out}")

@@ -1,0 +1,3 @@
+// A public header of core.
+#pragma once
+#include <string>

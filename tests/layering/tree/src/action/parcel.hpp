@@ -1,0 +1,3 @@
+// A private header of action.
+#pragma once
+#include "rdmx/core/error.hpp"

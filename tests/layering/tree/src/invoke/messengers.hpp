@@ -1,0 +1,3 @@
+// A private header of invoke.
+#pragma once
+#include "rdmx/invoke/messenger.hpp"
