@@ -48,7 +48,7 @@ struct Config {
   static std::vector<std::uint32_t> env_servers();  // RDMX_FAR_SERVERS, default: the last process
   static std::size_t env_region_bytes();            // RDMX_FAR_REGION, default 16M
   static std::size_t env_cache_bytes();             // RDMX_FAR_CACHE, default 4M
-  static Path env_path();                           // RDMX_FAR_PATH, default one_sided
+  static Path env_path();                           // RDMX_FAR_PATH, default one-sided
   static std::size_t env_replication();             // RDMX_FAR_REPLICATION, default 1
   static Evacuator env_evacuator();                 // RDMX_FAR_EVACUATOR, default auto
   static Watch env_evacuator_watch();               // RDMX_FAR_EVACUATOR_WATCH, default auto
