@@ -243,11 +243,10 @@ struct Object {
 // (deref_all, their misses in flight at once), a batch's time divided by
 // its size being one sample, ns per object.
 template <std::size_t Size>
-Result sweep(std::vector<far::UniquePtr<Object<Size>>>& set, std::size_t& cursor, bool write, std::size_t ops, double seconds,
-             std::size_t batch = 1) {
+Result sweep(far::Manager& manager, std::vector<far::UniquePtr<Object<Size>>>& set, std::size_t& cursor, bool write, std::size_t ops,
+             double seconds, std::size_t batch = 1) {
   using Pointer = far::UniquePtr<Object<Size>>;
   Result r;
-  far::Manager& manager = far::Manager::current();
   const std::uint64_t misses_before = manager.stats().misses;
   const auto start = Clock::now();
   const auto end = start + std::chrono::duration<double>(seconds);
@@ -351,13 +350,13 @@ void measure(const JsonLine& common, far::Path path, const Options& o) {
     return r;
   };
   // One untimed pass: every object written back once, so reads find clean victims.
-  sweep(set, cursor, false, set.size(), 3600);
-  const Result reads = counted([&] { return sweep(set, cursor, false, o.ops, o.seconds); });
+  sweep(manager, set, cursor, false, set.size(), 3600);
+  const Result reads = counted([&] { return sweep(manager, set, cursor, false, o.ops, o.seconds); });
   report(common, "cold_read", far::to_string(path), Size, reads);
   // And one untimed write pass: from here on every victim is dirty.
-  sweep(set, cursor, true, set.size(), 3600);
+  sweep(manager, set, cursor, true, set.size(), 3600);
   report(common, "cold_write", far::to_string(path), Size,
-         counted([&] { return with_eviction_share(manager, [&] { return sweep(set, cursor, true, o.ops, o.seconds); }); }));
+         counted([&] { return with_eviction_share(manager, [&] { return sweep(manager, set, cursor, true, o.ops, o.seconds); }); }));
   if (path == far::Path::one_sided) {
     report(common, "cold_read", "raw_get", Size, counted([&] { return raw(manager.server_region(0), Size, false, o); }));
     const Result bare = counted([&] { return raw_blocking(manager.server_region(0), Size, o); });
@@ -377,8 +376,8 @@ void measure(const JsonLine& common, far::Path path, const Options& o) {
   }
   // Latency hiding: batches of misses in flight together, after an untimed
   // read pass that leaves the victims clean again.
-  sweep(set, cursor, false, set.size(), 3600);
-  report(common, "cold_read", far::to_string(path), Size, counted([&] { return sweep(set, cursor, false, o.ops, o.seconds, batch); }),
+  sweep(manager, set, cursor, false, set.size(), 3600);
+  report(common, "cold_read", far::to_string(path), Size, counted([&] { return sweep(manager, set, cursor, false, o.ops, o.seconds, batch); }),
          batch);
   if (path == far::Path::one_sided)
     report(common, "cold_read", "raw_get", Size, counted([&] { return raw(manager.server_region(0), Size, false, o, batch); }), batch);

@@ -192,7 +192,7 @@ class OneSidedDevice final : public JobDevice {
 };
 
 // A read request: the server replies with the bytes, which the runtime
-// copies into the caller's buffer (the cache slot).
+// copies into the caller's buffer (the cache frame).
 struct ReadRequest {
   std::uint64_t offset;
   std::uint64_t bytes;
@@ -216,13 +216,13 @@ class TwoSidedDevice final : public JobDevice {
     request(sync, {server, offset, local, bytes});
     sync.wait();
   }
-  // Requests under way: their replies land in the slots and count `sync` down.
+  // Requests under way: their replies land in the frames and count `sync` down.
   struct Requests final : Reads {
     Synchronizer sync;
     std::exception_ptr failure;
     bool waited = false;
     ~Requests() override {
-      if (!waited) sync.wait_for(60000);  // what was sent must land (or fail) before the slots are reused
+      if (!waited) sync.wait_for(60000);  // what was sent must land (or fail) before the frames are reused
     }
     void finish() override {
       if (waited) return;

@@ -60,6 +60,18 @@ class ReplicatedDevice final : public Device {
   // A reading function runs on the group's first live copy; one that
   // writes runs on every live copy, which keeps the copies identical.
   bool computes() const noexcept override { return inner_->computes(); }
+
+  // Its copies are skipped from now on, even by a batch that has not met
+  // the loss yet.
+  void process_failed(std::uint32_t process) noexcept override {
+    for (std::size_t server = 0; server < inner_->servers(); ++server) {
+      try {
+        if (inner_->rank_of(server) == process) lost_[server].store(true, std::memory_order_release);
+      } catch (...) {
+      }
+    }
+    inner_->process_failed(process);
+  }
   void compute(std::size_t group, const Offload& work) override {
     check_range(group, 0, 0);
     on_live_copies(group, work.writes, [&](std::size_t server) { inner_->compute(server, work); });

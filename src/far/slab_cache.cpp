@@ -23,16 +23,16 @@ std::uint32_t SlabCache::take(std::uint32_t size_class) {
   }
   const std::uint32_t s = partial.back();
   Slab& slab = slabs_[s];
-  const std::uint32_t slot = slab.free.back();
+  const std::uint32_t frame = slab.free.back();
   slab.free.pop_back();
   ++slab.used;
   if (slab.free.empty()) partial.pop_back();
   resident_bytes_ += class_bytes(size_class);
-  return slot;
+  return frame;
 }
 
-void SlabCache::release(std::uint32_t slot) {
-  const std::uint32_t s = static_cast<std::uint32_t>(slot / units_per_slab);
+void SlabCache::release(std::uint32_t frame) {
+  const std::uint32_t s = static_cast<std::uint32_t>(frame / units_per_slab);
   Slab& slab = slabs_.at(s);
   const auto size_class = static_cast<std::uint32_t>(slab.size_class);
   auto& partial = partial_[size_class];
@@ -47,7 +47,7 @@ void SlabCache::release(std::uint32_t slot) {
     return;
   }
   if (slab.free.empty()) partial.push_back(s);
-  slab.free.push_back(slot);
+  slab.free.push_back(frame);
 }
 
 }  // namespace rdmx::far::detail

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "../error_from.hpp"
+#include "hooked_device.hpp"
 #include "rdmx/far/pointer.hpp"
 #include "shadow.hpp"
 
@@ -25,7 +26,7 @@ using namespace rdmx::far;
 
 namespace {
 
-// `evacuator`: off, eviction happens only on the thread that needs a slot,
+// `evacuator`: off, eviction happens only on the thread that needs a frame,
 // which the tests of inline write-backs rely on.
 Config small_cache(std::size_t cache, bool evacuator = false) {
   Config c;
@@ -37,41 +38,7 @@ Config small_cache(std::size_t cache, bool evacuator = false) {
   return c;
 }
 
-// The in-process device with a hook in every write-back (a slow network,
-// or a call handler that progress runs while the write waits), whose
-// servers can be lost: then every operation on them fails with
-// Errc::peer_failed, as a dead process's would.
-class HookedDevice final : public Device {
- public:
-  explicit HookedDevice(std::function<void()> on_write, std::size_t servers = 1)
-      : inner_(make_local_device(servers, 8 << 20)), on_write_(std::move(on_write)), lost_(servers) {}
-  void kill(std::size_t server) { lost_.at(server).store(true); }
-  void revive(std::size_t server) { lost_.at(server).store(false); }
-  const char* name() const noexcept override { return "hooked"; }
-  std::size_t servers() const noexcept override { return inner_->servers(); }
-  std::uint64_t region_bytes(std::size_t server) const override { return inner_->region_bytes(server); }
-  std::uint32_t rank_of(std::size_t server) const override { return inner_->rank_of(server); }
-  void read(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
-    check_alive(server);
-    inner_->read(server, offset, local, bytes);
-  }
-  void write(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
-    check_alive(server);
-    inner_->write(server, offset, local, bytes);  // the transfer's reads of the slot
-    if (on_write_) on_write_();                   // then its wait
-  }
-  void compute(std::size_t server, const Offload& work) override { inner_->compute(server, work); }
-  bool computes() const noexcept override { return inner_->computes(); }
-
- private:
-  void check_alive(std::size_t server) const {
-    if (lost_.at(server).load()) throw Error(Errc::peer_failed, "injected: server " + std::to_string(server) + " is lost");
-  }
-  std::unique_ptr<Device> inner_;
-  std::function<void()> on_write_;
-  std::vector<std::atomic<bool>> lost_;
-};
-
+using rdmx::far::testing::HookedDevice;
 using Obj = shadow::Pattern<1024>;
 constexpr auto patience = std::chrono::seconds(60);  // a miss takes microseconds; this only bounds a hang
 
@@ -102,7 +69,7 @@ TEST(FarEvacuation, SlowWriteBacksUnderThreadsKeepEveryValue) {
 }
 
 // While one thread's write-back waits on the network, another thread
-// misses (it needs the lock to take a slot), and a handler run inline by
+// misses (it needs the lock to take a frame), and a handler run inline by
 // the waiting thread dereferences far memory: a miss of its own and the
 // very object being written back, which it changes. All of it completes.
 TEST(FarEvacuation, HandlersDereferenceDuringAWriteBack) {
@@ -158,7 +125,7 @@ TEST(FarEvacuation, HandlersDereferenceDuringAWriteBack) {
 }
 
 // Freeing an object whose write-back another thread has on the network
-// waits for it to land, then frees it: no error, and its block and slot
+// waits for it to land, then frees it: no error, and its block and frame
 // are reused cleanly.
 TEST(FarEvacuation, FreeWaitsForAWriteBackInFlight) {
   std::promise<void> writing, go;
@@ -187,7 +154,7 @@ TEST(FarEvacuation, FreeWaitsForAWriteBackInFlight) {
 }
 
 // A write-back that fails (a transport error) fails the dereference that
-// needed the slot, and leaves every object local, dirty and intact.
+// needed the frame, and leaves every object local, dirty and intact.
 TEST(FarEvacuation, AFailedWriteBackKeepsTheObject) {
   bool fail = false;
   Manager manager(std::make_unique<HookedDevice>([&] {
@@ -243,7 +210,7 @@ void evacuate_under_threads(const Config& config, std::chrono::microseconds writ
   });
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < 2; ++t)
-    threads.emplace_back([&, t] { checked += shadow::random_operations(60, operations, seed + t); });
+    threads.emplace_back([&, t] { checked += shadow::random_operations(manager, 60, operations, seed + t); });
   shared.join();
   for (auto& t : threads) t.join();
   EXPECT_GT(checked.load(), 2 * rounds + 2 * operations);
@@ -261,7 +228,7 @@ TEST(FarEvacuation, BackgroundEvacuationUnderThreadsKeepsEveryValue) {
 }
 
 // With work between accesses (think time) the evacuator keeps up: most
-// misses find a free slot, and most evictions happen in the background. A
+// misses find a free frame, and most evictions happen in the background. A
 // count, not a timing: the bound is lenient (more than half) so that a
 // busy machine that delays the evacuator now and then still passes.
 TEST(FarEvacuation, WithThinkTimeMostEvictionsAreBackground) {
@@ -320,11 +287,11 @@ TEST(FarEvacuation, WatchSettingIsParsedAndChecked) {
 }
 
 // The evacuator off (Config::evacuator, RDMX_FAR_EVACUATOR=off): no thread,
-// every eviction on the thread that needs a slot, as before it existed.
+// every eviction on the thread that needs a frame, as before it existed.
 TEST(FarEvacuation, OffByConfigEvictsOnlyInline) {
   const int before = threads_now();
   Manager manager(make_local_device(2, 8 << 20), small_cache(64 * 1024, false));
-  EXPECT_GT(shadow::random_operations(200, 2000, 9), 2000u);
+  EXPECT_GT(shadow::random_operations(manager, 200, 2000, 9), 2000u);
   const Stats s = manager.stats();
   EXPECT_EQ(s.background_evictions, 0u);
   EXPECT_GT(s.inline_evictions, 100u);
@@ -361,13 +328,13 @@ TEST(FarEvacuation, TeardownWhileTheEvacuatorWritesBack) {
                                              landed = true;
                                            }),
                                            small_cache(64 * 1024, true));
-  // Objects through the type-erased interface, so that nothing has to be
+  // Objects through the word-level operations, so that nothing has to be
   // freed before the Manager goes: every one dirty from its allocation.
   std::vector<std::atomic<std::uint64_t>> words(128);
   std::future<void> written = writing.get_future();
   for (auto& w : words) {
-    std::memset(manager->allocate(w, sizeof(Obj)), 1, sizeof(Obj));
-    manager->commit(w);
+    std::memset(far::detail::allocate(far::detail::runtime(), w, sizeof(Obj)), 1, sizeof(Obj));
+    far::detail::commit(w);
   }
   ASSERT_EQ(written.wait_for(patience), std::future_status::ready);
   manager.reset();
@@ -386,7 +353,7 @@ TEST(FarEvacuation, ALostServerStopsNeitherTheEvacuatorNorTheProgram) {
   std::vector<UniquePtr<Obj>> v;
   for (int i = 0; i < 56; ++i) v.push_back(make_unique<Obj>(Obj::of(100 + i)));  // dirty, 56 of 64 KiB
   device.kill(0);
-  // New objects take slots without the server: the evacuator wakes, and
+  // New objects take frames without the server: the evacuator wakes, and
   // once the cache is full the program's own eviction fails.
   std::optional<Errc> program_saw;
   for (int i = 56; i < 200 && !program_saw; ++i) {

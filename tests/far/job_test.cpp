@@ -9,9 +9,12 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "../error_from.hpp"
 #include "array_scans.hpp"
+#include "hooked_device.hpp"
+#include "rdmx/fabric/quiet.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/far/array.hpp"
 #include "rdmx/far/hash_table.hpp"
@@ -45,7 +48,7 @@ void random_operations(Path path) {
   EXPECT_EQ(manager.device().servers(), manager.config().servers.size());
   EXPECT_STREQ(manager.device().name(), to_string(path));
   if (serves(manager)) return;  // serve until every client is done (the destructor's barrier)
-  const std::size_t checked = shadow::random_operations(120, 1200, 7 + job.rank());
+  const std::size_t checked = shadow::random_operations(manager, 120, 1200, 7 + job.rank());
   EXPECT_GT(checked, 1200u);
   const Stats s = manager.stats();
   EXPECT_LE(s.peak_resident_bytes, s.cache_bytes);
@@ -60,7 +63,7 @@ void threaded_operations(Path path) {
   Manager manager(job, small(path));
   if (serves(manager)) return;
   std::atomic<std::size_t> checked{0};
-  job.run([&](ThreadId me) { checked += shadow::random_operations(60, 600, 1000 * job.rank() + me.thread); });
+  job.run([&](ThreadId me) { checked += shadow::random_operations(manager, 60, 600, 1000 * job.rank() + me.thread); });
   EXPECT_GT(checked.load(), 600u * job.threads_per_process());
   EXPECT_LE(manager.stats().peak_resident_bytes, manager.stats().cache_bytes);
   EXPECT_GT(manager.stats().evictions, 0u);
@@ -240,6 +243,50 @@ void vector_operations(Path path) {
 }
 
 }  // namespace
+
+// rdmx::quiet() waits for the far write-backs on the network when it is
+// called (another thread's, made slow) and reports one that failed. The
+// Manager is an in-process one made inside the job: it registers with the
+// job's far layer, which quiet() reaches, and the evicting thread, which
+// acts as no worker of the job, finds it there.
+TEST(FarJob, QuietWaitsForWriteBacks) {
+  std::atomic<bool> writing{false}, landed{false}, failing{false};
+  Config c;
+  c.cache_bytes = 64 * 1024;
+  c.region_bytes = 8 << 20;
+  c.evacuator = Evacuator::off;
+  Manager manager(std::make_unique<rdmx::far::testing::HookedDevice>([&] {
+                    writing = true;
+                    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                    if (failing) throw Error(Errc::peer_failed, "injected: the write-back's server is lost");
+                    landed = true;
+                  }),
+                  c);
+  // Inside run(): the process's other workers serve the markers quiet()
+  // sends them meanwhile.
+  Job::current().run([&](ThreadId me) {
+    if (me.thread != 0) return;
+    auto p = make_unique<std::uint64_t>(7);  // dirty from its allocation
+    std::thread evicting([&] { EXPECT_TRUE(p.evict()); });
+    while (!writing) std::this_thread::yield();
+    rdmx::quiet();
+    EXPECT_TRUE(landed.load());
+    evicting.join();
+
+    p.write(8);  // local and dirty again
+    writing = false;
+    landed = false;
+    failing = true;
+    std::thread failed([&] { EXPECT_EQ(rdmx::testing::error_from([&] { p.evict(); }).code(), Errc::peer_failed); });
+    while (!writing) std::this_thread::yield();
+    const Error e = rdmx::testing::error_from([] { rdmx::quiet(); });
+    EXPECT_EQ(e.code(), Errc::peer_failed) << e.what();
+    failed.join();
+    EXPECT_FALSE(landed.load());
+    failing = false;
+    EXPECT_EQ(p.read(), 8u);  // local, dirty and intact
+  });
+}
 
 TEST(FarJob, VectorOneSided) { vector_operations(Path::one_sided); }
 TEST(FarJob, VectorTwoSided) { vector_operations(Path::two_sided); }

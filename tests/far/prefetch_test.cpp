@@ -139,18 +139,18 @@ TEST(FarPrefetch, RandomAccessFetchesLittleAhead) {
   EXPECT_LE(manager.stats().prefetched, reads / 50) << manager.stats().prefetched << " prefetched";
 }
 
-// The depth is bounded by a sixteenth of the cache; with every slot but
+// The depth is bounded by a sixteenth of the cache; with every frame but
 // the one an access needs pinned, the prefetcher finds no room and skips,
 // without failing or waiting.
 TEST(FarPrefetch, NeverPinsPastTheBudget) {
-  Manager manager(make_local_device(2, 16 << 20), cache_of(256 * 1024));  // 64 chunk slots; depth 4
+  Manager manager(make_local_device(2, 16 << 20), cache_of(256 * 1024));  // 64 chunk frames; depth 4
   Elements a(elements / 4);
   Elements pinned(63 * scans::per_chunk);
   pinned.set_prefetch_depth(0);
   std::vector<std::uint64_t> shadow;
   scans::fill(a, shadow);
   {
-    DerefScope hold;  // 63 of the 64 slots
+    DerefScope hold;  // 63 of the 64 frames
     for (std::size_t c = 0; c < 63; ++c) pinned.at_mut(hold, c * scans::per_chunk) = c;
     const Stats before = manager.stats();
     const auto started = std::chrono::steady_clock::now();
@@ -161,7 +161,7 @@ TEST(FarPrefetch, NeverPinsPastTheBudget) {
     EXPECT_LE(after.peak_resident_bytes, after.cache_bytes);
     EXPECT_EQ(after.prefetched, before.prefetched);
   }
-  // With the slots free again, the same scan prefetches.
+  // With the frames free again, the same scan prefetches.
   const Stats before = manager.stats();
   scans::strided_scan(a, shadow, 0, 1, 9);
   EXPECT_GT(manager.stats().prefetch_hits - before.prefetch_hits, 200u);

@@ -112,7 +112,7 @@ void workload(std::vector<UniquePtr<Object>>& objects, std::vector<std::uint64_t
 }
 
 // 600 objects of 256 bytes against a 64 KiB cache, killed mid-workload.
-int background_scenario(bool replicated, const std::function<void()>& kill) {
+int background_scenario(Manager& far, bool replicated, const std::function<void()>& kill) {
   std::vector<UniquePtr<Object>> objects;
   std::vector<std::uint64_t> seeds;
   for (std::uint64_t i = 0; i < 600; ++i) {
@@ -120,7 +120,6 @@ int background_scenario(bool replicated, const std::function<void()>& kill) {
     objects.push_back(make_unique<Object>(Object::of(seeds.back())));
   }
   std::mt19937_64 rng(17);
-  Manager& far = Manager::current();
   try {
     workload(objects, seeds, 2000, rng);
   } catch (const Error& e) {
@@ -294,10 +293,19 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   };
   const bool replicated = config.replication == 2;
-  const int rc = vectors                     ? vectors_scenario(replicated, kill)
-                 : scenario == "--background" ? background_scenario(replicated, kill)
-                 : scenario == "--futures"    ? futures_scenario(replicated, kill)
-                                              : objects_scenario(replicated, kill);
+  int rc = vectors                        ? vectors_scenario(replicated, kill)
+           : scenario == "--background" ? background_scenario(manager, replicated, kill)
+           : scenario == "--futures"    ? futures_scenario(replicated, kill)
+                                        : objects_scenario(replicated, kill);
+  // The job told the far layer of the loss: the Manager counts the server
+  // lost, whether or not an operation has met it.
+  const auto told = Clock::now() + std::chrono::seconds(10);
+  while (rc == 0 && manager.stats().lost_servers != 1 && Clock::now() < told) {
+    progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (rc == 0 && manager.stats().lost_servers != 1)
+    rc = fail("the far layer counts " + std::to_string(manager.stats().lost_servers) + " lost servers, not 1");
   if (job.size() == 3) call(ThreadId{2, 0}, [] { released.store(true); });
   return rc;
 }

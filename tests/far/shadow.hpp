@@ -33,8 +33,9 @@ struct Pattern {
 
 // `count` objects of each of two sizes, `ops` random reads, writes,
 // non-temporal reads, explicit evictions, batches and nested scopes;
-// returns the number of values checked.
-inline std::size_t random_operations(std::size_t count, std::size_t ops, std::uint64_t seed) {
+// returns the number of values checked. Every object dereferenced must lie
+// in `manager`'s cache.
+inline std::size_t random_operations(const Manager& manager, std::size_t count, std::size_t ops, std::uint64_t seed) {
   using Small = Pattern<64>;
   using Large = Pattern<4096>;
   std::mt19937_64 rng(seed);
@@ -48,7 +49,6 @@ inline std::size_t random_operations(std::size_t count, std::size_t ops, std::ui
     large.push_back(make_unique<Large>(Large::of(large_shadow.back())));
   }
   std::size_t checked = 0;
-  Manager& manager = Manager::current();
   for (std::size_t op = 0; op < ops; ++op) {
     const std::size_t i = rng() % count, j = rng() % count;
     DerefScope outer;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "../error_from.hpp"
+#include "hooked_device.hpp"
 #include "rdmx/far/array.hpp"
 #include "rdmx/far/offload.hpp"
 #include "rdmx/far/pointer.hpp"
@@ -14,6 +15,7 @@
 
 using namespace rdmx;
 using namespace rdmx::far;
+using rdmx::far::testing::HookedDevice;
 
 namespace {
 Config small_cache(std::size_t cache = 64 * 1024, std::size_t region = 4 << 20) {
@@ -84,7 +86,7 @@ TEST(FarUnit, PinnedObjectsAreNotEvicted) {
 
 TEST(FarUnit, BudgetIsRespected) {
   Manager manager(make_local_device(2, 4 << 20), small_cache(64 * 1024));
-  const std::size_t checked = shadow::random_operations(200, 3000, 1);
+  const std::size_t checked = shadow::random_operations(manager, 200, 3000, 1);
   EXPECT_GT(checked, 3000u);
   Stats s = manager.stats();
   EXPECT_LE(s.peak_resident_bytes, s.cache_bytes);
@@ -98,7 +100,7 @@ TEST(FarUnit, ConcurrentReadersAndWritersAgreeWithTheirShadows) {
   std::vector<std::thread> threads;
   std::atomic<std::size_t> checked{0};
   for (int t = 0; t < 4; ++t)
-    threads.emplace_back([t, &checked] { checked += shadow::random_operations(100, 1500, 100 + t); });
+    threads.emplace_back([t, &checked, &manager] { checked += shadow::random_operations(manager, 100, 1500, 100 + t); });
   for (auto& t : threads) t.join();
   EXPECT_GT(checked.load(), 4 * 1500u);
   EXPECT_LE(manager.stats().peak_resident_bytes, manager.stats().cache_bytes);
@@ -107,7 +109,7 @@ TEST(FarUnit, ConcurrentReadersAndWritersAgreeWithTheirShadows) {
 
 // Threads sharing objects: the program orders accesses to one object (a
 // mutex per object, as it must for any shared data), eviction runs in
-// whichever thread needs a slot, holding none of those mutexes. Every read
+// whichever thread needs a frame, holding none of those mutexes. Every read
 // must see the last write.
 TEST(FarUnit, SharedObjectsUnderEviction) {
   Manager manager(make_local_device(1, 8 << 20), small_cache(64 * 1024));
@@ -188,41 +190,38 @@ TEST(FarUnit, DeviceChecksEveryOffset) {
   EXPECT_EQ(error_of([&] { device->read(0, ~0ull, buffer, 64); }), Errc::invalid_argument);
 }
 
-namespace {
-// In-process servers that can be "killed": a lost one fails like a dead peer.
-class LosableDevice final : public Device {
- public:
-  LosableDevice(std::size_t servers, std::size_t bytes) : inner_(make_local_device(servers, bytes)), lost_(servers) {}
-  const char* name() const noexcept override { return "losable"; }
-  std::size_t servers() const noexcept override { return inner_->servers(); }
-  std::uint64_t region_bytes(std::size_t s) const override { return inner_->region_bytes(s); }
-  std::uint32_t rank_of(std::size_t s) const override { return inner_->rank_of(s); }
-  void read(std::size_t s, std::uint64_t offset, void* local, std::size_t bytes) override {
-    check(s);
-    inner_->read(s, offset, local, bytes);
-  }
-  void write(std::size_t s, std::uint64_t offset, const void* local, std::size_t bytes) override {
-    check(s);
-    inner_->write(s, offset, local, bytes);
-  }
-  void compute(std::size_t s, const Offload& work) override {
-    check(s);
-    inner_->compute(s, work);
-  }
-  void kill(std::size_t s) { lost_.at(s) = true; }
-
- private:
-  void check(std::size_t s) const {
-    if (lost_.at(s)) throw Error(Errc::peer_failed, "server " + std::to_string(s) + " is gone");
-  }
-  std::unique_ptr<Device> inner_;
-  std::vector<bool> lost_;
-};
-}  // namespace
+// The job reports a process failed before any operation met the loss: a
+// replicated device drops that process's copies at once, so reads (single
+// and batched) go to the survivor and writes to it alone; with both copies
+// of a group reported, the group fails with peer_failed.
+TEST(FarUnit, ReplicationDropsTheCopiesOfAFailedProcess) {
+  auto owned = std::make_unique<HookedDevice>(nullptr, 4, 1 << 20);
+  HookedDevice& inner = *owned;
+  const auto device = make_replicated(std::move(owned), 2);  // groups {0, 1} and {2, 3}
+  const std::uint64_t value = 42;
+  std::uint64_t back = 0;
+  device->write(1, 0, &value, sizeof value);
+  EXPECT_EQ(inner.writes(2), 1u);
+  EXPECT_EQ(inner.writes(3), 1u);
+  device->process_failed(inner.rank_of(2));
+  device->read(1, 0, &back, sizeof back);
+  EXPECT_EQ(back, 42u);
+  const Device::Transfer batch[] = {{1, 0, &back, sizeof back}, {0, 0, &back, sizeof back}};
+  device->read_many(batch);
+  EXPECT_EQ(inner.reads(2), 0u);
+  EXPECT_EQ(inner.reads(3), 2u);
+  EXPECT_EQ(inner.reads(0), 1u);  // the other group as before
+  device->write(1, 0, &value, sizeof value);
+  EXPECT_EQ(inner.writes(2), 1u);
+  EXPECT_EQ(inner.writes(3), 2u);
+  device->process_failed(inner.rank_of(3));
+  EXPECT_EQ(error_of([&] { device->read(1, 0, &back, sizeof back); }), Errc::peer_failed);
+  EXPECT_EQ(inner.reads(3), 2u);
+}
 
 TEST(FarUnit, ReplicationSurvivesTheLossOfOneCopy) {
-  auto owned = std::make_unique<LosableDevice>(4, 1 << 20);
-  LosableDevice& device = *owned;
+  auto owned = std::make_unique<HookedDevice>(nullptr, 4, 1 << 20);
+  HookedDevice& device = *owned;
   Config c = small_cache();
   c.replication = 2;
   Manager manager(std::move(owned), c);
@@ -269,7 +268,7 @@ TEST(FarUnit, ReplicationSurvivesTheLossOfOneCopy) {
 // (a round of it is about half a turn of the hand), 16 objects read every
 // round seldom miss again, and 16 read with deref_nt keep missing.
 TEST(FarUnit, ClockKeepsReferencedObjectsAndDropsNonTemporalOnes) {
-  Config c = small_cache();  // 1024 slots of 64 bytes
+  Config c = small_cache();  // 1024 frames of 64 bytes
   c.evacuator = Evacuator::off;
   Manager manager(make_local_device(1, 4 << 20), c);
   using Object = std::array<std::uint64_t, 8>;
@@ -312,8 +311,8 @@ TEST(FarUnit, ClockKeepsReferencedObjectsAndDropsNonTemporalOnes) {
 // A fetch that fails is not counted as a miss; the object stays remote and
 // a later dereference fails the same way.
 TEST(FarUnit, FailedFetchesAreNoMisses) {
-  auto owned = std::make_unique<LosableDevice>(1, 1 << 20);
-  LosableDevice& device = *owned;
+  auto owned = std::make_unique<HookedDevice>(nullptr, 1, 1 << 20);
+  HookedDevice& device = *owned;
   Manager manager(std::move(owned), small_cache());
   auto a = make_unique<std::uint64_t>(std::uint64_t{7});
   auto b = make_unique<std::uint64_t>(std::uint64_t{8});
@@ -388,7 +387,7 @@ TEST(FarUnit, DerefAllFetchesABatch) {
     // A word named twice is fetched once.
     std::atomic<std::uint64_t>* twice[] = {&v[50].word(), &v[50].word()};
     void* out[2] = {};
-    manager.deref_many(twice, sizeof(Obj), scope, Access::read, out);
+    far::detail::deref_start(twice, sizeof(Obj), scope, Access::read, out).finish();
     EXPECT_EQ(out[0], out[1]);
     EXPECT_TRUE(static_cast<const Obj*>(out[0])->is(50));
     EXPECT_EQ(manager.stats().misses - misses, 33u);
@@ -445,31 +444,31 @@ TEST(FarUnit, ArrayScansInWindowsUnderASmallBudget) {
 TEST(FarUnit, DanglingWordsAndDoubleFreesAreErrors) {
   Manager manager(make_local_device(1, 1 << 20), small_cache());
   auto p = make_unique<Point>(Point{1, 2});
-  std::atomic<std::uint64_t> copy{p.state_word()};  // local: names p's slot
+  std::atomic<std::uint64_t> copy{p.state_word()};  // local: names p's frame
   {
     DerefScope scope;
-    const Error e = rdmx::testing::error_from([&] { manager.deref(copy, sizeof(Point), scope, Access::read); });
+    const Error e = rdmx::testing::error_from([&] { far::detail::deref(copy, sizeof(Point), scope, Access::read); });
     EXPECT_EQ(e.code(), Errc::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("dangling"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(error_of([&] { manager.free(copy); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { far::detail::free(far::detail::runtime(), copy); }), Errc::invalid_argument);
   ASSERT_TRUE(p.evict());
   std::atomic<std::uint64_t> remote_copy{p.state_word()};  // remote: names p's far block
   p.reset();
-  const Error e = rdmx::testing::error_from([&] { manager.free(remote_copy); });
+  const Error e = rdmx::testing::error_from([&] { far::detail::free(far::detail::runtime(), remote_copy); });
   EXPECT_EQ(e.code(), Errc::invalid_argument);
   EXPECT_NE(std::string(e.what()).find("double free"), std::string::npos) << e.what();
   EXPECT_EQ(manager.stats().objects, 0u);
   // A word naming a block outside every share.
   std::atomic<std::uint64_t> foreign{state::remote(0, 1ull << 30, 0)};
-  EXPECT_EQ(error_of([&] { manager.free(foreign); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { far::detail::free(far::detail::runtime(), foreign); }), Errc::invalid_argument);
   {
     DerefScope scope;
-    EXPECT_EQ(error_of([&] { manager.deref(foreign, 64, scope, Access::read); }), Errc::invalid_argument);
+    EXPECT_EQ(error_of([&] { far::detail::deref(foreign, 64, scope, Access::read); }), Errc::invalid_argument);
   }
   std::atomic<std::uint64_t> bad_server{state::remote(7, 0, 0)};
   DerefScope scope;
-  EXPECT_EQ(error_of([&] { manager.deref(bad_server, 64, scope, Access::read); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { far::detail::deref(bad_server, 64, scope, Access::read); }), Errc::invalid_argument);
 }
 
 TEST(FarUnit, SettingsFromTheEnvironment) {
@@ -530,7 +529,7 @@ TEST(FarUnit, BatchesInFlight) {
   std::vector<void*> out(words.size());
   {
     DerefScope scope;
-    InFlight batch = manager.deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
+    far::detail::InFlight batch = far::detail::deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
     // Its own thread dereferences an object still in flight: the batch finishes first.
     EXPECT_EQ(*v[5].deref(scope), 105u);
     batch.finish();
@@ -539,7 +538,7 @@ TEST(FarUnit, BatchesInFlight) {
   for (auto& p : v) ASSERT_TRUE(p.evict());
   DerefScope scope;
   {
-    InFlight unfinished = manager.deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
+    far::detail::InFlight unfinished = far::detail::deref_start(words, sizeof(std::uint64_t), scope, Access::read, out);
   }  // finished by its destructor
   for (std::uint64_t i = 0; i < 8; ++i) EXPECT_TRUE(v[i].is_local());
   EXPECT_EQ(*v[2].deref(scope), 102u);
@@ -661,8 +660,8 @@ TEST(FarUnit, OffloadErrorsAreClear) {
 }
 
 TEST(FarUnit, OffloadedUpdatesReachEveryCopy) {
-  auto owned = std::make_unique<LosableDevice>(2, 4 << 20);
-  LosableDevice& device = *owned;
+  auto owned = std::make_unique<HookedDevice>(nullptr, 2, 4 << 20);
+  HookedDevice& device = *owned;
   Config c = small_cache();
   c.replication = 2;
   Manager manager(std::move(owned), c);
@@ -754,18 +753,18 @@ TEST(FarUnit, DereferenceFuturesAndTheirScope) {
     EXPECT_TRUE(v[i].evict());
     EXPECT_EQ(v[i].read(), i + 100);
   }
-  // Failures come from the future: a null pointer, another manager's scope.
+  // A failure comes from the future too: a null pointer.
   UniquePtr<std::uint64_t> null;
   DerefScope scope;
-  auto f = manager.deref_async(null.word(), 8, scope, Access::read);
+  auto f = far::detail::deref_async(null.word(), 8, scope, Access::read);
   EXPECT_EQ(error_of([&] { f.get(); }), Errc::invalid_argument);
 }
 
 // Another thread waiting for a shared far future waits until the starting
 // thread finishes it; a lost server fails the future with peer_failed.
 TEST(FarUnit, DereferenceFuturesAcrossThreadsAndLosses) {
-  auto owned = std::make_unique<LosableDevice>(2, 1 << 20);
-  LosableDevice& device = *owned;
+  auto owned = std::make_unique<HookedDevice>(nullptr, 2, 1 << 20);
+  HookedDevice& device = *owned;
   Manager manager(std::move(owned), small_cache());
   std::vector<UniquePtr<std::uint64_t>> v;
   for (std::uint64_t i = 0; i < 8; ++i) {

@@ -43,7 +43,7 @@ class Array {
  public:
   static constexpr std::size_t per_chunk = ChunkBytes / sizeof(T);
 
-  // `size` value-initialized elements, allocated now (Manager::current()).
+  // `size` value-initialized elements, allocated now (in this process's far::Manager).
   explicit Array(std::size_t size) : size_(size) {
     chunks_.reserve((size + per_chunk - 1) / per_chunk);
     for (std::size_t i = 0; i < size; i += per_chunk) chunks_.push_back(make_unique<Chunk>());
@@ -127,23 +127,23 @@ class Array {
 
   // The prefetcher: after chunk c is reached, the chunks the pattern names
   // are started, as far as the cache has room for them without waiting.
-  // After, not before: a prefetch must never take the slot the access
+  // After, not before: a prefetch must never take the frame the access
   // itself needs.
   void look_ahead(DerefScope& scope, std::size_t c) const {
-    Manager& manager = scope.manager();
-    const Config& config = manager.config();
+    detail::Runtime& runtime = scope.runtime();
+    const Config& config = detail::config(runtime);
     const std::size_t depth =
         std::min(prefetch_depth_ == npos ? config.prefetch_depth : prefetch_depth_, config.cache_bytes / 16 / chunk_class_bytes);
     detail::AccessPattern& pattern = detail::access_pattern(number_);
     std::size_t ahead[detail::AccessPattern::max_depth];
     bool hit = false;
     const std::size_t n = pattern.access(c, chunks_.size(), depth, ahead, hit);
-    if (hit) manager.count_prefetch_hits(1);
+    if (hit) detail::count_prefetch_hits(runtime, 1);
     if (n == 0) return;
     std::atomic<std::uint64_t>* words[detail::AccessPattern::max_depth];
     bool started[detail::AccessPattern::max_depth];
     for (std::size_t j = 0; j < n; ++j) words[j] = &chunks_[ahead[j]].word();
-    manager.prefetch(std::span(words, n), sizeof(Chunk), scope, std::span(started, n));
+    detail::prefetch(std::span(words, n), sizeof(Chunk), scope, std::span(started, n));
     for (std::size_t j = 0; j < n; ++j)
       if (started[j]) pattern.fetched(ahead[j]);
   }
@@ -185,8 +185,8 @@ class Array {
   void offload(const Op& op, bool writes, OnResult&& on_result) {
     static_assert(std::is_trivially_copyable_v<Op>, "rdmx::far: an offloaded operation travels by value: it must be trivially copyable");
     using Handler = detail::OffloadHandler<Op, T, Kind>;
-    Manager& manager = Manager::current();
-    std::vector<std::vector<detail::OffloadObject>> per_server(manager.device().servers());
+    Device& device = detail::device(detail::runtime());
+    std::vector<std::vector<detail::OffloadObject>> per_server(device.servers());
     for (std::size_t c = 0; c < chunks_.size(); ++c) {
       if (!chunks_[c].evict())
         throw Error(Errc::invalid_argument, "far::Array: chunk " + std::to_string(c) +
@@ -205,7 +205,7 @@ class Array {
         std::memcpy(args.data(), &header, sizeof header);
         std::memcpy(args.data() + sizeof header, objects.data() + first, n * sizeof(detail::OffloadObject));
         decltype(Kind::start(op)) part{};
-        manager.device().compute(server, Device::Offload{fabric::FunctionId<Handler>::value, args, &part, sizeof part, writes});
+        device.compute(server, Device::Offload{fabric::FunctionId<Handler>::value, args, &part, sizeof part, writes});
         on_result(part);
       }
     }

@@ -48,7 +48,7 @@ struct Config {
   static std::vector<std::uint32_t> env_servers();  // RDMX_FAR_SERVERS, default: the last process
   static std::size_t env_region_bytes();            // RDMX_FAR_REGION, default 16M
   static std::size_t env_cache_bytes();             // RDMX_FAR_CACHE, default 4M
-  static Path env_path();                           // RDMX_FAR_PATH, default one_sided
+  static Path env_path();                           // RDMX_FAR_PATH, default one-sided
   static std::size_t env_replication();             // RDMX_FAR_REPLICATION, default 1
   static Evacuator env_evacuator();                 // RDMX_FAR_EVACUATOR, default auto
   static Watch env_evacuator_watch();               // RDMX_FAR_EVACUATOR_WATCH, default auto
@@ -69,10 +69,10 @@ struct Config {
   std::size_t replication = env_replication();
   // Background evacuation: a thread of the Manager keeps free cache space
   // between these fractions of the budget, so that a miss usually finds a
-  // free slot instead of paying for a write-back inline. It wakes when a
+  // free frame instead of paying for a write-back inline. It wakes when a
   // miss leaves less than free_low free and evicts (CLOCK, writing dirty
   // victims back) until free_high is free. Off: eviction happens only on
-  // the thread that needs a slot.
+  // the thread that needs a frame.
   Evacuator evacuator = env_evacuator();
   Watch evacuator_watch = env_evacuator_watch();
   double free_low = env_free_low();

@@ -9,8 +9,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "rdmx/far/access.hpp"
 #include "rdmx/far/config.hpp"
-#include "rdmx/far/manager.hpp"
+#include "rdmx/far/detail/runtime.hpp"
 #include "rdmx/far/scope.hpp"
 
 namespace rdmx::far {
@@ -32,7 +33,7 @@ class Dereference {
   // The same, returning at once with the miss in flight (latency hiding):
   // the future holds the object, pinned in `scope`. Wait for it on the
   // thread that started it, before `scope` ends; waiting for one finishes
-  // every transfer the thread has under way (Manager::deref_async).
+  // every transfer the thread has under way (detail::deref_async).
   //
   //   std::vector<rdmx::Future<const T*>> next;
   //   for (auto& p : pointers) next.push_back(p.deref_async(scope));
@@ -58,10 +59,10 @@ class Dereference {
 
  private:
   Future<void*> start(DerefScope& scope, Access access) const {
-    return scope.manager().deref_async(static_cast<const Pointer&>(*this).word(), sizeof(T), scope, access);
+    return detail::deref_async(static_cast<const Pointer&>(*this).word(), sizeof(T), scope, access);
   }
   T* get(DerefScope& scope, Access access) const {
-    return static_cast<T*>(scope.manager().deref(static_cast<const Pointer&>(*this).word(), sizeof(T), scope, access));
+    return static_cast<T*>(detail::deref(static_cast<const Pointer&>(*this).word(), sizeof(T), scope, access));
   }
 };
 
@@ -83,11 +84,11 @@ class Prefetch {
  public:
   Prefetch(DerefScope& scope, std::span<const Pointer> pointers, Access access = Access::read)
       : words_(words_of(pointers)), objects_(pointers.size()),
-        in_flight_(scope.manager().deref_start(words_, sizeof(T), scope, access, objects_)) {}
+        in_flight_(detail::deref_start(words_, sizeof(T), scope, access, objects_)) {}
   // The same for pointers that are not side by side (a hash table's entries).
   Prefetch(DerefScope& scope, std::span<const Pointer* const> pointers, Access access = Access::read)
       : words_(words_of(pointers)), objects_(pointers.size()),
-        in_flight_(scope.manager().deref_start(words_, sizeof(T), scope, access, objects_)) {}
+        in_flight_(detail::deref_start(words_, sizeof(T), scope, access, objects_)) {}
 
   std::vector<T*> get() {
     in_flight_.finish();
@@ -113,7 +114,7 @@ class Prefetch {
 
   std::vector<std::atomic<std::uint64_t>*> words_;
   std::vector<void*> objects_;
-  InFlight in_flight_;
+  detail::InFlight in_flight_;
 };
 
 // Dereferences every pointer, their misses in flight together instead of

@@ -68,6 +68,12 @@ class Device {
   // to running here (fetching what they need) on a device that cannot.
   virtual bool computes() const noexcept { return true; }
 
+  // The job reports that `process`, which serves some of this device's
+  // servers, has failed. Operations on its servers fail by themselves (the
+  // fabric fails whatever waits on the process); a device that keeps
+  // copies stops using that process's at once.
+  virtual void process_failed(std::uint32_t process) noexcept { (void)process; }
+
  protected:
   // Throws Errc::invalid_argument unless [offset, offset + bytes) lies in the region.
   void check_range(std::size_t server, std::uint64_t offset, std::size_t bytes) const;

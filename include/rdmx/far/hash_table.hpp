@@ -15,7 +15,7 @@
 //
 // Keys and values are trivially copyable (they move byte for byte) and
 // {K, V} fits a far object (16 KiB). Every operation may be called from
-// any thread of the process; the table must be destroyed before its Manager.
+// any thread of the process; the table must be destroyed before the far::Manager.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -70,12 +70,12 @@ class HashTable {
       std::shared_lock whole(resize_);
       std::unique_lock stripe(stripe_of(h));
       Bucket& bucket = bucket_of(h);
-      if (Slot* slot = find_slot(bucket, h, key)) {
+      if (IndexEntry* indexed = find_entry(bucket, h, key)) {
         DerefScope scope;
-        slot->entry.deref_mut(scope)->value = value;
+        indexed->entry.deref_mut(scope)->value = value;
         return false;
       }
-      bucket.push_back(Slot{h, make_unique<Entry>(Entry{key, value})});
+      bucket.push_back(IndexEntry{h, make_unique<Entry>(Entry{key, value})});
       inserted = true;
     }
     if (size_.fetch_add(1, std::memory_order_relaxed) + 1 > 2 * buckets_size_.load(std::memory_order_relaxed)) grow();
@@ -99,10 +99,10 @@ class HashTable {
     const std::uint64_t h = hash_of(key);
     std::shared_lock whole(resize_);
     std::shared_lock stripe(stripe_of(h));
-    for (const Slot& slot : bucket_of(h)) {
-      if (slot.hash != h) continue;
+    for (const IndexEntry& indexed : bucket_of(h)) {
+      if (indexed.hash != h) continue;
       DerefScope scope;
-      const Entry* e = slot.entry.deref(scope);
+      const Entry* e = indexed.entry.deref(scope);
       if (equal_(e->key, key)) {
         fn(static_cast<const V&>(e->value));
         return true;
@@ -118,10 +118,10 @@ class HashTable {
     const std::uint64_t h = hash_of(key);
     std::shared_lock whole(resize_);
     std::unique_lock stripe(stripe_of(h));
-    Slot* slot = find_slot(bucket_of(h), h, key);
-    if (!slot) return false;
+    IndexEntry* indexed = find_entry(bucket_of(h), h, key);
+    if (!indexed) return false;
     DerefScope scope;
-    fn(slot->entry.deref_mut(scope)->value);
+    fn(indexed->entry.deref_mut(scope)->value);
     return true;
   }
 
@@ -132,10 +132,10 @@ class HashTable {
       std::shared_lock whole(resize_);
       std::unique_lock stripe(stripe_of(h));
       Bucket& bucket = bucket_of(h);
-      Slot* slot = find_slot(bucket, h, key);
-      if (!slot) return false;
+      IndexEntry* indexed = find_entry(bucket, h, key);
+      if (!indexed) return false;
       // Swap with the last and drop it: order within a bucket means nothing.
-      if (slot != &bucket.back()) std::swap(*slot, bucket.back());
+      if (indexed != &bucket.back()) std::swap(*indexed, bucket.back());
       bucket.pop_back();
     }
     size_.fetch_sub(1, std::memory_order_relaxed);
@@ -151,8 +151,8 @@ class HashTable {
                                               std::to_string(out.size()) + " results");
     // A batch pins its entries: keep it to a quarter of the cache, so that
     // a large window cannot exhaust the budget on its own.
-    const std::size_t slot_bytes = std::bit_ceil(std::max<std::size_t>(sizeof(Entry), min_object_bytes));
-    window = std::clamp<std::size_t>(window, 1, std::max<std::size_t>(1, Manager::current().config().cache_bytes / (4 * slot_bytes)));
+    const std::size_t entry_bytes = std::bit_ceil(std::max<std::size_t>(sizeof(Entry), min_object_bytes));
+    window = std::clamp<std::size_t>(window, 1, std::max<std::size_t>(1, detail::config(detail::runtime()).cache_bytes / (4 * entry_bytes)));
     std::shared_lock whole(resize_);
     std::vector<std::uint64_t> hashes;
     std::vector<const UniquePtr<Entry>*> batch;
@@ -179,10 +179,10 @@ class HashTable {
       wants.clear();
       for (std::size_t i = 0; i < n; ++i) {
         out[first + i].reset();
-        for (const Slot& slot : bucket_of(hashes[i])) {
-          if (slot.hash != hashes[i]) continue;
-          auto at = std::find(batch.begin(), batch.end(), &slot.entry);
-          if (at == batch.end()) at = batch.insert(batch.end(), &slot.entry);
+        for (const IndexEntry& indexed : bucket_of(hashes[i])) {
+          if (indexed.hash != hashes[i]) continue;
+          auto at = std::find(batch.begin(), batch.end(), &indexed.entry);
+          if (at == batch.end()) at = batch.insert(batch.end(), &indexed.entry);
           wants.emplace_back(first + i, static_cast<std::size_t>(at - batch.begin()));
         }
       }
@@ -203,11 +203,11 @@ class HashTable {
 
  private:
   static constexpr std::size_t stripes = 64;  // locks over the buckets; a power of two
-  struct Slot {
+  struct IndexEntry {  // the local index's entry for one far object
     std::uint64_t hash;
     UniquePtr<Entry> entry;
   };
-  using Bucket = std::vector<Slot>;
+  using Bucket = std::vector<IndexEntry>;
 
   std::uint64_t hash_of(const K& key) const {
     // Spread std::hash's identity on integers over the bits the index uses.
@@ -228,22 +228,22 @@ class HashTable {
   Bucket& bucket_of(std::uint64_t h) { return buckets_[(h >> 6) & (buckets_.size() - 1)]; }
   const Bucket& bucket_of(std::uint64_t h) const { return buckets_[(h >> 6) & (buckets_.size() - 1)]; }
 
-  Slot* find_slot(Bucket& bucket, std::uint64_t h, const K& key) {
-    for (Slot& slot : bucket) {
-      if (slot.hash != h) continue;
+  IndexEntry* find_entry(Bucket& bucket, std::uint64_t h, const K& key) {
+    for (IndexEntry& indexed : bucket) {
+      if (indexed.hash != h) continue;
       DerefScope scope;
-      if (equal_(slot.entry.deref(scope)->key, key)) return &slot;
+      if (equal_(indexed.entry.deref(scope)->key, key)) return &indexed;
     }
     return nullptr;
   }
 
-  // Doubles the index: only the local slots move, the far objects stay.
+  // Doubles the index: only the local index entries move, the far objects stay.
   void grow() {
     std::unique_lock whole(resize_);
     if (size_.load(std::memory_order_relaxed) <= 2 * buckets_.size()) return;  // another thread grew it
     std::vector<Bucket> next(buckets_.size() * 2);
     for (Bucket& b : buckets_)
-      for (Slot& slot : b) next[(slot.hash >> 6) & (next.size() - 1)].push_back(std::move(slot));
+      for (IndexEntry& indexed : b) next[(indexed.hash >> 6) & (next.size() - 1)].push_back(std::move(indexed));
     buckets_ = std::move(next);
     buckets_size_.store(buckets_.size(), std::memory_order_relaxed);
   }

@@ -1,6 +1,6 @@
 // far::UniquePtr<T>: the owning far pointer (AIFM's UniquePtr). It is one
 // 8-byte state word (state.hpp) that says whether the object is local, in
-// which cache slot, or remote, where. Objects are trivially copyable values
+// which cache frame, or remote, where. Objects are trivially copyable values
 // moved byte for byte between the cache and the servers.
 //
 //   auto p = far::make_unique<Point>(Point{1, 2});
@@ -22,6 +22,7 @@
 #include "rdmx/core/log.hpp"
 #include "rdmx/far/config.hpp"
 #include "rdmx/far/dereference.hpp"
+#include "rdmx/far/detail/runtime.hpp"
 #include "rdmx/far/manager.hpp"
 #include "rdmx/far/scope.hpp"
 #include "rdmx/far/state.hpp"
@@ -58,22 +59,22 @@ class UniquePtr : public Dereference<UniquePtr<T>, T> {
 
   // Frees the object now; throws Errc::invalid_argument if a scope pins it.
   void reset() {
-    if (word_.load(std::memory_order_relaxed) != 0) Manager::current().free(word_);
+    if (word_.load(std::memory_order_relaxed) != 0) detail::free(detail::runtime(), word_);
   }
   // Writes it back if dirty and makes it remote; false when a scope pins it.
   // Const: the object's value stays the same, only where it lives changes.
-  bool evict() const { return Manager::current().evict(word_); }
+  bool evict() const { return detail::evict(detail::runtime(), word_); }
   // Writes it back if dirty, keeping it local; false when a scope pins it.
-  bool write_back() const { return Manager::current().write_back(word_); }
+  bool write_back() const { return detail::write_back(detail::runtime(), word_); }
 
   template <class U, class... A>
   friend UniquePtr<U> make_unique(A&&... args);
-  // The state word (for Dereference and the Manager).
+  // The state word (for Dereference and far/detail/runtime.hpp).
   std::atomic<std::uint64_t>& word() const noexcept { return word_; }
 
  private:
   void take(UniquePtr& other) noexcept {
-    if (other.word_.load(std::memory_order_relaxed) != 0) Manager::current().move(other.word_, word_);
+    if (other.word_.load(std::memory_order_relaxed) != 0) detail::move(detail::runtime(), other.word_, word_);
   }
 
   mutable std::atomic<std::uint64_t> word_{0};
@@ -81,19 +82,18 @@ class UniquePtr : public Dereference<UniquePtr<T>, T> {
 
 static_assert(sizeof(UniquePtr<int>) == 8, "a far pointer is one 8-byte word");
 
-// A new far object, constructed in a cache slot (local and dirty).
+// A new far object, constructed in a cache frame (local and dirty).
 template <class T, class... A>
 UniquePtr<T> make_unique(A&&... args) {
   UniquePtr<T> p;
-  Manager& manager = Manager::current();
-  void* slot = manager.allocate(p.word_, sizeof(T));
+  void* frame = detail::allocate(detail::runtime(), p.word_, sizeof(T));
   try {
-    ::new (slot) T(std::forward<A>(args)...);
+    ::new (frame) T(std::forward<A>(args)...);
   } catch (...) {
-    manager.commit(p.word_);
+    detail::commit(p.word_);
     throw;  // p frees it
   }
-  manager.commit(p.word_);
+  detail::commit(p.word_);
   return p;
 }
 

@@ -11,36 +11,41 @@
 
 namespace rdmx::far {
 
-class Manager;
+namespace detail {
+class Runtime;
+class Cache;
+}  // namespace detail
 
 class DerefScope {
  public:
-  // Binds to Manager::current().
+  // In this process's far memory (its far::Manager); throws
+  // Errc::invalid_argument when there is none.
   DerefScope();
-  explicit DerefScope(Manager& manager) noexcept;
   ~DerefScope();
   DerefScope(const DerefScope&) = delete;
   DerefScope& operator=(const DerefScope&) = delete;
 
-  Manager& manager() const noexcept { return *manager_; }
   // Objects this scope pins (one entry per dereference).
   std::size_t pinned() const noexcept { return pinned_; }
+  // The far memory it pins in (for far's own operations, far/detail/runtime.hpp).
+  detail::Runtime& runtime() const noexcept { return *runtime_; }
 
  private:
-  friend class Manager;
-  friend bool pinned_on_this_thread(std::uint32_t slot) noexcept;
-  void pin(std::uint32_t slot) {
-    if (pinned_ < inline_pins) first_[pinned_] = slot;
-    else more_.push_back(slot);
+  friend class detail::Runtime;
+  friend class detail::Cache;
+  void pin(std::uint32_t frame) {
+    if (pinned_ < inline_pins) first_[pinned_] = frame;
+    else more_.push_back(frame);
     ++pinned_;
   }
-
-  bool pins(std::uint32_t slot) const noexcept;
+  bool pins(std::uint32_t frame) const noexcept;
+  // Whether a scope open on the calling thread pins `frame`.
+  static bool pinned_here(std::uint32_t frame) noexcept;
 
   // Most scopes pin a few objects: those need no allocation, which would
   // cost a cold dereference as much as a fifth of its time.
   static constexpr std::size_t inline_pins = 8;
-  Manager* manager_;
+  detail::Runtime* runtime_;
   std::size_t pinned_ = 0;
   std::uint32_t first_[inline_pins];
   std::vector<std::uint32_t> more_;  // pins after the first inline_pins

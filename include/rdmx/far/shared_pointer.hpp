@@ -20,6 +20,7 @@
 #include "rdmx/core/log.hpp"
 #include "rdmx/far/config.hpp"
 #include "rdmx/far/dereference.hpp"
+#include "rdmx/far/detail/runtime.hpp"
 #include "rdmx/far/manager.hpp"
 #include "rdmx/far/scope.hpp"
 #include "rdmx/far/state.hpp"
@@ -37,7 +38,7 @@ class SharedPtr : public Dereference<SharedPtr<T>, T> {
 
   // Drops this copy (the last one frees the object).
   void reset() noexcept { block_.reset(); }
-  bool evict() const { return block_ == nullptr || Manager::current().evict(block_->word); }
+  bool evict() const { return block_ == nullptr || detail::evict(detail::runtime(), block_->word); }
 
   template <class U, class... A>
   friend SharedPtr<U> make_shared(A&&... args);
@@ -56,7 +57,7 @@ class SharedPtr : public Dereference<SharedPtr<T>, T> {
     ~Block() {
       if (word.load(std::memory_order_relaxed) == 0) return;
       try {
-        Manager::current().free(word);
+        detail::free(detail::runtime(), word);
       } catch (const std::exception& e) {
         rdmx::log(LogLevel::error, "far: freeing a shared far object failed: %s", e.what());
         std::abort();
@@ -67,20 +68,19 @@ class SharedPtr : public Dereference<SharedPtr<T>, T> {
   std::shared_ptr<Block> block_;
 };
 
-// A new shared far object, constructed in a cache slot (local and dirty).
+// A new shared far object, constructed in a cache frame (local and dirty).
 template <class T, class... A>
 SharedPtr<T> make_shared(A&&... args) {
   SharedPtr<T> p;
   p.block_ = std::make_shared<typename SharedPtr<T>::Block>();
-  Manager& manager = Manager::current();
-  void* slot = manager.allocate(p.block_->word, sizeof(T));
+  void* frame = detail::allocate(detail::runtime(), p.block_->word, sizeof(T));
   try {
-    ::new (slot) T(std::forward<A>(args)...);
+    ::new (frame) T(std::forward<A>(args)...);
   } catch (...) {
-    manager.commit(p.block_->word);
+    detail::commit(p.block_->word);
     throw;  // the block frees it
   }
-  manager.commit(p.block_->word);
+  detail::commit(p.block_->word);
   return p;
 }
 

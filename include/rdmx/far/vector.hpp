@@ -68,7 +68,7 @@ class Vector {
   // servers take turns, so that many vectors spread over them.
   Vector() : Vector(next_server()) {}
   explicit Vector(std::size_t server) : server_(server) {
-    const std::size_t servers = Manager::current().device().servers();
+    const std::size_t servers = detail::device(detail::runtime()).servers();
     if (server >= servers)
       throw Error(Errc::invalid_argument, "far::Vector: server " + std::to_string(server) + ", but there are " + std::to_string(servers));
   }
@@ -83,7 +83,7 @@ class Vector {
   // when they could never fit the server's region.
   void reserve(std::size_t n) {
     const std::size_t chunks = n / per_chunk + 1;
-    if (chunks > Manager::current().device().region_bytes(server_) / sizeof(Chunk))
+    if (chunks > detail::device(detail::runtime()).region_bytes(server_) / sizeof(Chunk))
       throw Error(Errc::out_of_memory, "far::Vector: " + std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
                                            " bytes cannot fit server " + std::to_string(server_) + "'s region");
     chunks_.reserve(chunks);
@@ -149,7 +149,7 @@ class Vector {
     // A sixteenth of the cache per window, 16 chunks at most: two windows
     // pinned leave most of the budget to everything else.
     static std::size_t window_chunks() {
-      return std::clamp<std::size_t>(Manager::current().config().cache_bytes / sizeof(Chunk) / 16, 1, 16);
+      return std::clamp<std::size_t>(detail::config(detail::runtime()).cache_bytes / sizeof(Chunk) / 16, 1, 16);
     }
 
     const Vector* vector_;
@@ -289,7 +289,7 @@ class Vector {
 
   static std::size_t next_server() {
     static std::atomic<std::size_t> turn{0};
-    return turn.fetch_add(1, std::memory_order_relaxed) % Manager::current().device().servers();
+    return turn.fetch_add(1, std::memory_order_relaxed) % detail::device(detail::runtime()).servers();
   }
 
   const UniquePtr<Chunk>& chunk_of(std::size_t i) const {
@@ -310,20 +310,19 @@ class Vector {
 
   // A new chunk here, zeroed and dirty, its far block on the vector's server.
   void add_chunk() {
-    Manager& manager = Manager::current();
     UniquePtr<Chunk> p;
-    void* slot = manager.allocate_on(server_, p.word(), sizeof(Chunk));
-    ::new (slot) Chunk{};
-    manager.commit(p.word());
+    void* frame = detail::allocate_on(detail::runtime(), server_, p.word(), sizeof(Chunk));
+    ::new (frame) Chunk{};
+    detail::commit(p.word());
     chunks_.push_back(std::move(p));
   }
   // Chunks for `n` elements only on the server, for offloaded work to fill.
   void add_remote_chunks(std::size_t n) {
     reserve(n);
-    Manager& manager = Manager::current();
+    detail::Runtime& runtime = detail::runtime();
     while (chunks_.size() * per_chunk < n) {
       UniquePtr<Chunk> p;
-      manager.allocate_remote(server_, p.word(), sizeof(Chunk));
+      detail::allocate_remote(runtime, server_, p.word(), sizeof(Chunk));
       chunks_.push_back(std::move(p));
     }
     size_ = n;
@@ -342,7 +341,7 @@ class Vector {
   template <class... Others>
   bool offloads(Run run, std::size_t out, const Others&... others) const {
     constexpr std::size_t most = detail::max_directory_blocks / 3 * detail::directory_entries;  // chunks per vector
-    return run == Run::offloaded && Manager::current().device().computes() && ((others.server_ == server_) && ...) &&
+    return run == Run::offloaded && detail::device(detail::runtime()).computes() && ((others.server_ == server_) && ...) &&
            chunks_.size() <= most && out / per_chunk < most && ((others.chunks_.size() <= most) && ...);
   }
 
@@ -361,14 +360,14 @@ class Vector {
       if (!(c < listed_ ? chunks_[c].write_back() : chunks_[c].evict()))
         throw Error(Errc::invalid_argument, "far::Vector: chunk " + std::to_string(c) +
                                                 " is in use (a DerefScope pins it): an offloaded operation needs the vector unpinned");
-    Manager& manager = Manager::current();
+    detail::Runtime& runtime = detail::runtime();
     while (listed_ < chunks_.size()) {
       const std::size_t b = listed_ / detail::directory_entries;
       if (b == directory_.size()) {
         UniquePtr<detail::DirectoryBlock> block;
-        void* slot = manager.allocate_on(server_, block.word(), sizeof(detail::DirectoryBlock));
-        ::new (slot) detail::DirectoryBlock{};
-        manager.commit(block.word());
+        void* frame = detail::allocate_on(runtime, server_, block.word(), sizeof(detail::DirectoryBlock));
+        ::new (frame) detail::DirectoryBlock{};
+        detail::commit(block.word());
         directory_.push_back(std::move(block));
       }
       DerefScope scope;
@@ -425,7 +424,7 @@ class Vector {
     r.header.out_first = out_first;
     std::memcpy(r.bytes.data(), &r.header, sizeof r.header);
     Reply reply{};
-    Manager::current().device().compute(
+    detail::device(detail::runtime()).compute(
         server_, Device::Offload{fabric::FunctionId<detail::VectorHandler<Kind, Op>>::value, r.bytes, &reply, sizeof reply, writes});
     return reply;
   }

@@ -1,0 +1,156 @@
+// The Manager's collective set-up and teardown: every process checks the
+// configuration and maps what it needs, the servers their region, and one
+// allgather tells every process every other's outcome, so that a bad
+// configuration fails on every process instead of leaving some in a
+// collective.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "layer.hpp"
+#include "rdmx/core/error.hpp"
+#include "rdmx/core/log.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/far/manager.hpp"
+#include "rdmx/memory/arena.hpp"
+#include "runtime.hpp"
+#include "served_region.hpp"
+
+namespace rdmx::far {
+namespace {
+
+// What a process publishes at Manager construction (every process, server or not).
+struct Published {
+  std::uint32_t ok = 0;
+  std::uint32_t serves = 0;
+  RemoteLocator region{};
+  char error[200] = {};
+};
+
+void check_config(const Config& c) {
+  if (c.cache_bytes < 4 * slab_bytes)
+    throw Error(Errc::invalid_argument, "far: a cache of " + std::to_string(c.cache_bytes) + " bytes is too small (at least " +
+                                            std::to_string(4 * slab_bytes) + ", four slabs of the largest size class)");
+  if (c.cache_bytes / min_object_bytes > state::frame_mask)
+    throw Error(Errc::invalid_argument, "far: a cache of " + std::to_string(c.cache_bytes) + " bytes exceeds what a far pointer can name");
+  if (c.evacuator != Evacuator::off && !(c.free_low > 0 && c.free_low <= c.free_high && c.free_high <= 0.5))
+    throw Error(Errc::invalid_argument, "far: the evacuator's free-space marks " + std::to_string(c.free_low) + " and " +
+                                            std::to_string(c.free_high) +
+                                            " need 0 < low <= high <= 0.5 (RDMX_FAR_FREE_LOW, RDMX_FAR_FREE_HIGH)");
+  if (c.region_bytes < slab_bytes || c.region_bytes > state::max_region_bytes)
+    throw Error(Errc::invalid_argument, "far: a region of " + std::to_string(c.region_bytes) + " bytes is outside 16 KiB to 64 TiB");
+}
+
+}  // namespace
+
+// What the set-up took from the job, given back at teardown.
+struct Manager::Resources {
+  Job* job = nullptr;
+  memory::Block server_chunk{};
+  memory::Block cache_chunk{};
+  std::unique_ptr<std::byte, decltype(&std::free)> own_cache{nullptr, &std::free};  // in-process
+};
+
+Manager::Manager(Job& job, Config config) : resources_(std::make_unique<Resources>()) {
+  Resources& r = *resources_;
+  r.job = &job;
+  auto& servers = config.servers;
+  if (servers.empty()) servers.push_back(job.size() - 1);
+  std::sort(servers.begin(), servers.end());
+  servers.erase(std::unique(servers.begin(), servers.end()), servers.end());
+
+  // Everything that can fail locally happens before the allgather, and its
+  // outcome travels with it: either every process goes on or every one throws.
+  Published mine{};
+  try {
+    detail::check_no_runtime(&job);
+    check_config(config);
+    if (servers.back() >= job.size())
+      throw Error(Errc::invalid_argument, "far: server rank " + std::to_string(servers.back()) + " is not in the job of " +
+                                              std::to_string(job.size()) + " processes (RDMX_FAR_SERVERS)");
+    if (servers.size() > state::max_servers)
+      throw Error(Errc::invalid_argument, "far: " + std::to_string(servers.size()) + " servers, but a far pointer names at most " +
+                                              std::to_string(state::max_servers));
+    if (config.replication == 0 || servers.size() % config.replication != 0)
+      throw Error(Errc::invalid_argument, "far: replication " + std::to_string(config.replication) +
+                                              " needs a number of servers that divides by it (" + std::to_string(servers.size()) +
+                                              " servers; RDMX_FAR_SERVERS, RDMX_FAR_REPLICATION)");
+    r.cache_chunk = job.arena().allocate_chunk(config.cache_bytes, min_object_bytes);
+    if (std::binary_search(servers.begin(), servers.end(), job.rank())) {
+      r.server_chunk = job.arena().allocate_chunk(config.region_bytes, min_object_bytes);
+      mine.serves = 1;
+      mine.region = r.server_chunk.locator(job.rank());
+      mine.region.length = config.region_bytes;
+      detail::serve(r.server_chunk.data, config.region_bytes);
+    }
+    mine.ok = 1;
+  } catch (const std::exception& e) {
+    std::strncpy(mine.error, e.what(), sizeof mine.error - 1);
+  }
+  auto all = job.allgather(std::as_bytes(std::span(&mine, 1)));
+  std::string failure;
+  std::vector<RemoteLocator> regions;
+  for (std::uint32_t p = 0; p < all.size() && failure.empty(); ++p) {
+    Published theirs{};
+    std::memcpy(&theirs, all[p].data(), std::min(sizeof theirs, all[p].size()));
+    theirs.error[sizeof theirs.error - 1] = '\0';
+    const bool named = std::binary_search(servers.begin(), servers.end(), p);
+    if (theirs.ok == 0)
+      failure = "far::Manager failed on process " + std::to_string(p) + ": " + theirs.error;
+    else if (named != (theirs.serves != 0))
+      failure = "far: process " + std::to_string(p) +
+                (named ? " was named a server here but does not serve" : " serves but was not named a server here") +
+                " (every process needs the same RDMX_FAR_SERVERS)";
+    else if (named)
+      regions.push_back(theirs.region);
+  }
+  if (!failure.empty()) {
+    detail::stop_serving();
+    if (r.server_chunk) job.arena().release_chunk(r.server_chunk);
+    if (r.cache_chunk) job.arena().release_chunk(r.cache_chunk);
+    throw Error(Errc::invalid_argument, failure);
+  }
+  auto device = make_device(config.path, regions);
+  runtime_ = std::make_unique<detail::Runtime>(std::move(config), &job, std::move(device), std::move(regions), job.rank(), job.size(),
+                                               r.cache_chunk.data, static_cast<bool>(r.server_chunk));
+  detail::attach(*runtime_, &job);
+}
+
+Manager::Manager(std::unique_ptr<Device> device, Config config) : resources_(std::make_unique<Resources>()) {
+  Resources& r = *resources_;
+  check_config(config);
+  if (device == nullptr || device->servers() == 0) throw Error(Errc::invalid_argument, "far: a Manager needs a device with a server");
+  Job* job = detail::job_if_any();
+  detail::check_no_runtime(job);
+  config.servers.clear();
+  for (std::size_t s = 0; s < device->servers(); ++s) config.servers.push_back(device->rank_of(s));
+  r.own_cache.reset(static_cast<std::byte*>(std::aligned_alloc(min_object_bytes, config.cache_bytes / slab_bytes * slab_bytes)));
+  if (r.own_cache == nullptr) throw Error(Errc::out_of_memory, "far: cannot allocate the cache");
+  runtime_ = std::make_unique<detail::Runtime>(std::move(config), nullptr, std::move(device), std::vector<RemoteLocator>{}, 0, 1,
+                                               r.own_cache.get(), false);
+  detail::attach(*runtime_, job);
+}
+
+Manager::~Manager() {
+  runtime_->cache().evacuator().stop();
+  detail::detach(*runtime_);
+  Resources& r = *resources_;
+  if (r.job == nullptr) return;
+  try {
+    r.job->barrier();  // every client is done with the servers' regions
+  } catch (const std::exception& e) {
+    rdmx::log(rdmx::LogLevel::warn, "far: leaving the far-memory job: %s", e.what());
+  }
+  detail::stop_serving();
+  runtime_.reset();
+  try {
+    if (r.server_chunk) r.job->arena().release_chunk(r.server_chunk);
+    r.job->arena().release_chunk(r.cache_chunk);
+  } catch (const std::exception& e) {
+    rdmx::log(rdmx::LogLevel::error, "far: %s", e.what());
+  }
+}
+
+}  // namespace rdmx::far
