@@ -13,22 +13,37 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <vector>
 
-#include "rdmx/dsm/config.hpp"
 #include "rdmx/core/error.hpp"
+#include "rdmx/dsm/config.hpp"
 #include "rdmx/dsm/counters.hpp"
+#include "rdmx/fabric/job.hpp"
 #include "rdmx/transfer/remote_locator.hpp"
 #include "signature.hpp"
 
-namespace rdmx {
-class Job;
-}
-
 namespace rdmx::dsm {
+
+// A hint's source when the block has none (no write notice names a newer version).
+inline constexpr std::uint32_t no_source = ~0u;
+
+// Every process's `mine`, by rank: the start-up agreements (heap address,
+// configuration, allocations).
+template <class T>
+std::vector<T> gather(Job& job, const T& mine) {
+  std::vector<T> out;
+  for (const auto& bytes : job.allgather(std::as_bytes(std::span(&mine, 1)))) {
+    if (bytes.size() != sizeof(T)) throw Error(Errc::protocol, "dsm: a process sent a malformed start-up record");
+    T value;
+    std::memcpy(&value, bytes.data(), sizeof value);
+    out.push_back(value);
+  }
+  return out;
+}
 
 // A block's lease word, beside its owner word: the largest lease end any
 // reader took on the block's current version (Tardis's rts); a releaser's
