@@ -1,6 +1,7 @@
 // Acquires: applying signatures (write notices and, past an overflow,
-// logical leases after Tardis), and the logical clock and lease words
-// that releases and fetches stamp.
+// logical leases after Tardis), the logical clock and lease words that
+// releases and fetches stamp, and the signature protocol itself (MENPS
+// Fig. 6), which keeps every merge's write notice for acquirers.
 #include "engine.hpp"
 
 #include <sys/mman.h>
@@ -13,6 +14,21 @@
 
 namespace rdmx::dsm {
 
+// Write notices travel in the history (Engine::note) and reach acquirers in
+// the signatures; everything else happens where signatures are applied
+// (Engine::acquire), which the directory protocol runs too, with none.
+class Engine::SignatureInvalidation final : public Invalidator {
+ public:
+  void fetching(std::uint32_t) override {}
+  void merged(std::uint32_t) override {}
+  bool keeps_notices() const noexcept override { return true; }
+  void acquired() override {}
+};
+
+std::unique_ptr<Invalidator> Engine::make_signature_invalidation() {
+  return std::make_unique<SignatureInvalidation>();
+}
+
 void Engine::advance(std::uint64_t t) noexcept {
   std::uint64_t cur = time_.load(std::memory_order_relaxed);
   while (cur < t && !time_.compare_exchange_weak(cur, t, std::memory_order_acq_rel)) {
@@ -20,7 +36,7 @@ void Engine::advance(std::uint64_t t) noexcept {
 }
 
 std::uint64_t Engine::extend_lease(std::uint32_t home, std::uint32_t block, std::uint64_t until) {
-  const RemoteLocator where = lease_word(home, block);
+  const RemoteLocator where = meta_.lease_word(home, block);
   std::uint64_t cur = blocking_fetch_add(where, 0);
   while (cur < until) {
     const std::uint64_t seen = blocking_compare_swap(where, cur, until);
@@ -33,7 +49,7 @@ std::uint64_t Engine::extend_lease(std::uint32_t home, std::uint32_t block, std:
 // Tardis: a write's timestamp is past every lease readers took on the
 // version it replaces, and not before this process's logical time.
 std::uint64_t Engine::write_timestamp(std::uint32_t home, std::uint32_t block) {
-  const std::uint64_t leased = fetch_add(lease_word(home, block), 0).get();
+  const std::uint64_t leased = fetch_add(meta_.lease_word(home, block), 0).get();
   const std::uint64_t wts = std::max(leased + 1, now());
   advance(wts);
   return wts;

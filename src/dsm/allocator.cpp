@@ -6,6 +6,7 @@
 #include <string>
 
 #include "rdmx/core/error.hpp"
+#include "rdmx/fabric/job.hpp"
 
 namespace rdmx::dsm {
 
@@ -18,7 +19,7 @@ void* Engine::allocate(std::size_t bytes, std::size_t alignment) {
     std::uint64_t bytes, alignment;
   };
   const Request mine{bytes, alignment};
-  const auto all = gather(job_, mine);
+  const auto all = job_.allgather(mine);
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (all[p].bytes != bytes || all[p].alignment != alignment)
       throw Error(Errc::invalid_argument, "dsm::allocate is collective: process " + std::to_string(p) + " asked for " +
@@ -33,7 +34,7 @@ void* Engine::allocate(std::size_t bytes, std::size_t alignment) {
                     std::to_string(config_.heap_bytes - std::min(start, config_.heap_bytes)) + " of " +
                     std::to_string(config_.heap_bytes) + " bytes left; RDMX_DSM_HEAP sets its size)");
   allocated_ = start + bytes;
-  return app_ + start;
+  return base() + start;
 }
 
 }  // namespace rdmx::dsm

@@ -22,28 +22,28 @@ namespace rdmx::dsm {
 // Two ways to exchange signatures, chosen once for the job (disseminate_):
 // - Where every process reaches every other with native one-sided
 //   operations (shared memory, RDMA), a process that released or acquired
-//   something puts its signature into every other process's slot for this
-//   barrier's parity and flushes; then all meet in a dissemination barrier
+//   something puts its signature into every other process's metadata, in
+//   its place for this barrier's parity and sender, and flushes; then all meet in a dissemination barrier
 //   (round k: a record to process rank + 2^k, wait for the one from
 //   rank - 2^k), log2(P) rounds of one put each instead of P - 1, whose
-//   records carry the largest logical clock seen so far. A slot whose
-//   signature is from this barrier was filled before its sender's first
-//   round, so before the rounds end here; an older one means the sender
-//   had nothing to say.
+//   records carry the largest logical clock seen so far. A signature
+//   from this barrier was put before its sender's first round, so before
+//   the rounds end here; an older one means the sender had nothing to say.
 // - Otherwise (TCP, where a put is a round trip through the peer's
 //   service thread) every process sends every other its signature as one
 //   message, whose handler raises the sender's flag here, and waits for
 //   every flag.
-// Two slot sets suffice: nobody can start barrier e+2, and overwrite e's
-// set, before every process has entered e+1, which it does only after
-// reading e's signatures. Flags and records are per parity too: a
+// Two sets of signatures, by parity, suffice: nobody can start barrier
+// e+2, and overwrite e's set, before every process has entered e+1, which
+// it does only after reading e's signatures. Flags and records are per parity too: a
 // signature sent as a message may go to either of two threads (by its
 // size), so e+2's may be delivered before e+1's, and must not raise the
 // flag e+1's waiter reads.
 void Engine::process_barrier(bool alone) {
   counters_.barriers.fetch_add(1, std::memory_order_relaxed);
   if (local()) {
-    // Nothing is ever dirty or stale (map_heap); the threads met in barrier().
+    // Nothing is ever dirty or stale (the app view stays read-write); the
+    // threads met in barrier().
     ++epoch_;
     return;
   }
@@ -72,26 +72,26 @@ void Engine::process_barrier(bool alone) {
                   mine);
     }
     for (std::uint32_t p = 0; p < processes_; ++p)
-      if (p != rank_) wait_for_peer(p, target);
+      if (p != rank_) await_flag(meta_.barrier_flag_here(parity, p), target, p);
   }
   std::vector<DecodedSignature> received;
   for (std::uint32_t p = 0; p < processes_; ++p) {
     if (p == rank_) continue;
-    const std::byte* slot = meta_ + barrier_slot_offset(parity, p);
+    const std::byte* signature = meta_.barrier_signature_here(parity, p);
     SignatureHeader header;
-    std::memcpy(&header, slot, sizeof header);
+    std::memcpy(&header, signature, sizeof header);
     if (header.count > config_.notices)
       throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + " sent a malformed barrier signature");
     if (header.epoch + 1 != target) {
       if (disseminate_) continue;  // nothing from p this time
       // Every process passes the same barriers.
-      throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + "'s signature in barrier " +
-                                      std::to_string(target) + "'s slot is from barrier " + std::to_string(header.epoch + 1));
+      throw Error(Errc::protocol, "dsm: process " + std::to_string(p) + "'s signature for barrier " +
+                                      std::to_string(target) + " is from barrier " + std::to_string(header.epoch + 1));
     }
-    received.push_back(decode({slot, Signature::encoded_size(header.count)}, blocks_, processes_));
+    received.push_back(decode({signature, Signature::encoded_size(header.count)}, blocks_, processes_));
   }
   acquire(received, alone);
-  if (config_.invalidation == Invalidation::directory) acquire_directory();
+  invalidator_->acquired();
   // Everything acquired here every process acquired too: no need to pass it on.
   std::lock_guard<std::mutex> hold(history_mutex_);
   history_.clear();
@@ -104,7 +104,7 @@ std::uint64_t Engine::disseminate(std::span<const std::byte> signature, std::uin
   std::memcpy(&header, signature.data(), sizeof header);
   if (header.count != 0 || header.overflowed != 0) {
     for (std::uint32_t q = 0; q < processes_; ++q)
-      if (q != rank_) post_put(signature.data(), barrier_slot(q, parity, rank_, signature.size()));
+      if (q != rank_) post_put(signature.data(), meta_.barrier_signature(q, parity, rank_, signature.size()));
     for (std::uint32_t q = 0; q < processes_; ++q)
       if (q != rank_) flush(q);
   }
@@ -113,10 +113,10 @@ std::uint64_t Engine::disseminate(std::span<const std::byte> signature, std::uin
   for (std::uint32_t distance = 1; distance < processes_; distance *= 2, ++round) {
     const std::uint32_t to = (rank_ + distance) % processes_;
     const std::uint64_t sent = clock;
-    put(&sent, round_word(to, parity, round, 0)).get();
+    put(&sent, meta_.round_word(to, parity, round, 0)).get();
     transmitter(to).fence();  // the clock lands before the flag says it is there
-    put(&target, round_word(to, parity, round, 1)).get();
-    auto* record = reinterpret_cast<std::uint64_t*>(meta_ + rounds_offset_ + (parity * max_rounds + round) * 16);
+    put(&target, meta_.round_word(to, parity, round, 1)).get();
+    std::uint64_t* record = meta_.round_record_here(parity, round);
     await_flag(record[1], target, every_peer);
     clock = std::max(clock, std::atomic_ref<std::uint64_t>(record[0]).load(std::memory_order_relaxed));
   }
@@ -125,33 +125,27 @@ std::uint64_t Engine::disseminate(std::span<const std::byte> signature, std::uin
 
 // A barrier signature that came as a message: stored where a put would have
 // put it, then the flag raised, as the puts' flush orders them. Runs on the
-// service thread. One too large to be a signature is stored as a header
-// that says so, which process_barrier reports.
+// service thread or worker thread 0. One too large to be a signature is
+// stored as a header that says so, which process_barrier reports.
 void Engine::deliver_barrier(std::uint32_t sender, std::uint64_t target, std::span<const std::byte> signature) {
   Engine* engine = current();
   if (engine == nullptr || sender >= engine->processes_) return;  // the Space is gone; nobody waits
-  std::byte* at = engine->meta_ + engine->barrier_slot_offset(target % 2, sender);
-  if (signature.size() <= engine->slot_bytes_ && signature.size() >= sizeof(SignatureHeader)) {
+  std::byte* at = engine->meta_.barrier_signature_here(target % 2, sender);
+  if (signature.size() <= engine->meta_.signature_bytes() && signature.size() >= sizeof(SignatureHeader)) {
     std::memcpy(at, signature.data(), signature.size());
   } else {
     SignatureHeader malformed{};
     malformed.count = ~0u;
     std::memcpy(at, &malformed, sizeof malformed);
   }
-  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(engine->meta_ + engine->barrier_flag_offset(target % 2, sender)))
-      .store(target, std::memory_order_release);
+  std::atomic_ref<std::uint64_t>(engine->meta_.barrier_flag_here(target % 2, sender)).store(target, std::memory_order_release);
 }
 
-// Waits until `process` has raised its flag here to `target`; a process that
-// died never will, so it is probed every few milliseconds (Errc::peer_failed).
-void Engine::wait_for_peer(std::uint32_t process, std::uint64_t target) {
-  await_flag(*reinterpret_cast<std::uint64_t*>(meta_ + barrier_flag_offset(target % 2, process)), target, process);
-}
-
-// Waits until a flag peers raise here reaches `target`. A process that died
-// never raises it, so `process` (every peer: every_peer) is asked every few
-// milliseconds whether it is alive: a waiter in a dissemination round hears
-// from one peer only, which may itself wait on the dead one.
+// Waits until a flag `process` (every_peer: any peer) raises here reaches
+// `target`. A process that died never raises it, so `process` is asked
+// every few milliseconds whether it is alive (every peer in a
+// dissemination round, which hears from one peer only, which may itself
+// wait on the dead one).
 void Engine::await_flag(std::uint64_t& word, std::uint64_t target, std::uint32_t process) {
   std::atomic_ref<std::uint64_t> flag(word);
   Backoff backoff;

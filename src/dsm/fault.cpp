@@ -1,7 +1,7 @@
-// The fault path: a read or write of a block the app view does not allow
-// fetches the block (from a write notice's writer or from its home),
-// twins it for a write, and takes following blocks ahead on a sequential
-// access.
+// The fault path: an access the app view does not allow fetches the block
+// (from a write notice's writer, or from the home its links lead to),
+// twins it for a write, and takes following blocks ahead of a sequential
+// access (read- and write-ahead).
 #include "engine.hpp"
 
 #include <sys/mman.h>
@@ -20,11 +20,15 @@ namespace rdmx::dsm {
 // touch the block whose lock we hold), and none allocates (the thread may
 // have faulted inside malloc, holding its lock).
 void Engine::fault(void* address, bool write) {
-  const auto block = static_cast<std::uint32_t>((static_cast<std::byte*>(address) - app_) / config_.block_bytes);
+  const std::uint32_t block = heap_.block_of(address);
   void** warmed = fabric::acting_word<Engine>();
   if (warmed != nullptr && *warmed != this) [[unlikely]] {
+    // A thread's first fault (the constructing thread warmed in the
+    // constructor) sets up its endpoints and remote keys before it takes
+    // the block's lock: setting one up allocates and waits for the owner's
+    // answer, running calls meanwhile.
     *warmed = this;  // first: a call run while warming that faults goes on to its fetch
-    warm();
+    meta_.warm();
   }
   lock_block(block);
   try {
@@ -115,7 +119,7 @@ std::uint32_t Engine::take_ahead(std::uint32_t block, bool write) {
 // MG rewrites whole grids between barriers: a copy of every block it writes
 // was a tenth of its time.
 void Engine::make_dirty(std::uint32_t block) {
-  if (at_home_[block] == 0) std::memcpy(twin_ + offset(block), rw_ + offset(block), config_.block_bytes);
+  if (at_home_[block] == 0) std::memcpy(heap_.twin(block), heap_.rw(block), config_.block_bytes);
   quiet_[block] = 0;
   while (dirty_lock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
   if (listed_[block] == 0) {
@@ -124,16 +128,6 @@ void Engine::make_dirty(std::uint32_t block) {
   }
   dirty_lock_.clear(std::memory_order_release);
   state_[block].store(BlockState::dirty, std::memory_order_release);
-}
-
-void Engine::warm() {
-  // Every block's owner word, lease word and directory word lies in some
-  // process's metadata, its home copy in some process's home area.
-  for (std::uint32_t p = 0; p < processes_; ++p) {
-    transmitter(p);
-    resolve(metas_[p]);
-    resolve(homes_[p]);
-  }
 }
 
 // Reads the block into the runtime view: from the writer a write notice
@@ -148,7 +142,7 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
   // invalidation does not see us had already published its new owner and
   // version, so the word read below names the home holding its writes; a
   // release that does see us leaves a mark for our next acquire.
-  if (config_.invalidation == Invalidation::directory) join_sharers(block);
+  invalidator_->fetching(block);
   if (hint.source != no_source) {
     // Fast read: no lease (the home is not asked), the notice is enough.
     source = hint.source;
@@ -166,15 +160,15 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
       extend_lease(source, block, lease);
     }
   }
-  std::byte* into = rw_ + offset(block);
-  at_home_[block] = source == rank_ && config_.home == HomePolicy::floating ? 1 : 0;
+  std::byte* into = heap_.rw(block);
+  at_home_[block] = home_->home_copy_is_twin(source) ? 1 : 0;
   if (source == rank_) {
-    std::memcpy(into, home_ + offset(block), config_.block_bytes);
+    std::memcpy(into, meta_.home_copy(block), config_.block_bytes);
   } else {
-    blocking_get(into, home_block(source, block));
+    blocking_get(into, meta_.home_block(source, block));
     counters_.bytes_fetched.fetch_add(config_.block_bytes, std::memory_order_relaxed);
   }
-  if (lease != 0 && blocking_fetch_add(owner_word(source, block), 0) != seen) lease = 0;
+  if (lease != 0 && blocking_fetch_add(meta_.owner_word(source, block), 0) != seen) lease = 0;
   hint.source = no_source;
   version_[block] = version;
   lease_[block] = lease;

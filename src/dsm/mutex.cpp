@@ -1,6 +1,6 @@
 // The global mutexes: a lock word per mutex taken by remote
-// compare-and-swap, and a signature slot beside it that an unlock fills
-// for the next holder.
+// compare-and-swap, and beside it the signature an unlock leaves for the
+// next holder.
 #include "engine.hpp"
 
 #include <algorithm>
@@ -27,9 +27,9 @@ void Engine::check_mutex(std::uint32_t mutex, const char* what) const {
 }
 
 // A mutex word: bits 0-15 the holder + 1 (0: free), bits 16-63 a stamp:
-// the epoch + 1 of the last unlock that put a signature into the slot (0:
-// none yet). An acquirer whose epoch is past the stamp skips the slot (its
-// barrier delivered what the slot holds). A lock's compare-and-swap expects
+// the epoch + 1 of the last unlock that put a signature beside the word (0:
+// none yet). An acquirer whose epoch is past the stamp does not read the
+// signature (its barrier delivered what the signature holds). A lock's compare-and-swap expects
 // the free word this process last saw, so re-taking a mutex this process
 // released is one round trip.
 namespace mutex_bits {
@@ -40,7 +40,7 @@ inline std::uint64_t free_word(std::uint64_t stamp) { return stamp << 16; }
 
 bool Engine::try_lock(std::uint32_t mutex) {
   check_mutex(mutex, "try_lock");
-  const RemoteLocator where = mutex_word(mutex);
+  const RemoteLocator where = meta_.mutex_word(mutex);
   std::uint64_t expected = mutex_free_[mutex].load(std::memory_order_relaxed);
   for (;;) {
     const std::uint64_t seen = blocking_compare_swap(where, expected, expected | (rank_ + 1));
@@ -54,7 +54,7 @@ bool Engine::try_lock(std::uint32_t mutex) {
 
 void Engine::lock(std::uint32_t mutex) {
   check_mutex(mutex, "lock");
-  const RemoteLocator where = mutex_word(mutex);
+  const RemoteLocator where = meta_.mutex_word(mutex);
   std::uint64_t expected = mutex_free_[mutex].load(std::memory_order_relaxed);
   Backoff backoff;
   auto last_check = std::chrono::steady_clock::now();
@@ -73,10 +73,11 @@ void Engine::lock(std::uint32_t mutex) {
     expected = seen & ~mutex_bits::holder_mask;
     // A holder that died never unlocks: touching it every few milliseconds
     // turns its death into Errc::peer_failed here.
+    const auto what = [mutex] { return "dsm: mutex " + std::to_string(mutex) + "'s holder"; };
     const auto now = std::chrono::steady_clock::now();
     if (now - last_check > std::chrono::milliseconds(5)) {
       last_check = now;
-      probe_peers("dsm: mutex " + std::to_string(mutex) + "'s holder", static_cast<std::uint32_t>(holder - 1));
+      probe_peers(what(), static_cast<std::uint32_t>(holder - 1));
     }
     progress();
     backoff(false);
@@ -91,14 +92,14 @@ void Engine::acquire_mutex(std::uint32_t mutex, std::uint64_t free_word) {
   // thread's later accesses after it (all a one-process job needs).
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (local()) return;
-  if (config_.invalidation == Invalidation::directory) acquire_directory();
+  invalidator_->acquired();
   // A signature from before our last barrier names nothing we have not
-  // acquired there; the stamp says so without reading the slot.
+  // acquired there; the stamp says so without reading it.
   const std::uint64_t stamp = mutex_bits::stamp(free_word);
   if (stamp == 0 || stamp - 1 < epoch_) return;
   // One get reads the header and, for a short list, the notices with it.
-  std::vector<std::byte> bytes(std::min<std::size_t>(slot_bytes_, 1024));
-  blocking_get(bytes.data(), mutex_slot(mutex, bytes.size()));
+  std::vector<std::byte> bytes(std::min<std::size_t>(meta_.signature_bytes(), 1024));
+  blocking_get(bytes.data(), meta_.mutex_signature(mutex, bytes.size()));
   SignatureHeader header{};
   std::memcpy(&header, bytes.data(), sizeof header);
   if (header.count > config_.notices)
@@ -106,7 +107,7 @@ void Engine::acquire_mutex(std::uint32_t mutex, std::uint64_t free_word) {
   if (header.epoch < epoch_) return;
   if (Signature::encoded_size(header.count) > bytes.size()) {
     bytes.resize(Signature::encoded_size(header.count));
-    blocking_get(bytes.data(), mutex_slot(mutex, bytes.size()));
+    blocking_get(bytes.data(), meta_.mutex_signature(mutex, bytes.size()));
   }
   const DecodedSignature sig = decode(bytes, blocks_, processes_);
   acquire({&sig, 1}, job_.threads_per_process() <= 1);
@@ -117,7 +118,7 @@ void Engine::unlock(std::uint32_t mutex) { unlock(mutex, nullptr, 0); }
 void Engine::unlock(std::uint32_t mutex, const void* only, std::size_t bytes) {
   check_mutex(mutex, "unlock");
   std::atomic_thread_fence(std::memory_order_seq_cst);  // the critical section's accesses before the word frees
-  const RemoteLocator where = mutex_word(mutex);
+  const RemoteLocator where = meta_.mutex_word(mutex);
   const std::uint64_t held = held_[mutex].load(std::memory_order_relaxed);
   if ((held & mutex_bits::holder_mask) != rank_ + 1) throw not_held(mutex, blocking_fetch_add(where, 0));
   std::uint64_t free_word = held & ~mutex_bits::holder_mask;
@@ -130,15 +131,16 @@ void Engine::unlock(std::uint32_t mutex, const void* only, std::size_t bytes) {
     {
       std::lock_guard<std::mutex> hold(history_mutex_);
       // An empty history (nothing released or acquired since the last
-      // barrier) tells the next holder nothing its barrier did not: the slot
-      // and its stamp stay as they are, and the unlock is one round trip.
+      // barrier) tells the next holder nothing its barrier did not: the
+      // signature and its stamp stay as they are, and the unlock is one
+      // round trip.
       if (!history_.notices().empty() || history_.overflowed()) {
         sig = history_.encode(epoch_, now());
         free_word = mutex_bits::free_word(epoch_ + 1);
       }
     }
     if (!sig.empty()) {
-      put(sig.data(), mutex_slot(mutex, sig.size())).get();
+      put(sig.data(), meta_.mutex_signature(mutex, sig.size())).get();
       transmitter(where.process).fence();  // the signature lands before the lock word frees
     }
   }

@@ -1,6 +1,7 @@
-// Owner words and the search for a block's home (MENPS's probable owner):
-// links from the probable owner to the process whose word names itself,
-// and, past a failed process, a search of every live one.
+// Owner words and the search for a block's home (MENPS's probable owner,
+// after Li and Hudak): links from the probable owner to the process whose
+// word names itself, and, past a failed process, a search of every live
+// one.
 #include "engine.hpp"
 
 #include <chrono>
@@ -14,9 +15,12 @@
 
 namespace rdmx::dsm {
 
-std::uint32_t Engine::probable_owner(std::uint32_t block) const noexcept {
-  if (config_.home == HomePolicy::fixed) return block % processes_;
+std::uint32_t Engine::link(std::uint32_t block) const noexcept {
   return std::atomic_ref<std::uint32_t>(link_[block]).load(std::memory_order_relaxed);
+}
+
+std::uint64_t Engine::link_version(std::uint32_t block) const noexcept {
+  return std::atomic_ref<std::uint64_t>(link_version_[block]).load(std::memory_order_relaxed);
 }
 
 void Engine::learn_owner(std::uint32_t block, std::uint32_t process, std::uint64_t version) noexcept {
@@ -29,12 +33,12 @@ void Engine::learn_owner(std::uint32_t block, std::uint32_t process, std::uint64
 }
 
 std::uint64_t Engine::find_home(std::uint32_t block, std::uint32_t& home) {
-  std::uint32_t at = probable_owner(block);
+  std::uint32_t at = home_->probable_owner(block);
   Backoff backoff;
   for (std::uint32_t hops = 0;; ++hops) {
     std::uint64_t seen;
     try {
-      seen = blocking_fetch_add(owner_word(at, block), 0);
+      seen = blocking_fetch_add(meta_.owner_word(at, block), 0);
     } catch (const Error& e) {
       if (e.code() != Errc::peer_failed) throw;
       at = search_home(block, at);
@@ -61,7 +65,7 @@ std::uint32_t Engine::search_home(std::uint32_t block, std::uint32_t failed) {
     for (std::uint32_t p = 0; p < processes_; ++p) {
       if (p == failed || job_.process_failed(p)) continue;
       try {
-        if (word::owner(blocking_fetch_add(owner_word(p, block), 0)) == p) return p;
+        if (word::owner(blocking_fetch_add(meta_.owner_word(p, block), 0)) == p) return p;
       } catch (const Error& e) {
         if (e.code() != Errc::peer_failed) throw;
       }

@@ -1,6 +1,6 @@
 // Releases: the dirty list, which blocks a release merges and which a fast
 // release keeps writable, and a release of one range. The merge itself is
-// the home protocol's (floating_home.cpp, fixed_home.cpp).
+// the home protocol's (home.hpp).
 #include "engine.hpp"
 
 #include <sys/mman.h>
@@ -16,17 +16,17 @@
 namespace rdmx::dsm {
 
 std::byte* Engine::twin(std::uint32_t block) const noexcept {
-  return (at_home_[block] != 0 ? home_ : twin_) + offset(block);
+  return at_home_[block] != 0 ? meta_.home_copy(block) : heap_.twin(block);
 }
 
 bool Engine::changed(std::uint32_t block) const {
-  return std::memcmp(rw_ + offset(block), twin(block), config_.block_bytes) != 0;
+  return std::memcmp(heap_.rw(block), twin(block), config_.block_bytes) != 0;
 }
 
 bool Engine::release_block(std::uint32_t block) {
   // Read-only first: a thread writing now faults and waits for this block's
   // lock, then twins the merged block, so no write slips between diff and merge.
-  protect(block, PROT_READ);
+  protect(block, 1, PROT_READ);
   return merge(block);
 }
 
@@ -37,17 +37,22 @@ bool Engine::merge(std::uint32_t block) {
     state_[block].store(BlockState::clean, std::memory_order_release);
     return false;
   }
-  if (config_.home == HomePolicy::floating)
-    release_floating(block, false);
-  else
-    release_fixed(block);
-  if (config_.invalidation == Invalidation::directory) invalidate_sharers(block);
-  state_[block].store(BlockState::clean, std::memory_order_release);
-  counters_.merges.fetch_add(1, std::memory_order_relaxed);
+  const Merge one{block, false};
+  home_->merge({&one, 1});
+  merged({&one, 1});
   return true;
 }
 
-// The fast release (floating home; MENPS's fast release mode): a dirty
+void Engine::merged(std::span<const Merge> blocks) {
+  for (const Merge& m : blocks) {
+    invalidator_->merged(m.block);
+    if (!m.writable) state_[m.block].store(BlockState::clean, std::memory_order_release);
+    counters_.merges.fetch_add(1, std::memory_order_relaxed);
+    if (m.writable) counters_.fast_releases.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// The fast release (Home::fast_release; MENPS's fast release mode): a dirty
 // block that changed since its twin is merged while it stays writable and
 // stays dirty, its twin now the merged state; one that went Config::keep
 // releases unchanged is made read-only and clean (one mprotect per run of
@@ -55,17 +60,15 @@ bool Engine::merge(std::uint32_t block) {
 // interval (or every few) so costs one write fault and one mprotect in all,
 // not one of each per interval; a block written once costs the same two as
 // before, the second `keep` releases later, and a comparison with its twin
-// at each release until then. With a fixed home (or keep 0) every dirty
-// block is made read-only and merged (remote diffs are put from the runtime
-// view, which must not change under the puts).
+// at each release until then. Without it (the fixed home, or keep 0) every
+// dirty block is made read-only and merged.
 // Every block of the list is locked, in ascending order (the only order in
-// which any thread holds several), for the whole release: the floating
-// home's blocks are then released together (release_floating_all).
+// which any thread holds several), for the whole release: the home protocol
+// then merges them together (the floating home overlaps their round trips).
 void Engine::release_blocks(std::vector<std::uint32_t>& blocks) {
   std::sort(blocks.begin(), blocks.end());
-  const bool floating = config_.home == HomePolicy::floating;
-  const bool fast = floating && config_.keep > 0;
-  std::vector<FloatingRelease> todo;
+  const bool fast = home_->fast_release();
+  std::vector<Merge> todo;
   std::vector<std::uint32_t> kept;  // the blocks a fast release leaves writable
   for (std::uint32_t b : blocks) lock_block(b);
   struct Unlock {
@@ -82,13 +85,10 @@ void Engine::release_blocks(std::vector<std::uint32_t>& blocks) {
     if (run_count == 0) return;
     protect(run_first, run_count, PROT_READ);
     for (std::uint32_t b = run_first; b < run_first + run_count; ++b) {
-      if (!floating) {
-        merge(b);
-      } else if (changed(b)) {
+      if (changed(b))
         todo.push_back({b, false});
-      } else {
+      else
         state_[b].store(BlockState::clean, std::memory_order_release);
-      }
     }
     run_count = 0;
   };
@@ -115,13 +115,8 @@ void Engine::release_blocks(std::vector<std::uint32_t>& blocks) {
     ++run_count;
   }
   settle();
-  release_floating_all(todo);
-  for (const FloatingRelease& r : todo) {
-    if (config_.invalidation == Invalidation::directory) invalidate_sharers(r.block);
-    if (!r.writable) state_[r.block].store(BlockState::clean, std::memory_order_release);
-    counters_.merges.fetch_add(1, std::memory_order_relaxed);
-    if (r.writable) counters_.fast_releases.fetch_add(1, std::memory_order_relaxed);
-  }
+  home_->merge(todo);
+  merged(todo);
   for (std::uint32_t b : blocks) unlock_block(b);
   unlock.locked = nullptr;
   // Assigned, not swapped: the list keeps its capacity (release_all hands it
@@ -130,7 +125,7 @@ void Engine::release_blocks(std::vector<std::uint32_t>& blocks) {
 }
 
 void Engine::note(const WriteNotice& notice) {
-  if (config_.invalidation == Invalidation::directory) return;  // sharers were told directly
+  if (!invalidator_->keeps_notices()) return;
   std::lock_guard<std::mutex> hold(history_mutex_);
   history_.add(notice);
 }
@@ -186,26 +181,25 @@ void Engine::release() { release_all(); }
 
 // Releases only the blocks holding [address, address + bytes), for an
 // unlock that publishes one variable (a relaxed atomic): the caller's other
-// dirty blocks wait for its next full release. A floating-home block that
-// changed is fast-released (stays dirty and listed); a fixed-home one is
-// made read-only and merged (it stays listed; release_blocks skips it).
+// dirty blocks wait for its next full release. A block that changed is
+// fast-released where the home protocol allows it (stays dirty and
+// listed), else made read-only and merged (it stays listed; release_blocks
+// skips it).
 void Engine::release_range(const void* address, std::size_t bytes) {
   if (!contains(address) || bytes == 0 || bytes > config_.heap_bytes ||
-      static_cast<const std::byte*>(address) - app_ > static_cast<std::ptrdiff_t>(config_.heap_bytes - bytes))
+      static_cast<const std::byte*>(address) - base() > static_cast<std::ptrdiff_t>(config_.heap_bytes - bytes))
     throw Error(Errc::invalid_argument, "dsm: a release of a range outside the shared heap");
-  const std::size_t at = static_cast<std::size_t>(static_cast<const std::byte*>(address) - app_);
-  const auto first = static_cast<std::uint32_t>(at / config_.block_bytes);
-  const auto last = static_cast<std::uint32_t>((at + bytes - 1) / config_.block_bytes);
+  const std::uint32_t first = heap_.block_of(address);
+  const std::uint32_t last = heap_.block_of(static_cast<const std::byte*>(address) + bytes - 1);
   for (std::uint32_t b = first; b <= last; ++b) lock_block(b);
   try {
     for (std::uint32_t b = first; b <= last; ++b) {
       if (state_[b].load(std::memory_order_relaxed) != BlockState::dirty || !changed(b)) continue;
-      if (config_.home == HomePolicy::floating && config_.keep > 0) {
-        release_floating(b, true);
+      if (home_->fast_release()) {
+        const Merge kept{b, true};
+        home_->merge({&kept, 1});
         quiet_[b] = 0;
-        if (config_.invalidation == Invalidation::directory) invalidate_sharers(b);
-        counters_.merges.fetch_add(1, std::memory_order_relaxed);
-        counters_.fast_releases.fetch_add(1, std::memory_order_relaxed);
+        merged({&kept, 1});
       } else {
         release_block(b);
       }
