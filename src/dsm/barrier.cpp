@@ -14,6 +14,7 @@
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/layer.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/transfer/transmitter.hpp"
 
@@ -47,6 +48,9 @@ void Engine::process_barrier(bool alone) {
     ++epoch_;
     return;
   }
+  // No barrier completes without every process: fail at once, before
+  // anything goes to a failed one.
+  throw_if_failed(every_peer, [] { return std::string("dsm::barrier"); });
   release_all();
   std::vector<std::byte> mine;
   {
@@ -128,7 +132,7 @@ std::uint64_t Engine::disseminate(std::span<const std::byte> signature, std::uin
 // service thread or worker thread 0. One too large to be a signature is
 // stored as a header that says so, which process_barrier reports.
 void Engine::deliver_barrier(std::uint32_t sender, std::uint64_t target, std::span<const std::byte> signature) {
-  Engine* engine = current();
+  Engine* engine = fabric::layer<Layer>().engine();
   if (engine == nullptr || sender >= engine->processes_) return;  // the Space is gone; nobody waits
   std::byte* at = engine->meta_.barrier_signature_here(target % 2, sender);
   if (signature.size() <= engine->meta_.signature_bytes() && signature.size() >= sizeof(SignatureHeader)) {
@@ -142,15 +146,17 @@ void Engine::deliver_barrier(std::uint32_t sender, std::uint64_t target, std::sp
 }
 
 // Waits until a flag `process` (every_peer: any peer) raises here reaches
-// `target`. A process that died never raises it, so `process` is asked
-// every few milliseconds whether it is alive (every peer in a
-// dissemination round, which hears from one peer only, which may itself
-// wait on the dead one).
+// `target`. A process that died never raises it: the wait fails as soon as
+// the fabric reports it failed, and, for a death the fabric has not seen,
+// `process` is asked every few milliseconds whether it is alive (every
+// peer in a dissemination round, which hears from one peer only, which may
+// itself wait on the dead one).
 void Engine::await_flag(std::uint64_t& word, std::uint64_t target, std::uint32_t process) {
   std::atomic_ref<std::uint64_t> flag(word);
   Backoff backoff;
   auto last_check = std::chrono::steady_clock::now();
   while (flag.load(std::memory_order_acquire) < target) {
+    throw_if_failed(process, [] { return std::string("dsm::barrier"); });
     backoff(progress() != 0);
     const auto t = std::chrono::steady_clock::now();
     if (t - last_check < std::chrono::milliseconds(5)) continue;

@@ -90,6 +90,8 @@ void Engine::DirectoryInvalidation::invalidate_sharers(std::uint32_t block) {
   auto last_check = std::chrono::steady_clock::now();
   for (;;) {
     if ((seen & telling) != 0) {
+      // The word does not say who tells: any failed peer may be the one.
+      e.throw_if_failed(every_peer, what);
       backoff(progress() != 0);
       if (const auto t = std::chrono::steady_clock::now(); t - last_check > std::chrono::milliseconds(5)) {
         last_check = t;

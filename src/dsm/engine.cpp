@@ -1,5 +1,6 @@
 // The engine's construction: the configuration every process must share,
-// the protocols it names, per-block state; and probes of peers.
+// the protocols it names, per-block state; and the waits on peers that
+// may fail.
 #include "engine.hpp"
 
 #include <unistd.h>
@@ -23,17 +24,7 @@ Counters AtomicCounters::snapshot() const {
                   r(races), r(protects), r(barriers), r(locks)};
 }
 
-std::atomic<Engine*> Engine::current_{nullptr};
-
-Engine& Engine::require(const char* what) {
-  Engine* e = current();
-  if (e == nullptr)
-    throw Error(Errc::invalid_argument,
-                std::string("dsm::") + what + ": no dsm::Space in this process (construct one after the rdmx::Job)");
-  return *e;
-}
-
-Config Engine::agreed(Job& job, Config config) {
+Config Engine::agreed(Job& job, const Layer& layer, Config config) {
   const std::uint32_t processes = job.size();
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   if (config.block_bytes == 0 || config.block_bytes % page != 0)
@@ -47,7 +38,7 @@ Config Engine::agreed(Job& job, Config config) {
   // notices == 0 is valid: every signature that carries a write overflows,
   // so acquirers rely on leases alone (Tardis; MENPS's sweep starts there).
   if (config.mutexes == 0) throw Error(Errc::invalid_argument, "dsm: mutexes must be at least 1");
-  if (current() != nullptr) throw Error(Errc::invalid_argument, "dsm: this process already has a dsm::Space");
+  if (layer.engine() != nullptr) throw Error(Errc::invalid_argument, "dsm: this process already has a dsm::Space");
   if (config.invalidation == Invalidation::directory && processes > directory_max_processes)
     throw Error(Errc::invalid_argument, "dsm: directory invalidation tracks at most " +
                                             std::to_string(directory_max_processes) + " processes, the job has " +
@@ -97,9 +88,10 @@ std::unique_ptr<Invalidator> Engine::make_invalidator() {
   return make_signature_invalidation();
 }
 
-Engine::Engine(Job& job, const Config& config)
+Engine::Engine(Job& job, Layer& layer, const Config& config)
     : job_(job),
-      config_(agreed(job, config)),
+      layer_(layer),
+      config_(agreed(job, layer, config)),
       rank_(job.rank()),
       processes_(job.size()),
       blocks_(config_.heap_bytes / config_.block_bytes),
@@ -138,8 +130,8 @@ Engine::Engine(Job& job, const Config& config)
       for (std::uint32_t all : job_.allgather(native)) disseminate_ = disseminate_ && all != 0;
     }
     // Before the barrier: once past it, peers send this process their
-    // barrier signatures, which find the engine as the current one.
-    current_.store(this, std::memory_order_release);
+    // barrier signatures, which find the engine through the layer.
+    layer_.open(*this);
     job_.barrier();
   } catch (...) {
     forget();
@@ -155,8 +147,7 @@ Engine::~Engine() {
 }
 
 void Engine::forget() noexcept {
-  Engine* self = this;
-  current_.compare_exchange_strong(self, nullptr, std::memory_order_acq_rel);
+  layer_.close(*this);
   if (void** warmed = fabric::acting_word<Engine>(); warmed != nullptr && *warmed == this) *warmed = nullptr;
 }
 
@@ -164,6 +155,13 @@ void Engine::lock_block(std::uint32_t block) noexcept {
   unsigned spins = 0;
   while (block_lock_[block].exchange(1, std::memory_order_acquire) != 0)
     if (++spins % 64 == 0) std::this_thread::yield();
+}
+
+void Engine::throw_if_reported(std::uint32_t process, const std::string& what) const {
+  const std::uint32_t dead = layer_.failed(process == every_peer ? Layer::no_process : process);
+  if (dead == Layer::no_process) return;
+  throw Error(Errc::peer_failed,
+              what + ": process " + std::to_string(dead) + " has failed (" + layer_.why(dead) + ")");
 }
 
 void Engine::probe_peers(const std::string& what, std::uint32_t process) {

@@ -33,15 +33,12 @@
 #include "heap.hpp"
 #include "home.hpp"
 #include "invalidation.hpp"
+#include "layer.hpp"
 #include "metadata.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/dsm/config.hpp"
 #include "rdmx/dsm/counters.hpp"
 #include "signature.hpp"
-
-namespace rdmx {
-class Job;
-}
 
 namespace rdmx::dsm {
 
@@ -60,14 +57,11 @@ struct AtomicCounters {
 
 class Engine {
  public:
-  // Collective, one thread per process.
-  Engine(Job& job, const Config& config);
+  // Collective, one thread per process: opens the process's Space in `layer`.
+  Engine(Job& job, Layer& layer, const Config& config);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
-
-  static Engine* current() noexcept { return current_.load(std::memory_order_acquire); }
-  static Engine& require(const char* what);
 
   const Config& config() const noexcept { return config_; }
   std::byte* base() const noexcept { return heap_.base(); }
@@ -103,8 +97,8 @@ class Engine {
   std::unique_ptr<Invalidator> make_signature_invalidation();
   std::unique_ptr<Invalidator> make_directory_invalidation();
   // The configuration checked, as every process runs it (collective).
-  static Config agreed(Job& job, Config config);
-  // Stops being the current engine and this worker's (the engine is going).
+  static Config agreed(Job& job, const Layer& layer, Config config);
+  // Leaves the layer and this worker's word (the engine is going).
   void forget() noexcept;
 
   std::size_t offset(std::uint32_t block) const noexcept { return heap_.offset(block); }
@@ -191,13 +185,21 @@ class Engine {
 
   // ---- waits on peers (engine.cpp) ----
   static constexpr std::uint32_t every_peer = ~0u;
+  // Throws Errc::peer_failed, naming `what()` and the process, if the fabric
+  // has reported `process` (every_peer: any peer) failed. One load while no
+  // process has failed: for every round of a wait.
+  template <class What>
+  void throw_if_failed(std::uint32_t process, What&& what) const {
+    if (layer_.failures() != 0) [[unlikely]]
+      throw_if_reported(process, what());
+  }
+  void throw_if_reported(std::uint32_t process, const std::string& what) const;
   // Asks `process` (every_peer: every peer) whether it is alive, one get
   // each: a peer that died turns into Errc::peer_failed, naming `what`.
   void probe_peers(const std::string& what, std::uint32_t process = every_peer);
 
-  static std::atomic<Engine*> current_;
-
   Job& job_;
+  Layer& layer_;
   Config config_;
   std::uint32_t rank_, processes_;
   std::size_t blocks_;

@@ -156,7 +156,13 @@ void Engine::FloatingHome::merge_one(std::uint32_t block, bool writable) {
       if (++hops >= e.processes_) backoff(false);  // the block keeps moving: let the movers finish
       continue;
     }
-    expected = seen & ~word::lock_mask;  // locked by another releaser: wait for it
+    // Locked by another releaser: wait for it, unless it has failed (it
+    // would never unlock).
+    const std::uint32_t holder = word::holder_plus_one(seen) - 1;
+    e.throw_if_failed(holder, [&] {
+      return "dsm: a release of block " + std::to_string(block) + " waited for the lock on its home's word";
+    });
+    expected = seen & ~word::lock_mask;
     backoff(false);
   }
   const std::uint64_t version = word::version(expected);

@@ -71,9 +71,11 @@ void Engine::lock(std::uint32_t mutex) {
                                       std::to_string(seen));
     // The holder's unlock keeps its stamp or sets its epoch's; guess the former.
     expected = seen & ~mutex_bits::holder_mask;
-    // A holder that died never unlocks: touching it every few milliseconds
-    // turns its death into Errc::peer_failed here.
+    // A holder that died never unlocks: the lock fails as soon as the
+    // fabric reports it failed, and touching it every few milliseconds
+    // turns a death the fabric has not seen into Errc::peer_failed here.
     const auto what = [mutex] { return "dsm: mutex " + std::to_string(mutex) + "'s holder"; };
+    throw_if_failed(static_cast<std::uint32_t>(holder - 1), what);
     const auto now = std::chrono::steady_clock::now();
     if (now - last_check > std::chrono::milliseconds(5)) {
       last_check = now;
