@@ -2,8 +2,8 @@
 // seed's Fig. 3): the latency of dereferencing an object that is not local,
 // at 64 B and 4 KiB, with a cache much smaller than the object set. Process
 // 0 computes, the last process serves. Variants, measured in one run:
-//   one_sided  deref through RDMA get/put into the server's region
-//   two_sided  deref through requests the server's service thread answers
+//   one-sided  deref through RDMA get/put into the server's region
+//   two-sided  deref through requests the server's service thread answers
 //   raw_get    a bare rdmx::get of the same bytes (raw_get_put for writes:
 //              get, put and flush, what a miss with a dirty victim costs at least)
 //   raw_blocking_get  the same with rdmx::blocking_get (no future: what a
@@ -13,7 +13,7 @@
 // p50 and p90 in ns. cold_read also runs with 16 misses in flight
 // ("outstanding":16: far::deref_all, and 16 gets before any is waited for),
 // where a sample is a batch's time per object.
-// cold_read one_sided also prints overhead_ns_p50 (its median minus
+// cold_read one-sided also prints overhead_ns_p50 (its median minus
 // raw_blocking_get's: the runtime's own share of a miss), and raw_get's read lines
 // poll_share: the share of a bare get's time spent waiting for its
 // completion after it was issued (the seed's Fig. 4).
@@ -52,7 +52,7 @@
 // share of chunks that came ahead (prefetch_hit_share).
 //   --quick  --seconds=S (per variant, default 1)  --ops=N (most per variant, default 20000)
 //   --cases=LIST (of cold, inflight, granularity, aggregate, snappy, web, stride; default all)
-//   --paths=LIST (of one_sided, two_sided; default both)
+//   --paths=LIST (of one-sided, two-sided; default both)
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -132,7 +132,7 @@ Options parse(int argc, char** argv) {
     } else if (a.rfind("--cases=", 0) == 0) {
       o.cases = parse_list("--cases", a.substr(8), {"cold", "inflight", "granularity", "aggregate", "snappy", "web", "stride"});
     } else if (a.rfind("--paths=", 0) == 0) {
-      o.paths = parse_list("--paths", a.substr(8), {"one_sided", "two_sided"});
+      o.paths = parse_list("--paths", a.substr(8), {"one-sided", "two-sided"});
     } else {
       throw rdmx::Error(rdmx::Errc::invalid_argument, "unknown argument '" + a +
                                                           "'\nusage: rdmx-bench-far [--seconds=S] [--ops=N] [--quick] [--cases=LIST] [--paths=LIST]");

@@ -20,7 +20,7 @@
 // ("verified"). Process 0 computes, the last process serves.
 // Each variant runs --repeat times (default 3, 1 with --quick); the run with
 // the median total is reported.
-//   --trips=N (default 10M)  --fractions=F,F  --repeat=N  --quick (200k trips)  --path=one_sided|two_sided
+//   --trips=N (default 10M)  --fractions=F,F  --repeat=N  --quick (200k trips)  --path=one-sided|two-sided
 #include <algorithm>
 #include <array>
 #include <chrono>

@@ -139,7 +139,7 @@ class JobDevice : public Device {
 class OneSidedDevice final : public JobDevice {
  public:
   using JobDevice::JobDevice;
-  const char* name() const noexcept override { return "one_sided"; }
+  const char* name() const noexcept override { return "one-sided"; }
   // Neither allocates: a miss costs little more than the get itself.
   void fetch(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
     blocking_get(local, regions_[server].slice(offset, bytes));
@@ -210,7 +210,7 @@ struct ReadHandler {
 class TwoSidedDevice final : public JobDevice {
  public:
   using JobDevice::JobDevice;
-  const char* name() const noexcept override { return "two_sided"; }
+  const char* name() const noexcept override { return "two-sided"; }
   void fetch(std::size_t server, std::uint64_t offset, void* local, std::size_t bytes) override {
     Synchronizer sync;
     request(sync, {server, offset, local, bytes});
