@@ -1,5 +1,6 @@
 # Installation: the rdmx library, its public headers, a CMake package
-# (find_package(rdmx) -> rdmx::rdmx) and a pkg-config file (rdmx.pc).
+# (find_package(rdmx) -> rdmx::rdmx), a pkg-config file (rdmx.pc) and the
+# job launcher bin/rdmx-run (scripts/run).
 #
 # The library is static by default (src/CMakeLists.txt does not force a
 # type), and a static archive records none of its dependencies. So both
@@ -24,6 +25,8 @@ install(TARGETS rdmx
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/run DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME rdmx-run)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/rdmx
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

@@ -59,7 +59,8 @@ Block GeneralAllocator::allocate(std::size_t n, std::size_t align) {
   }
   if (best == nullptr) {
     // Nothing fits: take a new chunk. A request larger than the usual chunk
-    // gets a chunk of its own (the arena's segment size is the ceiling).
+    // gets a chunk of its own (the arena gives it a segment of its own if it
+    // exceeds a segment; RDMX_ARENA_MAX is the ceiling).
     const bool dedicated = bytes > options_.chunk_size || align > options_.chunk_size / 2;
     const std::size_t size = dedicated ? bytes : options_.chunk_size;
     Block block = arena_.allocate_chunk(size, std::max<std::size_t>(align, 64));

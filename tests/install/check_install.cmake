@@ -2,7 +2,8 @@
 #   MODE=find_package: install, then configure/build/run consumer/ with CMake
 #   MODE=pkg_config:   install, then compile consumer/main.cpp with one g++
 #                      line from `pkg-config --cflags --libs rdmx`
-# Every step must succeed; the consumer must print "consumer ok".
+# Every step must succeed; the consumer must print "consumer ok", alone and
+# as a job of two started by the installed bin/rdmx-run.
 cmake_minimum_required(VERSION 3.20)
 foreach(v MODE BUILD_DIR WORK_DIR CONSUMER_DIR CXX VERSION)
   if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
@@ -103,5 +104,23 @@ endif()
 run("run consumer" COMMAND ${exe})
 if(NOT run_output MATCHES "consumer ok")
   message(FATAL_ERROR "install check failed: consumer printed '${run_output}', expected 'consumer ok'")
+endif()
+
+# (c) the installed launcher explains itself, refuses a bad argument with
+# exit status 2, and starts the consumer as a job of two processes
+set(launcher "${prefix}/bin/rdmx-run")
+run("launcher help" COMMAND ${launcher} --help)
+if(NOT run_output MATCHES "rdmx-run -np N")
+  message(FATAL_ERROR "install check failed: rdmx-run --help printed '${run_output}'")
+endif()
+execute_process(COMMAND ${launcher} --tls -np 2 ${exe} RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "--tls wants a value")
+  message(FATAL_ERROR "install check failed: rdmx-run --tls without a value exited ${rc}: ${err}")
+endif()
+run("launch consumer" COMMAND ${launcher} --tls shm -np 2 ${exe})
+string(REGEX MATCHALL "consumer ok" oks "${run_output}")
+list(LENGTH oks n)
+if(NOT n EQUAL 2)
+  message(FATAL_ERROR "install check failed: rdmx-run -np 2 printed '${run_output}', expected 'consumer ok' twice")
 endif()
 message("consumer ok (${MODE})")
