@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "engine.hpp"
+#include "layer.hpp"
 #include "rdmx/core/log.hpp"
 #include "settings.hpp"
 #include "rdmx/core/error.hpp"
@@ -12,6 +13,7 @@
 #include "rdmx/dsm/mutex.hpp"
 #include "rdmx/dsm/space.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/layer.hpp"
 
 namespace rdmx::dsm {
 
@@ -45,7 +47,8 @@ Config Config::from_env() {
   return c;
 }
 
-Space::Space(Job& job, const Config& config) : engine_(std::make_unique<Engine>(job, config)) {}
+Space::Space(Job& job, const Config& config)
+    : engine_(std::make_unique<Engine>(job, fabric::layer<Layer>(job), config)) {}
 
 Space::~Space() {
   // Peers may still fetch from our home copies until they, too, are done.
@@ -59,20 +62,20 @@ Space::~Space() {
 std::span<std::byte> Space::heap() const noexcept { return {engine_->base(), engine_->bytes()}; }
 const Config& Space::config() const noexcept { return engine_->config(); }
 
-void* allocate(std::size_t bytes, std::size_t alignment) { return Engine::require("allocate").allocate(bytes, alignment); }
-void release() { Engine::require("release").release(); }
-void barrier() { Engine::require("barrier").barrier(false); }
-void thread_barrier() { Engine::require("thread_barrier").barrier(true); }
+void* allocate(std::size_t bytes, std::size_t alignment) { return Layer::require("allocate").allocate(bytes, alignment); }
+void release() { Layer::require("release").release(); }
+void barrier() { Layer::require("barrier").barrier(false); }
+void thread_barrier() { Layer::require("thread_barrier").barrier(true); }
 
 Mutex::Mutex(std::uint32_t index) : index_(index) {}
-void Mutex::lock() { Engine::require("Mutex::lock").lock(index_); }
-bool Mutex::try_lock() { return Engine::require("Mutex::try_lock").try_lock(index_); }
-void Mutex::unlock() { Engine::require("Mutex::unlock").unlock(index_); }
+void Mutex::lock() { Layer::require("Mutex::lock").lock(index_); }
+bool Mutex::try_lock() { return Layer::require("Mutex::try_lock").try_lock(index_); }
+void Mutex::unlock() { Layer::require("Mutex::unlock").unlock(index_); }
 void Mutex::unlock_only(const void* address, std::size_t bytes) {
-  Engine::require("Mutex::unlock_only").unlock(index_, address, bytes);
+  Layer::require("Mutex::unlock_only").unlock(index_, address, bytes);
 }
 
-Counters counters() { return Engine::require("counters").counters(); }
+Counters counters() { return Layer::require("counters").counters(); }
 
 std::string to_string(const Counters& c) {
   return "read_faults " + std::to_string(c.read_faults) + ", write_faults " + std::to_string(c.write_faults) +

@@ -6,6 +6,7 @@
 #include <ucs/debug/debug.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +21,11 @@ namespace rdmx::dsm {
 namespace {
 
 struct sigaction previous_action;
+
+// The engine whose guard installed the handler: the handler reaches it with
+// one load, no lookup, lock or allocation (a fault may interrupt anything,
+// malloc included).
+std::atomic<Engine*> served{nullptr};
 
 // The kernel's struct for rt_sigaction (not glibc's, whose mask is larger).
 struct KernelSigaction {
@@ -82,7 +88,7 @@ void pass_on(int signal, siginfo_t* info, void* context) {
 
 void on_fault(int signal, siginfo_t* info, void* context) {
   const int saved_errno = errno;
-  Engine* engine = Engine::current();
+  Engine* engine = served.load(std::memory_order_acquire);
   if (engine == nullptr || !engine->contains(info->si_addr)) {
     pass_on(signal, info, context);
     errno = saved_errno;
@@ -101,7 +107,7 @@ void on_fault(int signal, siginfo_t* info, void* context) {
 
 }  // namespace
 
-Engine::SignalGuard::SignalGuard(Engine&) {
+Engine::SignalGuard::SignalGuard(Engine& engine) {
   // UCX gives SIGSEGV back: it restores what was there before its handler.
   // Only when it has it: asked otherwise, UCX warns that it does not.
   if (in_libucs(installed_handler())) ucs_debug_disable_signal(SIGSEGV);
@@ -112,17 +118,25 @@ Engine::SignalGuard::SignalGuard(Engine&) {
   // signal frame, the alternate stack that thread sets up.
   ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK;
   sigemptyset(&ours.sa_mask);
-  if (::sigaction(SIGSEGV, &ours, &previous_action) != 0)
+  served.store(&engine, std::memory_order_release);
+  if (::sigaction(SIGSEGV, &ours, &previous_action) != 0) {
+    served.store(nullptr, std::memory_order_release);
     throw Error(Errc::invalid_argument, std::string("dsm: installing the SIGSEGV handler failed: ") +
                                             std::strerror(errno));
+  }
   if (previous_action.sa_sigaction == on_fault) previous_action = {};
-  if (installed_handler() != reinterpret_cast<void*>(&on_fault))
+  if (installed_handler() != reinterpret_cast<void*>(&on_fault)) {
+    served.store(nullptr, std::memory_order_release);
     throw Error(Errc::invalid_argument,
                 "dsm: the SIGSEGV handler installed is not the DSM's (another library intercepts sigaction, "
                 "e.g. libucs_signal with UCX_HANDLE_ERRORS, or a sanitizer); the shared heap cannot detect "
                 "accesses. Run without it, or set UCX_HANDLE_ERRORS=none");
+  }
 }
 
-Engine::SignalGuard::~SignalGuard() { ::sigaction(SIGSEGV, &previous_action, nullptr); }
+Engine::SignalGuard::~SignalGuard() {
+  ::sigaction(SIGSEGV, &previous_action, nullptr);
+  served.store(nullptr, std::memory_order_release);
+}
 
 }  // namespace rdmx::dsm

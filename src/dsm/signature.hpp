@@ -39,7 +39,7 @@ class Signature {
   std::span<const WriteNotice> notices() const noexcept { return notices_; }
   std::uint32_t capacity() const noexcept { return capacity_; }
 
-  // Header followed by the notices, as stored in a mutex's slot and sent at barriers.
+  // Header followed by the notices, as stored beside a mutex's word and sent at barriers.
   std::vector<std::byte> encode(std::uint64_t epoch, std::uint64_t time) const;
   static std::size_t encoded_size(std::uint32_t notices) {
     return sizeof(SignatureHeader) + notices * sizeof(WriteNotice);

@@ -1,6 +1,7 @@
 // A process dies holding a DSM mutex. The survivors waiting for the mutex,
 // then meeting at a DSM barrier, must get Errc::peer_failed within bounded
-// time, never hang. Its own main: the job cannot end with a collective.
+// time, never hang; the barrier at once, from the fabric's report of the
+// failure. Its own main: the job cannot end with a collective.
 // With 3 processes or more, process 0 then reads a block whose home moved
 // from the dead process to a survivor: its probable-owner link leads to the
 // dead process, and the home must be found among the survivors.
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/dsm/fence.hpp"
@@ -74,12 +76,24 @@ int main(int argc, char** argv) {
     if (e.code() != Errc::peer_failed) return fail(std::string("mutex: ") + e.what());
     std::printf("dsm: mutex holder's failure detected after %.0f ms: %s\n", ms_since(t0), e.what());
   }
+  // Once the fabric knows the victim failed (it reports the failure to the
+  // DSM's layer right after it marks the process), a barrier fails at
+  // once, naming the failed process, before it sends anything: not at its
+  // first probe of a peer, nor with the error of a put to the dead one.
+  for (auto until = Clock::now() + std::chrono::seconds(10); !job.process_failed(victim);) {
+    if (Clock::now() > until) return fail("the fabric never learnt that process " + std::to_string(victim) + " died");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   t0 = Clock::now();
   try {
     dsm::barrier();
     return fail("a barrier with a dead process completed");
   } catch (const Error& e) {
     if (e.code() != Errc::peer_failed) return fail(std::string("barrier: ") + e.what());
+    const std::string expected = "dsm::barrier: process " + std::to_string(victim) + " has failed";
+    if (std::string(e.what()).find(expected) == std::string::npos)
+      return fail("the barrier's error does not start from the fabric's report (\"" + expected + "\"): " + e.what());
     std::printf("dsm: barrier failure detected after %.0f ms: %s\n", ms_since(t0), e.what());
   }
   if (job.size() >= 3 && job.rank() == 0) {

@@ -23,9 +23,10 @@ const char* to_string(HomePolicy policy) noexcept;
 
 // How a process learns that its cached copy of a block is out of date.
 enum class Invalidation {
-  // MENPS: write notices travel with the synchronization (signatures in
-  // barrier and mutex slots), name the writer (a fault then reads from it
-  // directly) and fall back to logical leases when they overflow.
+  // MENPS: write notices travel with the synchronization (signatures that
+  // barriers exchange and an unlock leaves beside the mutex's word), name
+  // the writer (a fault then reads from it directly) and fall back to
+  // logical leases when they overflow.
   signature,
   // Baseline: each block's manager keeps a directory word of the processes
   // caching it; a releaser sends every other sharer an invalidation, which

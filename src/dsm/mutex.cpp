@@ -1,0 +1,164 @@
+// The global mutexes: a lock word per mutex taken by remote
+// compare-and-swap, and beside it the signature an unlock leaves for the
+// next holder.
+#include "engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "rdmx/core/backoff.hpp"
+#include "rdmx/core/error.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
+#include "rdmx/transfer/transmitter.hpp"
+
+namespace rdmx::dsm {
+
+void Engine::check_mutex(std::uint32_t mutex, const char* what) const {
+  if (mutex >= config_.mutexes)
+    throw Error(Errc::invalid_argument, std::string("dsm::Mutex::") + what + ": mutex " + std::to_string(mutex) +
+                                            " does not exist (the space has " + std::to_string(config_.mutexes) +
+                                            "; RDMX_DSM_MUTEXES)");
+}
+
+// A mutex word: bits 0-15 the holder + 1 (0: free), bits 16-63 a stamp:
+// the epoch + 1 of the last unlock that put a signature beside the word (0:
+// none yet). An acquirer whose epoch is past the stamp does not read the
+// signature (its barrier delivered what the signature holds). A lock's compare-and-swap expects
+// the free word this process last saw, so re-taking a mutex this process
+// released is one round trip.
+namespace mutex_bits {
+inline constexpr std::uint64_t holder_mask = 0xffff;
+inline std::uint64_t stamp(std::uint64_t w) { return w >> 16; }
+inline std::uint64_t free_word(std::uint64_t stamp) { return stamp << 16; }
+}  // namespace mutex_bits
+
+bool Engine::try_lock(std::uint32_t mutex) {
+  check_mutex(mutex, "try_lock");
+  const RemoteLocator where = meta_.mutex_word(mutex);
+  std::uint64_t expected = mutex_free_[mutex].load(std::memory_order_relaxed);
+  for (;;) {
+    const std::uint64_t seen = blocking_compare_swap(where, expected, expected | (rank_ + 1));
+    if (seen == expected) break;
+    if ((seen & mutex_bits::holder_mask) != 0) return false;
+    expected = seen;  // free, with another stamp than we knew
+  }
+  acquire_mutex(mutex, expected);
+  return true;
+}
+
+void Engine::lock(std::uint32_t mutex) {
+  check_mutex(mutex, "lock");
+  const RemoteLocator where = meta_.mutex_word(mutex);
+  std::uint64_t expected = mutex_free_[mutex].load(std::memory_order_relaxed);
+  Backoff backoff;
+  auto last_check = std::chrono::steady_clock::now();
+  for (;;) {
+    const std::uint64_t seen = blocking_compare_swap(where, expected, expected | (rank_ + 1));
+    if (seen == expected) break;
+    const std::uint64_t holder = seen & mutex_bits::holder_mask;
+    if (holder == 0) {
+      expected = seen;  // free, with another stamp than we knew: try again at once
+      continue;
+    }
+    if (holder > processes_)
+      throw Error(Errc::protocol, "dsm: mutex " + std::to_string(mutex) + " holds a malformed word " +
+                                      std::to_string(seen));
+    // The holder's unlock keeps its stamp or sets its epoch's; guess the former.
+    expected = seen & ~mutex_bits::holder_mask;
+    // A holder that died never unlocks: the lock fails as soon as the
+    // fabric reports it failed, and touching it every few milliseconds
+    // turns a death the fabric has not seen into Errc::peer_failed here.
+    const auto what = [mutex] { return "dsm: mutex " + std::to_string(mutex) + "'s holder"; };
+    throw_if_failed(static_cast<std::uint32_t>(holder - 1), what);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check > std::chrono::milliseconds(5)) {
+      last_check = now;
+      probe_peers(what(), static_cast<std::uint32_t>(holder - 1));
+    }
+    progress();
+    backoff(false);
+  }
+  acquire_mutex(mutex, expected);
+}
+
+void Engine::acquire_mutex(std::uint32_t mutex, std::uint64_t free_word) {
+  counters_.locks.fetch_add(1, std::memory_order_relaxed);
+  held_[mutex].store(free_word | (rank_ + 1), std::memory_order_relaxed);
+  // The lock word changed hands through UCX, not a C++ atomic: order this
+  // thread's later accesses after it (all a one-process job needs).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (local()) return;
+  invalidator_->acquired();
+  // A signature from before our last barrier names nothing we have not
+  // acquired there; the stamp says so without reading it.
+  const std::uint64_t stamp = mutex_bits::stamp(free_word);
+  if (stamp == 0 || stamp - 1 < epoch_) return;
+  // One get reads the header and, for a short list, the notices with it.
+  std::vector<std::byte> bytes(std::min<std::size_t>(meta_.signature_bytes(), 1024));
+  blocking_get(bytes.data(), meta_.mutex_signature(mutex, bytes.size()));
+  SignatureHeader header{};
+  std::memcpy(&header, bytes.data(), sizeof header);
+  if (header.count > config_.notices)
+    throw Error(Errc::protocol, "dsm: mutex " + std::to_string(mutex) + " holds a malformed signature");
+  if (header.epoch < epoch_) return;
+  if (Signature::encoded_size(header.count) > bytes.size()) {
+    bytes.resize(Signature::encoded_size(header.count));
+    blocking_get(bytes.data(), meta_.mutex_signature(mutex, bytes.size()));
+  }
+  const DecodedSignature sig = decode(bytes, blocks_, processes_);
+  acquire({&sig, 1}, job_.threads_per_process() <= 1);
+}
+
+void Engine::unlock(std::uint32_t mutex) { unlock(mutex, nullptr, 0); }
+
+void Engine::unlock(std::uint32_t mutex, const void* only, std::size_t bytes) {
+  check_mutex(mutex, "unlock");
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the critical section's accesses before the word frees
+  const RemoteLocator where = meta_.mutex_word(mutex);
+  const std::uint64_t held = held_[mutex].load(std::memory_order_relaxed);
+  if ((held & mutex_bits::holder_mask) != rank_ + 1) throw not_held(mutex, blocking_fetch_add(where, 0));
+  std::uint64_t free_word = held & ~mutex_bits::holder_mask;
+  if (!local()) {
+    if (only == nullptr)
+      release_all();
+    else
+      release_range(only, bytes);
+    std::vector<std::byte> sig;
+    {
+      std::lock_guard<std::mutex> hold(history_mutex_);
+      // An empty history (nothing released or acquired since the last
+      // barrier) tells the next holder nothing its barrier did not: the
+      // signature and its stamp stay as they are, and the unlock is one
+      // round trip.
+      if (!history_.notices().empty() || history_.overflowed()) {
+        sig = history_.encode(epoch_, now());
+        free_word = mutex_bits::free_word(epoch_ + 1);
+      }
+    }
+    if (!sig.empty()) {
+      put(sig.data(), meta_.mutex_signature(mutex, sig.size())).get();
+      transmitter(where.process).fence();  // the signature lands before the lock word frees
+    }
+  }
+  // Cleared before the word frees: another thread of ours may take it next.
+  held_[mutex].store(0, std::memory_order_relaxed);
+  const std::uint64_t was = blocking_compare_swap(where, held, free_word);
+  if (was != held) throw not_held(mutex, was);
+  mutex_free_[mutex].store(free_word, std::memory_order_relaxed);
+}
+
+Error Engine::not_held(std::uint32_t mutex, std::uint64_t word) {
+  const std::uint64_t holder = word & mutex_bits::holder_mask;
+  return Error(Errc::invalid_argument, "dsm::Mutex::unlock: mutex " + std::to_string(mutex) +
+                                           " is not held by this process" +
+                                           (holder == 0 ? std::string(" (it is free)")
+                                                        : " (process " + std::to_string(holder - 1) + " holds it)"));
+}
+
+}  // namespace rdmx::dsm
