@@ -246,7 +246,7 @@ bool ThreadContext::poll(std::size_t* executed) {
   // round at a time (16 shared-memory FIFO elements) let sender and receiver
   // fall into lockstep one FIFO slot apart, every message a cross-core cache
   // miss. Four rounds free a whole FIFO (64 elements) per batch. See
-  // docs/fabric.md, "Measured". Without shared memory (TCP) a round is an
+  // docs/results/fabric.md. Without shared memory (TCP) a round is an
   // epoll_wait system call, and the round after the one that brought a
   // reply put one more on every round trip: one round there.
   // The layers first, UCX last: a send-based reply (or call) that UCX
