@@ -7,11 +7,12 @@
 //   block  sleeps in the kernel until its UCX worker has an event (or a
 //          short timeout: data written by a peer's one-sided operation
 //          raises no event), so an idle process costs no CPU.
-// Why not yield at once: a yield that lets another thread run costs a time
-// slice (~2 ms here) when that thread does not yield back; yielding at every
-// idle poll made each round trip ~2 ms instead of ~0.4 us (docs/fabric.md,
-// "Progress"). When threads outnumber cores, every thread yields soon, and a
-// yield hands the core straight to the peer that has the work.
+// Why not yield at once: a yield that lets another thread run costs a whole
+// time slice when that thread does not yield back, so yielding at every idle
+// poll turns a sub-microsecond round trip into one of milliseconds
+// (docs/results/fabric.md). When threads outnumber cores, every thread
+// yields soon, and a yield hands the core straight to the peer that has the
+// work.
 #pragma once
 #include <atomic>
 #include <thread>
