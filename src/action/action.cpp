@@ -28,7 +28,7 @@ std::string action_name(std::uint64_t id) { return "action " + readable(ActionRe
 void Responder::fail_with_current_exception(std::uint64_t action) {
   const ThreadId me = this_thread();
   const std::string where =
-      action_name(action) + " on " + std::to_string(me.process) + "/" + std::to_string(me.thread) + " threw ";
+      action_name(action) + " on " + to_string(me) + " threw ";
   try {
     throw;
   } catch (const Error& e) {

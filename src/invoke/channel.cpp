@@ -18,8 +18,6 @@
 namespace rdmx::invoke {
 namespace {
 
-std::string name(ThreadId t) { return std::to_string(t.process) + "/" + std::to_string(t.thread); }
-
 thread_local WorkerState* running_for = nullptr;  // the owner of the channel this thread polls
 thread_local std::uint32_t running_from = 0;    // the process its sender is in
 
@@ -62,7 +60,7 @@ Channel::Channel(WorkerState& owner, ThreadId source, RemoteLocator feedback, st
 
 void Channel::corrupted(const std::string& what) {
   broken_ = true;
-  throw Error(Errc::protocol, "one-sided calls from " + name(source_) + " to " + name(self_) + ": " + what +
+  throw Error(Errc::protocol, "one-sided calls from " + to_string(source_) + " to " + to_string(self_) + ": " + what +
                                   "; the channel is closed and nothing more from it runs");
 }
 
@@ -274,10 +272,10 @@ void Channel::execute_plain(WorkerState& runner, const std::byte* record, const 
     invoker(in);
   } catch (const std::exception& e) {
     rdmx::log(rdmx::LogLevel::error, "process %u: a one-sided call from %s threw (nobody waits for it): %s\n", self_.process,
-                 name(source_).c_str(), e.what());
+                 to_string(source_).c_str(), e.what());
   } catch (...) {
     rdmx::log(rdmx::LogLevel::error, "process %u: a one-sided call from %s threw a non-standard exception (nobody waits for it)\n",
-                 self_.process, name(source_).c_str());
+                 self_.process, to_string(source_).c_str());
   }
 }
 
@@ -355,14 +353,14 @@ void Channel::forward_broadcast(WorkerState& runner, const wire::RecordHeader& h
         runner.messenger(o.destination).append(o, {0, Policy::retry}, rb != nullptr ? &reference : nullptr, &forward);
       } catch (const Error& e) {
         code = e.code();
-        error = std::string("broadcast: forwarding to thread ") + name(o.destination) + ": " + e.what();
+        error = std::string("broadcast: forwarding to thread ") + to_string(o.destination) + ": " + e.what();
       }
     }
     if (error.empty()) continue;
     // That child's subtree is not reached: the root hears it for each of them.
     if (forward.sync == 0)
       rdmx::log(rdmx::LogLevel::error, "process %u: a broadcast from %s did not reach the subtree of thread %s: %s\n",
-                   self_.process, name(forward.root).c_str(), name(o.destination).c_str(), error.c_str());
+                   self_.process, to_string(forward.root).c_str(), to_string(o.destination).c_str(), error.c_str());
     else
       for (std::uint64_t k = subtree_size(r + step, n); k > 0; --k) notify_caller(forward.root, forward.sync, &error, code);
   }
@@ -475,7 +473,7 @@ void Channel::execute(WorkerState& runner, const std::byte* record, const wire::
       failure = std::string(into_targets ? "broadcast_buffer: " : "call_buffer: ") + e.what();
     }
     if (into_targets) {
-      const std::string unreached = "broadcast_buffer: not reached, thread " + name(self_) + " above it failed: " + failure;
+      const std::string unreached = "broadcast_buffer: not reached, thread " + to_string(self_) + " above it failed: " + failure;
       try {
         forward_broadcast(runner, h, forward, in, &rb, failure.empty() ? nullptr : &unreached);
       } catch (const Error& e) {  // the writes into the children's buffers failed (a transport error)
@@ -531,7 +529,7 @@ void Channel::execute(WorkerState& runner, const std::byte* record, const wire::
   }
   if (ext.sync == 0 || notified_early) {
     if (!failure.empty())
-      rdmx::log(rdmx::LogLevel::error, "process %u dropped a one-sided call from %s: %s\n", self_.process, name(source_).c_str(),
+      rdmx::log(rdmx::LogLevel::error, "process %u dropped a one-sided call from %s: %s\n", self_.process, to_string(source_).c_str(),
                    failure.c_str());
     return;
   }

@@ -164,7 +164,7 @@ std::uint32_t Messenger::add_chunks(std::uint32_t count, bool first) {
       sync.wait();
     } catch (const Error& e) {
       layer.refund_chunks(mirrors_charged, chunk_size);
-      throw Error(e.code(), "messenger to " + std::to_string(dest_.process) + "/" + std::to_string(dest_.thread) +
+      throw Error(e.code(), "messenger to " + to_string(dest_) +
                                 ": no chunk memory: " + e.what());
     }
     for (std::uint32_t i = 0; i < reply.count; ++i) {

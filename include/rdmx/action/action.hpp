@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "rdmx/core/always_false.hpp"
 #include "rdmx/core/future.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/action/parcel.hpp"
@@ -190,9 +191,6 @@ struct ActionWrapper {
 // One-sentence errors for the public entry points instead of a page of
 // template instantiations. Each check asserts what is wrong and returns
 // false, so the caller instantiates nothing more.
-template <class>
-inline constexpr bool always_false = false;
-
 template <class A>
 constexpr bool check_action_kind() {
   if constexpr (std::is_function_v<A> || std::is_pointer_v<A> || std::is_member_pointer_v<A>) {

@@ -24,6 +24,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "rdmx/core/always_false.hpp"
 #include "rdmx/fabric/function_registry.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
@@ -102,9 +103,6 @@ struct ReturnWrapper {
     in.reply(in, &result, sizeof(result));
   }
 };
-
-template <class>
-inline constexpr bool always_false = false;
 
 // One-sentence errors for every entry point of the call family, which all
 // build their Outgoing below. False:
