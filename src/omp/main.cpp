@@ -147,19 +147,52 @@ void off_heap(void (*fn)(void*), void* arg) {
 
 namespace {
 
+// OMP_SCHEDULE: [monotonic:|nonmonotonic:]kind[,chunk], as libgomp reads
+// it. Anything else stops the job naming the variable, the value and what
+// it accepts: never a default in its place, nor a chunk wrapped to fit.
 LoopSpec schedule_from_env() {
   LoopSpec s{Schedule::fixed, 0, 0, 1, 0};
-  std::string text = env::get("OMP_SCHEDULE").value_or("static");
-  if (const auto colon = text.find(':'); colon != std::string::npos) text.erase(0, colon + 1);  // (non)monotonic:
+  const auto given = env::get("OMP_SCHEDULE");
+  if (!given) return s;
+  constexpr long most = 2147483647;  // libgomp's limit: an int
+  const auto refuse = [&](const std::string& why) {
+    return Error(Errc::invalid_argument,
+                 "OMP_SCHEDULE='" + *given + "' " + why +
+                     "; OMP_SCHEDULE accepts [monotonic:|nonmonotonic:]static|dynamic|guided|auto[,chunk] with a "
+                     "chunk of 0 (the default) to " + std::to_string(most));
+  };
+  const auto trim = [](std::string t) {
+    const auto first = t.find_first_not_of(" \t");
+    if (first == std::string::npos) return std::string();
+    return t.substr(first, t.find_last_not_of(" \t") - first + 1);
+  };
+  std::string text = *given;
+  if (const auto colon = text.find(':'); colon != std::string::npos) {
+    const std::string modifier = trim(text.substr(0, colon));
+    if (modifier != "monotonic" && modifier != "nonmonotonic")
+      throw refuse("has modifier '" + modifier + "', not monotonic or nonmonotonic");
+    text.erase(0, colon + 1);
+  }
   const auto comma = text.find(',');
-  const std::string kind = text.substr(0, comma);
+  const std::string kind = trim(text.substr(0, comma));
   if (kind == "dynamic")
     s.schedule = Schedule::dynamic;
   else if (kind == "guided")
     s.schedule = Schedule::guided;
   else if (kind != "static" && kind != "auto")
-    throw Error(Errc::invalid_argument, "OMP_SCHEDULE='" + text + "': static, dynamic, guided or auto");
-  if (comma != std::string::npos) s.chunk = std::stol(text.substr(comma + 1));
+    throw refuse("names schedule '" + kind + "', not static, dynamic, guided or auto");
+  if (comma == std::string::npos) return s;
+  const std::string chunk = trim(text.substr(comma + 1));
+  if (chunk.empty() || chunk.find_first_not_of("0123456789") != std::string::npos)
+    throw refuse("has chunk '" + chunk + "', not a whole number");
+  // At most 10 digits after leading zeros: no conversion can overflow.
+  const auto digits = chunk.find_first_not_of('0');
+  if (digits == std::string::npos) return s;  // 0: the default chunk, as libgomp takes it
+  if (chunk.size() - digits > 10) throw refuse("has chunk " + chunk + ", too large");
+  long value = 0;
+  for (const char c : chunk.substr(digits)) value = value * 10 + (c - '0');
+  if (value > most) throw refuse("has chunk " + chunk + ", too large");
+  s.chunk = value;
   return s;
 }
 
@@ -251,6 +284,7 @@ void size_arena(std::size_t heap_bytes) {
 
 int run(int argc, char** argv) {
   // Every setting is checked before anything is mapped or the job starts.
+  const LoopSpec runtime_schedule = schedule_from_env();
   const auto slots = static_cast<std::uint32_t>(rdmx_omp_settings.number("RDMX_OMP_WORK_SHARES"));
   const bool stats = rdmx_omp_settings.flag("RDMX_OMP_STATS");
   dsm::Config config = dsm::Config::from_env();
@@ -302,7 +336,7 @@ int run(int argc, char** argv) {
   rt.slots = slots;  // at least 1: the table's range
   rt.mutexes = config.mutexes;
   rt.max_threads.store(rt.total);
-  rt.runtime_schedule = schedule_from_env();
+  rt.runtime_schedule = runtime_schedule;
   RemoteLocator ring{};
   if (job.rank() == 0) {
     ring = allocate_remote(0, std::size_t{rt.slots} * 8);
