@@ -29,11 +29,20 @@ Config Engine::agreed(Job& job, const Layer& layer, Config config) {
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   if (config.block_bytes == 0 || config.block_bytes % page != 0)
     throw Error(Errc::invalid_argument, "dsm: the block size " + std::to_string(config.block_bytes) +
-                                            " is not a multiple of the page size " + std::to_string(page));
+                                            " (RDMX_DSM_BLOCK, Config::block_bytes) is not a multiple of the page size " +
+                                            std::to_string(page));
   if (config.heap_bytes == 0 || config.heap_bytes % config.block_bytes != 0)
     throw Error(Errc::invalid_argument, "dsm: the heap size " + std::to_string(config.heap_bytes) +
-                                            " is not a positive multiple of the block size " +
-                                            std::to_string(config.block_bytes));
+                                            " (RDMX_DSM_HEAP, Config::heap_bytes) is not a positive multiple of the "
+                                            "block size " + std::to_string(config.block_bytes) + " (RDMX_DSM_BLOCK)");
+  // Every process fills its heap's memory at start-up: one larger than the
+  // machine's memory is refused before anything is mapped.
+  const auto pages = ::sysconf(_SC_PHYS_PAGES);
+  if (pages > 0 && config.heap_bytes > static_cast<std::size_t>(pages) * page)
+    throw Error(Errc::out_of_memory, "dsm: the heap size " + std::to_string(config.heap_bytes) +
+                                         " (RDMX_DSM_HEAP, Config::heap_bytes) is more than this machine's memory (" +
+                                         std::to_string(static_cast<std::size_t>(pages) * page) +
+                                         " bytes): every process fills its heap when the space starts");
   if (processes > 0xfffe) throw Error(Errc::invalid_argument, "dsm: at most 65534 processes");
   // notices == 0 is valid: every signature that carries a write overflows,
   // so acquirers rely on leases alone (Tardis; MENPS's sweep starts there).
@@ -111,6 +120,7 @@ Engine::Engine(Job& job, Layer& layer, const Config& config)
   at_home_ = std::make_unique<std::uint8_t[]>(blocks_);
   held_ = std::make_unique<std::atomic<std::uint64_t>[]>(config_.mutexes);
   mutex_free_ = std::make_unique<std::atomic<std::uint64_t>[]>(config_.mutexes);
+  holder_thread_ = std::make_unique<std::atomic<std::uintptr_t>[]>(config_.mutexes);
   listed_ = std::make_unique<std::uint8_t[]>(blocks_);
   for (std::size_t b = 0; b < blocks_; ++b) {
     state_[b].store(BlockState::invalid, std::memory_order_relaxed);

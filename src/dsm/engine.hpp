@@ -254,6 +254,9 @@ class Engine {
   // Per mutex: the word this process holds it with (0: not held), and the
   // free word it last saw (what its next lock expects).
   std::unique_ptr<std::atomic<std::uint64_t>[]> held_, mutex_free_;
+  // Per mutex: the thread that locked it (this_thread_word(); 0: none), so
+  // that a thread locking a mutex it holds is an error, not a wait for ever.
+  std::unique_ptr<std::atomic<std::uintptr_t>[]> holder_thread_;
 
   AtomicCounters counters_;
   std::unique_ptr<SignalGuard> signals_;

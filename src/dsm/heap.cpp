@@ -38,10 +38,12 @@ Heap::Heap(Job& job, const Config& config, bool local) : bytes_(config.heap_byte
     if (::ftruncate(memfd_, static_cast<off_t>(bytes_)) != 0)
       throw Error(Errc::out_of_memory, "dsm: sizing the heap to " + std::to_string(bytes_) + " bytes failed: " +
                                            std::strerror(errno));
+    // The address first: a heap no range fits in every process is refused
+    // before any process fills its memory (sizing the memfd allocates none).
+    map_app(job, config, local);
     rw_ = map_or_throw(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd_, "runtime view");
     twin_ = map_or_throw(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
                          "twin area");
-    map_app(job, config, local);
   } catch (...) {
     unmap();
     throw;

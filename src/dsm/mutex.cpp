@@ -38,8 +38,18 @@ inline std::uint64_t stamp(std::uint64_t w) { return w >> 16; }
 inline std::uint64_t free_word(std::uint64_t stamp) { return stamp << 16; }
 }  // namespace mutex_bits
 
+namespace {
+// A word that names the calling thread (never 0).
+std::uintptr_t this_thread_word() noexcept {
+  static thread_local const char tag = 0;
+  return reinterpret_cast<std::uintptr_t>(&tag);
+}
+}  // namespace
+
 bool Engine::try_lock(std::uint32_t mutex) {
   check_mutex(mutex, "try_lock");
+  // The caller holds it already: not free, as for any other holder.
+  if (holder_thread_[mutex].load(std::memory_order_relaxed) == this_thread_word()) return false;
   const RemoteLocator where = meta_.mutex_word(mutex);
   std::uint64_t expected = mutex_free_[mutex].load(std::memory_order_relaxed);
   for (;;) {
@@ -54,6 +64,11 @@ bool Engine::try_lock(std::uint32_t mutex) {
 
 void Engine::lock(std::uint32_t mutex) {
   check_mutex(mutex, "lock");
+  // Its own unlock would never come: the mutexes are not recursive.
+  if (holder_thread_[mutex].load(std::memory_order_relaxed) == this_thread_word())
+    throw Error(Errc::invalid_argument, "dsm::Mutex::lock: mutex " + std::to_string(mutex) +
+                                            " is already held by this thread (DSM mutexes are not recursive: "
+                                            "unlock it before locking it again)");
   const RemoteLocator where = meta_.mutex_word(mutex);
   std::uint64_t expected = mutex_free_[mutex].load(std::memory_order_relaxed);
   Backoff backoff;
@@ -90,6 +105,7 @@ void Engine::lock(std::uint32_t mutex) {
 void Engine::acquire_mutex(std::uint32_t mutex, std::uint64_t free_word) {
   counters_.locks.fetch_add(1, std::memory_order_relaxed);
   held_[mutex].store(free_word | (rank_ + 1), std::memory_order_relaxed);
+  holder_thread_[mutex].store(this_thread_word(), std::memory_order_relaxed);
   // The lock word changed hands through UCX, not a C++ atomic: order this
   // thread's later accesses after it (all a one-process job needs).
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -147,6 +163,7 @@ void Engine::unlock(std::uint32_t mutex, const void* only, std::size_t bytes) {
     }
   }
   // Cleared before the word frees: another thread of ours may take it next.
+  holder_thread_[mutex].store(0, std::memory_order_relaxed);
   held_[mutex].store(0, std::memory_order_relaxed);
   const std::uint64_t was = blocking_compare_swap(where, held, free_word);
   if (was != held) throw not_held(mutex, was);

@@ -81,7 +81,11 @@ class JobDevice : public Device {
       call.closure_size = work.args.size();
       call.sync = &sync;
       call.notify = Notify::consumed;
-      call.result = work.result;
+      // The fabric checks the size of a reply it copies somewhere: an empty
+      // one expected gets a place too, so that a reply of any other size is
+      // refused (Errc::protocol), as the in-process device refuses it.
+      std::byte no_result[1];
+      call.result = work.result != nullptr ? work.result : no_result;
       call.result_size = work.result_bytes;
       fabric::send_call(call);
       // The server's service thread works for a while (up to a request's

@@ -26,7 +26,7 @@ struct Published {
   std::uint32_t ok = 0;
   std::uint32_t serves = 0;
   RemoteLocator region{};
-  char error[200] = {};
+  char error[512] = {};  // room for a message that says what to do
 };
 
 void check_config(const Config& c) {
@@ -70,6 +70,17 @@ Manager::Manager(Job& job, Config config) : resources_(std::make_unique<Resource
     if (servers.back() >= job.size())
       throw Error(Errc::invalid_argument, "far: server rank " + std::to_string(servers.back()) + " is not in the job of " +
                                               std::to_string(job.size()) + " processes (RDMX_FAR_SERVERS)");
+    // Servers only serve: a job they all are would end having done nothing.
+    if (servers.size() == job.size())
+      throw Error(Errc::invalid_argument,
+                  job.size() == 1
+                      ? std::string("far: this job has one process, and it serves (the default server is the last "
+                                    "process), so no process computes: start the program with at least 2 processes "
+                                    "(scripts/run -np 2 PROGRAM, or mpirun), or in one process use an in-process "
+                                    "device (Manager(make_local_device(...), config))")
+                      : "far: every process of this job of " + std::to_string(job.size()) +
+                            " is a server (RDMX_FAR_SERVERS, Config::servers), so no process computes: name fewer "
+                            "servers, or start more processes than servers");
     if (servers.size() > state::max_servers)
       throw Error(Errc::invalid_argument, "far: " + std::to_string(servers.size()) + " servers, but a far pointer names at most " +
                                               std::to_string(state::max_servers));

@@ -147,19 +147,52 @@ void off_heap(void (*fn)(void*), void* arg) {
 
 namespace {
 
+// OMP_SCHEDULE: [monotonic:|nonmonotonic:]kind[,chunk], as libgomp reads
+// it. Anything else stops the job naming the variable, the value and what
+// it accepts: never a default in its place, nor a chunk wrapped to fit.
 LoopSpec schedule_from_env() {
   LoopSpec s{Schedule::fixed, 0, 0, 1, 0};
-  std::string text = env::get("OMP_SCHEDULE").value_or("static");
-  if (const auto colon = text.find(':'); colon != std::string::npos) text.erase(0, colon + 1);  // (non)monotonic:
+  const auto given = env::get("OMP_SCHEDULE");
+  if (!given) return s;
+  constexpr long most = 2147483647;  // libgomp's limit: an int
+  const auto refuse = [&](const std::string& why) {
+    return Error(Errc::invalid_argument,
+                 "OMP_SCHEDULE='" + *given + "' " + why +
+                     "; OMP_SCHEDULE accepts [monotonic:|nonmonotonic:]static|dynamic|guided|auto[,chunk] with a "
+                     "chunk of 0 (the default) to " + std::to_string(most));
+  };
+  const auto trim = [](std::string t) {
+    const auto first = t.find_first_not_of(" \t");
+    if (first == std::string::npos) return std::string();
+    return t.substr(first, t.find_last_not_of(" \t") - first + 1);
+  };
+  std::string text = *given;
+  if (const auto colon = text.find(':'); colon != std::string::npos) {
+    const std::string modifier = trim(text.substr(0, colon));
+    if (modifier != "monotonic" && modifier != "nonmonotonic")
+      throw refuse("has modifier '" + modifier + "', not monotonic or nonmonotonic");
+    text.erase(0, colon + 1);
+  }
   const auto comma = text.find(',');
-  const std::string kind = text.substr(0, comma);
+  const std::string kind = trim(text.substr(0, comma));
   if (kind == "dynamic")
     s.schedule = Schedule::dynamic;
   else if (kind == "guided")
     s.schedule = Schedule::guided;
   else if (kind != "static" && kind != "auto")
-    throw Error(Errc::invalid_argument, "OMP_SCHEDULE='" + text + "': static, dynamic, guided or auto");
-  if (comma != std::string::npos) s.chunk = std::stol(text.substr(comma + 1));
+    throw refuse("names schedule '" + kind + "', not static, dynamic, guided or auto");
+  if (comma == std::string::npos) return s;
+  const std::string chunk = trim(text.substr(comma + 1));
+  if (chunk.empty() || chunk.find_first_not_of("0123456789") != std::string::npos)
+    throw refuse("has chunk '" + chunk + "', not a whole number");
+  // At most 10 digits after leading zeros: no conversion can overflow.
+  const auto digits = chunk.find_first_not_of('0');
+  if (digits == std::string::npos) return s;  // 0: the default chunk, as libgomp takes it
+  if (chunk.size() - digits > 10) throw refuse("has chunk " + chunk + ", too large");
+  long value = 0;
+  for (const char c : chunk.substr(digits)) value = value * 10 + (c - '0');
+  if (value > most) throw refuse("has chunk " + chunk + ", too large");
+  s.chunk = value;
   return s;
 }
 
@@ -182,6 +215,63 @@ void release_section(std::byte* begin, std::size_t bytes) {
     throw Error(Errc::invalid_argument, std::string("unmapping section rdmx_shared: ") + std::strerror(errno));
 }
 
+// The end of the highest mapping below `limit` (the program's image below
+// section rdmx_shared): the DSM heap, which ends with the section, must start
+// above it. At least the kernel's lowest mappable address.
+std::uintptr_t highest_mapped_below(std::uintptr_t limit) {
+  std::uintptr_t highest = 1u << 16;  // vm.mmap_min_addr's usual value
+  if (std::FILE* f = std::fopen("/proc/sys/vm/mmap_min_addr", "r")) {
+    unsigned long long min = 0;
+    if (std::fscanf(f, "%llu", &min) == 1) highest = std::max<std::uintptr_t>(highest, min);
+    std::fclose(f);
+  }
+  if (std::FILE* f = std::fopen("/proc/self/maps", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      unsigned long long begin = 0, end = 0;
+      if (std::sscanf(line, "%llx-%llx", &begin, &end) == 2 && end <= limit)
+        highest = std::max<std::uintptr_t>(highest, end);
+      // A line longer than the buffer: skip its rest.
+      while (std::strchr(line, '\n') == nullptr && std::fgets(line, sizeof line, f) != nullptr) {
+      }
+    }
+    std::fclose(f);
+  }
+  return highest;
+}
+
+std::string size_text(std::size_t bytes) {
+  if (bytes % (std::size_t{1} << 20) == 0) return std::to_string(bytes >> 20) + "M";
+  if (bytes % (std::size_t{1} << 10) == 0) return std::to_string(bytes >> 10) + "K";
+  return std::to_string(bytes) + " bytes";
+}
+
+// A heap that ends with section rdmx_shared lies below it, above the
+// program's image: one larger than that room is refused here, before the
+// job starts and any process maps or fills it, naming the setting it came
+// from (RDMX_DSM_HEAP, else RDMX_OMP_STACK, which sizes the derived heap).
+// `rest`: the derived heap's bytes besides the stack.
+void check_heap_fits(std::uintptr_t section, std::uintptr_t section_end, std::size_t heap_bytes, std::size_t block,
+                     std::size_t rest) {
+  const std::uintptr_t low = round_up(highest_mapped_below(section), block);
+  const std::size_t room = section_end > low ? section_end - low : 0;
+  if (heap_bytes <= room) return;
+  char range[128];
+  std::snprintf(range, sizeof range, "0x%llx to 0x%llx", static_cast<unsigned long long>(low),
+                static_cast<unsigned long long>(section_end));
+  const std::string because =
+      " does not fit: with RDMX_SHARED variables the DSM heap ends with section rdmx_shared and starts above the "
+      "program's image, in " + std::string(range) + " (" + size_text(room) + "); ";
+  if (const auto heap = env::get("RDMX_DSM_HEAP"))
+    throw Error(Errc::invalid_argument, "RDMX_DSM_HEAP='" + *heap + "'" + because + "RDMX_DSM_HEAP accepts at most " +
+                                            size_text(room / block * block) + " here");
+  const std::string stack = env::get("RDMX_OMP_STACK").value_or("8M");
+  const std::size_t most = room > rest ? (room - rest) / block * block : 0;
+  throw Error(Errc::invalid_argument, "RDMX_OMP_STACK='" + stack + "' makes a DSM heap of " + size_text(heap_bytes) +
+                                          " (the stack, the shared variables and 32M for rdmx_shared_malloc), which" +
+                                          because + "RDMX_OMP_STACK accepts at most " + size_text(most) + " here");
+}
+
 // The DSM registers its home copies as one chunk of the heap's size (a
 // segment of its own when larger than the others): let the arena grow to
 // hold it beside the runtime's own chunks, unless the user set a maximum.
@@ -193,6 +283,10 @@ void size_arena(std::size_t heap_bytes) {
 }
 
 int run(int argc, char** argv) {
+  // Every setting is checked before anything is mapped or the job starts.
+  const LoopSpec runtime_schedule = schedule_from_env();
+  const auto slots = static_cast<std::uint32_t>(rdmx_omp_settings.number("RDMX_OMP_WORK_SHARES"));
+  const bool stats = rdmx_omp_settings.flag("RDMX_OMP_STATS");
   dsm::Config config = dsm::Config::from_env();
   // 16 KiB, not the DSM's page-sized default: the kernels rewrite whole
   // arrays between barriers, and a block 4 pages long takes a quarter of
@@ -210,8 +304,12 @@ int run(int argc, char** argv) {
     throw Error(Errc::out_of_memory, "RDMX_DSM_HEAP=" + std::to_string(config.heap_bytes) + " is too small: " +
                                          std::to_string(shared) + " bytes of RDMX_SHARED variables and " +
                                          std::to_string(own) + " for the master's stack (RDMX_OMP_STACK)");
-  if (config.mutexes < 3) throw Error(Errc::invalid_argument, "rdmx_omp needs RDMX_DSM_MUTEXES of at least 3");
+  if (config.mutexes < 3)
+    throw Error(Errc::invalid_argument, "RDMX_DSM_MUTEXES='" + std::to_string(config.mutexes) +
+                                            "': rdmx_omp needs at least 3 (atomics, critical, named criticals)");
   if (shared != 0) {
+    check_heap_fits(reinterpret_cast<std::uintptr_t>(section), reinterpret_cast<std::uintptr_t>(section) + shared,
+                    config.heap_bytes, block, block + shared + (32u << 20));
     // Its last block must not reach into the brk heap, which may start
     // where the section ends (cmake/rdmx_omp.cmake pads it to 64 KiB).
     if (reinterpret_cast<std::uintptr_t>(section) % block != 0 || section_bytes % block != 0)
@@ -235,11 +333,10 @@ int run(int argc, char** argv) {
   rt.heap = space.heap();
   rt.region = reinterpret_cast<Region*>(heap + stack);  // zeroed memory: no Region yet
   if (job.rank() == 0) new (rt.region) Region{};
-  rt.slots = static_cast<std::uint32_t>(rdmx_omp_settings.number("RDMX_OMP_WORK_SHARES"));
-  if (rt.slots == 0) throw Error(Errc::invalid_argument, "RDMX_OMP_WORK_SHARES must be at least 1");
+  rt.slots = slots;  // at least 1: the table's range
   rt.mutexes = config.mutexes;
   rt.max_threads.store(rt.total);
-  rt.runtime_schedule = schedule_from_env();
+  rt.runtime_schedule = runtime_schedule;
   RemoteLocator ring{};
   if (job.rank() == 0) {
     ring = allocate_remote(0, std::size_t{rt.slots} * 8);
@@ -265,7 +362,7 @@ int run(int argc, char** argv) {
   });
   const int status = rt.region->status;
   set_runtime(nullptr);
-  if (rdmx_omp_settings.flag("RDMX_OMP_STATS")) {
+  if (stats) {
     std::fflush(stdout);  // after the program's own output
     std::fprintf(stderr, "rdmx_omp: process %u: region joins %llu, team barriers %llu (all threads); dsm: %s\n",
                  job.rank(), static_cast<unsigned long long>(rt.joins.load()),

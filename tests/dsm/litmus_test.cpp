@@ -197,6 +197,29 @@ TEST(Litmus, BadRequestsAreClearErrors) {
   dsm::barrier();
 }
 
+// A thread locking a mutex it holds would wait for its own unlock for ever:
+// an error instead, and the mutex stays held (try_lock: false) until the
+// holder unlocks it, after which another process takes it as usual.
+TEST(Litmus, MutexLockedAgainByItsHolderIsAClearError) {
+  space();
+  dsm::Mutex m(rank());
+  m.lock();
+  try {
+    m.lock();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("already held by this thread"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(m.try_lock());
+  m.unlock();
+  dsm::barrier();
+  dsm::Mutex next((rank() + 1) % procs());
+  next.lock();
+  next.unlock();
+  dsm::barrier();
+}
+
 TEST(Litmus, MessagePassingThroughBarrier) {
   space();
   const std::size_t n = 4 * block() / sizeof(std::uint64_t);

@@ -14,6 +14,7 @@
 #include "../error_from.hpp"
 #include "array_scans.hpp"
 #include "hooked_device.hpp"
+#include "reply_size.hpp"
 #include "rdmx/fabric/quiet.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/far/array.hpp"
@@ -183,6 +184,14 @@ void offload(Path path) {
   EXPECT_EQ(a.reduce_remote(Sum<std::uint64_t>{}), n * (n - 1) / 2 + 5 * n);
 }
 
+// A server's reply of another size than expected (an empty one included)
+// is refused, as the in-process device refuses it (FarUnit's twin).
+void offload_reply_size(Path path) {
+  Manager manager(Job::current(), small(path));
+  if (serves(manager)) return;
+  far_test::expect_reply_sizes_checked(manager.device());
+}
+
 // far::Vector across processes: every offloaded operation equals the same
 // one run here, on random data several times the budget (160 KiB of rows and
 // two 80 KiB index vectors against a 64 KiB cache: enough to evict, small
@@ -302,6 +311,8 @@ TEST(FarJob, HashTableOneSided) { hash_table(Path::one_sided); }
 TEST(FarJob, HashTableTwoSided) { hash_table(Path::two_sided); }
 TEST(FarJob, OffloadOneSided) { offload(Path::one_sided); }
 TEST(FarJob, OffloadTwoSided) { offload(Path::two_sided); }
+TEST(FarJob, OffloadReplySizeOneSided) { offload_reply_size(Path::one_sided); }
+TEST(FarJob, OffloadReplySizeTwoSided) { offload_reply_size(Path::two_sided); }
 TEST(FarJob, ThreadsOneSided) { threaded_operations(Path::one_sided); }
 TEST(FarJob, ThreadsTwoSided) { threaded_operations(Path::two_sided); }
 

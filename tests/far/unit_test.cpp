@@ -7,6 +7,7 @@
 
 #include "../error_from.hpp"
 #include "hooked_device.hpp"
+#include "reply_size.hpp"
 #include "rdmx/far/array.hpp"
 #include "rdmx/far/offload.hpp"
 #include "rdmx/far/pointer.hpp"
@@ -657,6 +658,11 @@ TEST(FarUnit, OffloadErrorsAreClear) {
   EXPECT_EQ(error_of([&] { request(with(Header{Sum<double>{}, 1, 64}, {{0, 9, 0}})); }), Errc::protocol);     // items overrun
   EXPECT_EQ(error_of([&] { request(with(Header{Sum<double>{}, 1, 64}, {{4 << 20, 8, 0}})); }), Errc::invalid_argument);  // outside
   EXPECT_EQ(request(with(Header{Sum<double>{}, 0, 64}, {})), 0.0);  // nothing to fold
+}
+
+TEST(FarUnit, OffloadReplyOfAnotherSizeIsRefused) {
+  Manager manager(make_local_device(1, 4 << 20), small_cache());
+  far_test::expect_reply_sizes_checked(manager.device());
 }
 
 TEST(FarUnit, OffloadedUpdatesReachEveryCopy) {

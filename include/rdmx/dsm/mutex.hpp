@@ -2,7 +2,8 @@
 // lock word taken by remote compare-and-swap. lock() is an acquire (the
 // previous holder's writes and everything it had acquired become visible),
 // unlock() a release. If the holding process dies, lock() throws
-// Errc::peer_failed instead of waiting for ever.
+// Errc::peer_failed instead of waiting for ever. Not recursive: a thread
+// locking a mutex it holds gets Errc::invalid_argument (try_lock: false).
 #pragma once
 #include <cstddef>
 #include <cstdint>
