@@ -11,15 +11,21 @@
 namespace rdmx::dsm {
 
 void* Engine::allocate(std::size_t bytes, std::size_t alignment) {
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > config_.block_bytes)
-    throw Error(Errc::invalid_argument, "dsm::allocate: alignment " + std::to_string(alignment) +
-                                            " is not a power of two up to the block size " +
-                                            std::to_string(config_.block_bytes));
+  // Every process gathers every request before it checks any, so that a
+  // bad request on one process fails the allocation on all of them, and
+  // the next collective starts in step everywhere.
   struct Request {
     std::uint64_t bytes, alignment;
   };
   const Request mine{bytes, alignment};
   const auto all = job_.allgather(mine);
+  for (std::uint32_t p = 0; p < processes_; ++p) {
+    const std::uint64_t a = all[p].alignment;
+    if (a == 0 || (a & (a - 1)) != 0 || a > config_.block_bytes)
+      throw Error(Errc::invalid_argument, "dsm::allocate: process " + std::to_string(p) + " asked for alignment " +
+                                              std::to_string(a) + ", not a power of two up to the block size " +
+                                              std::to_string(config_.block_bytes));
+  }
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (all[p].bytes != bytes || all[p].alignment != alignment)
       throw Error(Errc::invalid_argument, "dsm::allocate is collective: process " + std::to_string(p) + " asked for " +

@@ -104,6 +104,10 @@ void await_collective(const Ticket& ticket, std::span<std::byte> result, const c
     for (std::uint32_t p = 0; p < rt.size(); ++p)
       if (rt.process_failed(p))
         throw Error(Errc::peer_failed, std::string(what) + ": process " + std::to_string(p) + " has failed");
+    if (const std::int64_t p = rt.job_collectives().left_before(ticket.epoch, true); p >= 0)
+      throw Error(Errc::shut_down, std::string(what) + " (collective " + std::to_string(ticket.epoch) + " of the worker threads): process " +
+                                       std::to_string(p) + " has left the job (its rdmx::Job was destroyed) without entering it: "
+                                       "every worker thread must call the same collectives in the same order");
     backoff(progress() != 0);
   }
 }

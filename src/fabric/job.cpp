@@ -161,13 +161,7 @@ void Job::run(const std::function<void(ThreadId)>& fn) {
 void Job::barrier() { impl_->runtime.barrier(); }
 
 std::vector<std::vector<std::byte>> Job::allgather(std::span<const std::byte> mine) {
-  // Serve calls while the launcher gathers: a peer may be waiting on us.
-  auto& rt = impl_->runtime;
-  return rt.bootstrap().allgather(mine, [&rt] {
-    progress();
-    rt.serve_idle_workers();
-    return rt.any_process_failed();
-  });
+  return impl_->runtime.allgather(mine);
 }
 
 transfer::Context& Job::context() { return impl_->runtime.context(); }

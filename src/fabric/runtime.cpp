@@ -287,6 +287,7 @@ void Runtime::start() {
     rdmx::log(LogLevel::info, "%s; settings given: %s\n", describe().c_str(),
               given_settings_.empty() ? "none" : given_settings_.c_str());
   collectives_ = std::make_unique<detail::Collectives>(threads_);
+  job_collectives_ = std::make_unique<detail::JobCollectives>(size_);
   current_ = this;
   // Only once the Job is published: service calls use Job::current().
   service_thread_ = std::thread([this] { service_loop(); });
@@ -394,26 +395,10 @@ void Runtime::unbind_current_thread() {
   ctx->driver.unlock();
 }
 
-void Runtime::barrier() {
-  // Built from calls rather than the launcher's fence so that waiting keeps
-  // serving calls: a peer blocked on a call to us must not deadlock. Process
-  // 0's service thread counts arrivals and releases everyone.
-  const std::uint64_t epoch = ++barrier_epoch_;
-  call(ThreadId{0, service_thread}, [epoch] {
-    auto& r = Runtime::current();
-    if (r.barrier_arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == epoch * r.size())
-      for (std::uint32_t p = 0; p < r.size(); ++p)
-        call(ThreadId{p, service_thread}, [epoch] {
-          Runtime::current().barrier_released_.store(epoch, std::memory_order_release);
-        });
-  });
-  Backoff backoff;
-  while (barrier_released_.load(std::memory_order_acquire) < epoch) {
-    for (std::uint32_t p = 0; p < size(); ++p)
-      if (process_failed(p)) throw Error(Errc::peer_failed, "barrier: process " + std::to_string(p) + " has failed");
-    // Peers may be waiting on this process's other threads, which have left Job::run.
-    backoff(progress() + serve_idle_workers() != 0);
-  }
+void Runtime::barrier() { job_collectives_->enter(*this, detail::JobCollectives::Kind::barrier, {}); }
+
+std::vector<std::vector<std::byte>> Runtime::allgather(std::span<const std::byte> mine) {
+  return job_collectives_->enter(*this, detail::JobCollectives::Kind::allgather, mine);
 }
 
 }  // namespace rdmx::fabric

@@ -27,6 +27,7 @@
 #include "rdmx/memory/arena.hpp"
 #include "rdmx/transfer/context.hpp"
 #include "rdmx/transfer/remote_locator.hpp"
+#include "job_collectives.hpp"
 #include "pending_replies.hpp"
 #include "thread_context.hpp"
 #include "wire.hpp"
@@ -93,6 +94,7 @@ class Runtime {
   std::size_t max_closure() const noexcept { return max_closure_; }
   PendingReplies& pending() { return pending_; }
   detail::Collectives& collectives() { return *collectives_; }
+  detail::JobCollectives& job_collectives() { return *job_collectives_; }
   void report_dropped(const CallHeader& header, const std::string& why);
 
   Bootstrap& bootstrap() { return *bootstrap_; }
@@ -129,9 +131,9 @@ class Runtime {
   std::string describe() const;
   bool oversubscribed() const noexcept { return oversubscribed_; }
   std::uint32_t spare_cores() const noexcept { return spare_cores_; }
-  // Job::barrier: every process arrives, served by calls, so that waiting
-  // keeps serving calls.
+  // Job::barrier and Job::allgather (job_collectives.hpp).
   void barrier();
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine);
 
   // Take (give back) a worker context for the calling thread.
   void bind_current_thread(std::uint32_t slot);
@@ -155,6 +157,8 @@ class Runtime {
   // Teardown: rounds of flush, fence, drain until no process ran anything;
   // false when a process failed on the way.
   bool quiesce();
+  // Tells every peer that this process leaves, and after how many collectives.
+  void tell_leaving();
   // The same rounds among the live processes once one has failed: the
   // launcher's fence would wait for the dead, so the survivors tell each
   // other's service threads (survivor_note) where they are.
@@ -186,10 +190,6 @@ class Runtime {
   std::string pin_reason_;
   bool oversubscribed_ = false;  // more worker threads on this machine than cores
   std::uint32_t spare_cores_ = 0;  // cores beyond them
-  // Job::barrier's bookkeeping: arrivals counted by process 0's service thread.
-  std::uint64_t barrier_epoch_ = 0;
-  std::atomic<std::uint64_t> barrier_arrived_{0};
-  std::atomic<std::uint64_t> barrier_released_{0};
   std::unique_ptr<std::atomic<std::uint64_t>[]> survivor_flushed_, survivor_voted_;  // [process]: round * 2 + busy
   std::vector<std::uint32_t> pids_;
   std::unique_ptr<Bootstrap> bootstrap_;
@@ -207,6 +207,7 @@ class Runtime {
   std::string given_settings_;  // "RDMX_X=v, RDMX_THREADS=2 (--rdmx-threads)": for RDMX_LOG=info
   PendingReplies pending_;
   std::unique_ptr<detail::Collectives> collectives_;
+  std::unique_ptr<detail::JobCollectives> job_collectives_;
   static Runtime* current_;
   mutable std::mutex arenas_mutex_;
   std::map<int, std::unique_ptr<memory::Arena>> arenas_;

@@ -255,10 +255,31 @@ bool Runtime::quiesce_survivors() {
   return false;
 }
 
+void Runtime::tell_leaving() {
+  // A peer waiting in a collective this process never entered would wait
+  // for ever (the launcher's fence in quiesce() is no collective of its):
+  // tell every peer how many of each kind this process entered, so that
+  // such a wait fails at once, naming this process.
+  const std::uint32_t me = rank_;
+  const std::uint64_t entered = job_collectives_->entered();
+  std::uint64_t worker_entered = detail::not_left;
+  for (std::uint32_t t = 0; t < threads_; ++t) worker_entered = std::min(worker_entered, collectives_->epoch_of(t));
+  for (std::uint32_t p = 0; p < size_; ++p) {
+    if (p == rank_ || process_failed(p)) continue;
+    try {
+      call(ThreadId{p, service_thread}, [me, entered, worker_entered] {
+        Runtime::current().job_collectives().note_left(me, entered, worker_entered);
+      });
+    } catch (const Error&) {  // it failed just now: nothing waits there
+    }
+  }
+}
+
 void Runtime::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   stop_helpers();
+  tell_leaving();
   const bool clean = quiesce();
   // Nothing is in flight any more. Peers now close their endpoints, which
   // is not a failure; and none closes before all have got here, else one

@@ -197,6 +197,26 @@ TEST(Litmus, BadRequestsAreClearErrors) {
   dsm::barrier();
 }
 
+// A bad request on one process only fails the allocation on every process,
+// naming that process, and the next allocation, the same on all, starts in
+// step and gives every process the same address.
+TEST(Litmus, ABadRequestOnOneProcessFailsOnAll) {
+  space();
+  const std::size_t alignment = rank() == procs() - 1 ? 3 : 8;
+  try {
+    dsm::allocate(64, alignment);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    const std::string named = "process " + std::to_string(procs() - 1) + " asked for alignment 3";
+    EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+  }
+  auto* p = static_cast<std::uint64_t*>(dsm::allocate(64, 8));
+  const auto where = job().allgather(reinterpret_cast<std::uintptr_t>(p));
+  for (const auto w : where) EXPECT_EQ(w, where[0]);
+  dsm::barrier();
+}
+
 // A thread locking a mutex it holds would wait for its own unlock for ever:
 // an error instead, and the mutex stays held (try_lock: false) until the
 // holder unlocks it, after which another process takes it as usual.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rdmx/fabric/call.hpp"
+#include "rdmx/fabric/collective.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "rdmx/action/action.hpp"
@@ -129,6 +130,65 @@ void thread_throws(Job& job) {
   });
 }
 
+// The last process leaves the job (~Job) at once while the others enter a
+// collective it never enters: theirs fail with Errc::shut_down naming it,
+// in bounded time, instead of waiting for ever; then all leave together.
+// `which`: barrier, allgather (Job's), or worker (rdmx::barrier in Job::run).
+void peer_leaves(Job& job, const std::string& which) {
+  const std::uint32_t leaver = job.size() - 1;
+  if (job.rank() == leaver) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string error;
+  auto expect_left = [&](const Error& e) {
+    if (e.code() != Errc::shut_down) fail(std::string("the wait failed otherwise: ") + e.what());
+    const std::string named = "process " + std::to_string(leaver) + " has left the job";
+    if (std::string(e.what()).find(named) == std::string::npos) fail(std::string("the error does not say '") + named + "': " + e.what());
+    error = e.what();
+  };
+  try {
+    if (which == "barrier") {
+      job.barrier();
+    } else if (which == "allgather") {
+      (void)job.allgather(job.rank());
+    } else if (which == "worker") {
+      job.run([&](ThreadId) {
+        try {
+          rdmx::barrier();
+        } catch (const Error& e) {
+          expect_left(e);
+        }
+      });
+      if (error.empty()) fail("rdmx::barrier completed without process " + std::to_string(leaver));
+    } else {
+      fail("unknown collective '" + which + "'");
+    }
+    if (which != "worker") fail(which + " completed without process " + std::to_string(leaver));
+  } catch (const Error& e) {
+    expect_left(e);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("process %u: %s failed after %.2f s: %s\n", job.rank(), which.c_str(), s, error.c_str());
+}
+
+// Process 0 enters Job::barrier while the others enter Job::allgather: every
+// process gets Errc::invalid_argument, and the next collective, the same on
+// all, starts in step and completes.
+void mismatched(Job& job) {
+  try {
+    if (job.rank() == 0)
+      job.barrier();
+    else
+      (void)job.allgather(job.rank());
+    fail("mismatched collectives completed");
+  } catch (const Error& e) {
+    if (e.code() != Errc::invalid_argument) fail(std::string("mismatched collectives failed otherwise: ") + e.what());
+  }
+  const auto ranks = job.allgather(job.rank());
+  for (std::uint32_t p = 0; p < job.size(); ++p)
+    if (ranks[p] != p) fail("the allgather after the mismatch put " + std::to_string(ranks[p]) + " at " + std::to_string(p));
+  job.barrier();
+}
+
 // Every process records its pid in directory argv[2] and spins in a poll
 // loop for ever; tests/teardown/orphan.sh kills the launcher and checks that
 // every process ends by itself.
@@ -158,6 +218,10 @@ int main(int argc, char** argv) {
       expected = threads_leave(job, 1);
     } else if (scenario == "thread_throws") {
       thread_throws(job);
+    } else if (scenario.rfind("peer_leaves:", 0) == 0) {
+      peer_leaves(job, scenario.substr(std::strlen("peer_leaves:")));
+    } else if (scenario == "mismatched") {
+      mismatched(job);
     } else if (scenario == "spin") {
       spin(argc > 2 ? argv[2] : ".");
     } else {

@@ -3,7 +3,8 @@
 // order, and each returns once all have contributed. Waiting serves the
 // calls addressed to the waiting thread, so a peer blocked on one of them
 // cannot deadlock the collective; a failed process makes it throw
-// Errc::peer_failed.
+// Errc::peer_failed, a process that left the job (~Job) without entering it
+// Errc::shut_down.
 //
 //   job.run([&](rdmx::ThreadId me) {
 //     ... calls ...

@@ -124,10 +124,13 @@ class Job {
   // order. An exception that escapes fn: JobOptions::on_thread_exception.
   void run(const std::function<void(ThreadId)>& fn);
 
-  // Rare collectives among processes, called by one thread per process.
-  // Both keep serving calls while they wait, so a peer blocked on a call to
-  // this thread cannot deadlock them; both throw Errc::peer_failed when a
-  // process of the job has died.
+  // Rare collectives among processes, called by one thread per process,
+  // the same ones in the same order on every process. Both keep serving
+  // calls while they wait, so a peer blocked on a call to this thread cannot
+  // deadlock them. They throw Errc::peer_failed when a process of the job
+  // has died, Errc::shut_down when one has left the job (~Job) without
+  // entering this collective, and Errc::invalid_argument on every process
+  // when one called the other kind.
   void barrier();
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine);
   // Every process's `mine`, indexed by rank.

@@ -1,0 +1,152 @@
+// Job::barrier and Job::allgather (job_collectives.hpp): contributions go
+// to process 0's service thread, which releases every process with all of
+// them once the last has arrived.
+#include "job_collectives.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "rdmx/core/backoff.hpp"
+#include "rdmx/core/error.hpp"
+#include "rdmx/fabric/call.hpp"
+#include "runtime.hpp"
+
+namespace rdmx::fabric::detail {
+namespace {
+
+const char* name_of(JobCollectives::Kind kind) { return kind == JobCollectives::Kind::barrier ? "barrier" : "allgather"; }
+
+// The release of one collective on one process, as a service call; the
+// blob travels as the call's buffer.
+struct Release {
+  std::uint64_t epoch;
+  bool mismatch;
+  void operator()(std::span<std::byte> blob) const { Runtime::current().job_collectives().release(epoch, mismatch, blob); }
+};
+
+// A contribution, run by the root's service thread.
+struct Arrival {
+  std::uint64_t epoch;
+  std::uint32_t from;
+  JobCollectives::Kind kind;
+  void operator()(std::span<std::byte> bytes) const {
+    Runtime& rt = Runtime::current();
+    rt.job_collectives().arrive(rt, epoch, from, kind, bytes);
+  }
+};
+
+}  // namespace
+
+JobCollectives::JobCollectives(std::uint32_t processes)
+    : processes_(processes),
+      left_(std::make_unique<std::atomic<std::uint64_t>[]>(processes)),
+      worker_left_(std::make_unique<std::atomic<std::uint64_t>[]>(processes)) {
+  for (std::uint32_t p = 0; p < processes; ++p) {
+    left_[p].store(not_left, std::memory_order_relaxed);
+    worker_left_[p].store(not_left, std::memory_order_relaxed);
+  }
+}
+
+std::vector<std::vector<std::byte>> JobCollectives::enter(Runtime& rt, Kind kind, std::span<const std::byte> mine) {
+  const std::uint64_t epoch = ++entered_;
+  const std::string what = std::string(name_of(kind)) + " (collective " + std::to_string(epoch) + " of the job)";
+  if (processes_ == 1) return {std::vector<std::byte>(mine.begin(), mine.end())};
+  auto check_peers = [&] {
+    if (const std::int64_t p = left_before(epoch, false); p >= 0)
+      throw Error(Errc::shut_down, what + ": process " + std::to_string(p) + " has left the job (its rdmx::Job was destroyed) after " +
+                                       std::to_string(left_[p].load(std::memory_order_acquire)) +
+                                       " collectives, without entering this one: every process must call the same "
+                                       "collectives in the same order");
+    for (std::uint32_t p = 0; p < processes_; ++p)
+      if (rt.process_failed(p)) throw Error(Errc::peer_failed, what + ": process " + std::to_string(p) + " has failed");
+  };
+  check_peers();
+  call_buffer(ThreadId{0, service_thread}, Arrival{epoch, rt.rank(), kind}, mine);
+  Backoff backoff;
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = released_.find(epoch); it != released_.end()) {
+        const Released r = std::move(it->second);
+        released_.erase(it);
+        if (r.mismatch)
+          throw Error(Errc::invalid_argument, what + " met another collective on another process: every process must "
+                                                     "call the same collectives (Job::barrier, Job::allgather) in the same order");
+        std::vector<std::vector<std::byte>> all(processes_);
+        std::size_t at = 0;
+        for (auto& part : all) {
+          std::uint64_t size = 0;
+          std::memcpy(&size, r.blob.data() + at, sizeof size);
+          at += sizeof size;
+          part.assign(r.blob.begin() + static_cast<std::ptrdiff_t>(at), r.blob.begin() + static_cast<std::ptrdiff_t>(at + size));
+          at += size;
+        }
+        return all;
+      }
+    }
+    check_peers();
+    // Peers may be waiting on this process's other threads, which have left Job::run.
+    backoff(progress() + rt.serve_idle_workers() != 0);
+  }
+}
+
+void JobCollectives::arrive(Runtime& rt, std::uint64_t epoch, std::uint32_t from, Kind kind,
+                            std::span<const std::byte> bytes) {
+  if (rt.rank() != 0 || from >= processes_)
+    throw Error(Errc::protocol, "a job collective's contribution from process " + std::to_string(from) +
+                                    " reached process " + std::to_string(rt.rank()));
+  Open done;
+  {
+    std::lock_guard lock(mutex_);
+    Open& open = open_[epoch];
+    if (open.arrived == 0) {
+      open.kind = kind;
+      open.parts.resize(processes_);
+    } else if (open.kind != kind) {
+      open.mismatch = true;
+    }
+    open.parts[from].assign(bytes.begin(), bytes.end());
+    if (++open.arrived < processes_) return;
+    done = std::move(open);
+    open_.erase(epoch);
+  }
+  // Released outside the lock: sending may run calls that take it.
+  std::vector<std::byte> blob;
+  if (!done.mismatch) {
+    for (const auto& part : done.parts) {
+      const std::uint64_t size = part.size();
+      const auto* s = reinterpret_cast<const std::byte*>(&size);
+      blob.insert(blob.end(), s, s + sizeof size);
+      blob.insert(blob.end(), part.begin(), part.end());
+    }
+  }
+  for (std::uint32_t p = 0; p < processes_; ++p) {
+    if (rt.process_failed(p)) continue;
+    try {
+      call_buffer(ThreadId{p, service_thread}, Release{epoch, done.mismatch}, blob);
+    } catch (const Error&) {  // it failed or left meanwhile: its peers learn that on their own
+    }
+  }
+}
+
+void JobCollectives::release(std::uint64_t epoch, bool mismatch, std::span<const std::byte> blob) {
+  std::lock_guard lock(mutex_);
+  Released& r = released_[epoch];
+  r.mismatch = mismatch;
+  r.blob.assign(blob.begin(), blob.end());
+}
+
+void JobCollectives::note_left(std::uint32_t process, std::uint64_t entered, std::uint64_t worker_entered) {
+  if (process >= processes_) return;
+  left_[process].store(entered, std::memory_order_release);
+  worker_left_[process].store(worker_entered, std::memory_order_release);
+}
+
+std::int64_t JobCollectives::left_before(std::uint64_t epoch, bool worker) const noexcept {
+  const auto& left = worker ? worker_left_ : left_;
+  for (std::uint32_t p = 0; p < processes_; ++p)
+    if (left[p].load(std::memory_order_acquire) < epoch) return p;
+  return -1;
+}
+
+}  // namespace rdmx::fabric::detail
