@@ -11,7 +11,9 @@
 // --knowledge LIST (as rdmx-hex's; default none, the seed's plain search)
 // measures the same with Hex's playout knowledge and RAVE or priors, alone
 // or together; every line says which, and the playouts per second.
-// scripts/bench mcts runs it for each layout it lists.
+// --variants LIST runs only those of sequential, tree/trad, tree/ovfl, root
+// and leaf (without sequential, speedups read 0): one variant alone under
+// a profiler. scripts/bench mcts runs it for each layout it lists.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -42,6 +44,12 @@ struct Config {
   std::uint32_t playouts = 0;  // 0: what the knowledge chooses
   std::uint32_t virtual_loss = SearchOptions{}.virtual_loss;
   HexKnowledge knowledge;
+  std::string variants;  // comma-separated names to run; empty: all
+  bool runs(const char* name) const {
+    if (variants.empty()) return true;
+    const std::string list = "," + variants + ",";
+    return list.find("," + std::string(name) + ",") != std::string::npos;
+  }
 };
 
 Config parse(int argc, char** argv) {
@@ -75,6 +83,8 @@ Config parse(int argc, char** argv) {
       c.knowledge = HexKnowledge::parse(next());
     } else if (a == "--playouts") {
       c.playouts = static_cast<std::uint32_t>(std::stoul(next()));
+    } else if (a == "--variants") {
+      c.variants = next();
     } else if (a == "--virtual-loss") {
       c.virtual_loss = static_cast<std::uint32_t>(std::stoul(next()));
     } else {
@@ -162,6 +172,7 @@ int main(int argc, char** argv) {
         engine.options().parallelism = Parallelism::tree;
         engine.search(empty, Budget{0, std::min(0.5, cfg.seconds)});
         for (const Variant& v : variants) {
+          if (!cfg.runs(v.name)) continue;
           engine.options().parallelism = v.parallelism;
           engine.options().aggregation = v.aggregation;
           const double cpu0 = job_cpu_seconds();
@@ -178,7 +189,7 @@ int main(int argc, char** argv) {
               .field("max_depth", r.max_depth)
               .field("mean_depth", r.mean_depth)
               .field("steps_per_s", r.steps_per_second())
-              .field("speedup_vs_sequential", r.rollouts_per_second() / sequential)
+              .field("speedup_vs_sequential", sequential > 0 ? r.rollouts_per_second() / sequential : 0.0)
               .field("rollouts", r.rollouts)
               .field("seconds", r.seconds)
               .field("deferred", r.deferred)
