@@ -10,7 +10,8 @@
 // whole job (every process, every thread, idle polling included).
 // --knowledge LIST (as rdmx-hex's; default none, the seed's plain search)
 // measures the same with Hex's playout knowledge and RAVE or priors, alone
-// or together; every line says which, and the playouts per second.
+// or together; every line says which, and the playouts per second
+// (--amaf-batch B: SearchOptions::amaf_batch, 1 for none).
 // --variants LIST runs only those of sequential, tree/trad, tree/ovfl, root
 // and leaf (without sequential, speedups read 0): one variant alone under
 // a profiler. scripts/bench mcts runs it for each layout it lists.
@@ -43,6 +44,7 @@ struct Config {
   std::uint32_t inflight_floor = SearchOptions{}.inflight_floor;
   std::uint32_t playouts = 0;  // 0: what the knowledge chooses
   std::uint32_t virtual_loss = SearchOptions{}.virtual_loss;
+  std::uint32_t amaf_batch = SearchOptions{}.amaf_batch;
   HexKnowledge knowledge;
   std::string variants;  // comma-separated names to run; empty: all
   bool runs(const char* name) const {
@@ -87,6 +89,8 @@ Config parse(int argc, char** argv) {
       c.variants = next();
     } else if (a == "--virtual-loss") {
       c.virtual_loss = static_cast<std::uint32_t>(std::stoul(next()));
+    } else if (a == "--amaf-batch") {
+      c.amaf_batch = static_cast<std::uint32_t>(std::stoul(next()));
     } else {
       throw std::invalid_argument("unknown option " + a);
     }
@@ -146,11 +150,13 @@ int main(int argc, char** argv) {
     options.inflight_floor = cfg.inflight_floor;
     options.playouts = cfg.playouts;
     options.virtual_loss = cfg.virtual_loss;
+    options.amaf_batch = cfg.amaf_batch;
     cfg.knowledge.apply(options, {.playouts = cfg.playouts != 0});
     common.field("rollouts_in_flight", options.rollouts_in_flight(job.total_threads()))
         .field("knowledge", cfg.knowledge.to_string())
         .field("playouts_per_rollout", options.playouts)
-        .field("virtual_loss", options.virtual_loss);
+        .field("virtual_loss", options.virtual_loss)
+        .field("amaf_batch", options.amaf_batch);
     Engine<Hex> engine(options);
     job.run([&](ThreadId me) {
       engine.run(me, [&] {
