@@ -11,7 +11,8 @@
 // --knowledge LIST (as rdmx-hex's; default none, the seed's plain search)
 // measures the same with Hex's playout knowledge and RAVE or priors, alone
 // or together; every line says which, and the playouts per second
-// (--amaf-batch B: SearchOptions::amaf_batch, 1 for none).
+// (--amaf-batch B: SearchOptions::amaf_batch, 1 for none; --spread-leaves:
+// SearchOptions::spread_leaves, the seed's leaf placement).
 // --variants LIST runs only those of sequential, tree/trad, tree/ovfl, root
 // and leaf (without sequential, speedups read 0): one variant alone under
 // a profiler. scripts/bench mcts runs it for each layout it lists.
@@ -45,6 +46,7 @@ struct Config {
   std::uint32_t playouts = 0;  // 0: what the knowledge chooses
   std::uint32_t virtual_loss = SearchOptions{}.virtual_loss;
   std::uint32_t amaf_batch = SearchOptions{}.amaf_batch;
+  bool spread_leaves = false;
   HexKnowledge knowledge;
   std::string variants;  // comma-separated names to run; empty: all
   bool runs(const char* name) const {
@@ -89,6 +91,8 @@ Config parse(int argc, char** argv) {
       c.variants = next();
     } else if (a == "--virtual-loss") {
       c.virtual_loss = static_cast<std::uint32_t>(std::stoul(next()));
+    } else if (a == "--spread-leaves") {
+      c.spread_leaves = true;
     } else if (a == "--amaf-batch") {
       c.amaf_batch = static_cast<std::uint32_t>(std::stoul(next()));
     } else {
@@ -151,12 +155,14 @@ int main(int argc, char** argv) {
     options.playouts = cfg.playouts;
     options.virtual_loss = cfg.virtual_loss;
     options.amaf_batch = cfg.amaf_batch;
+    options.spread_leaves = cfg.spread_leaves;
     cfg.knowledge.apply(options, {.playouts = cfg.playouts != 0});
     common.field("rollouts_in_flight", options.rollouts_in_flight(job.total_threads()))
         .field("knowledge", cfg.knowledge.to_string())
         .field("playouts_per_rollout", options.playouts)
         .field("virtual_loss", options.virtual_loss)
-        .field("amaf_batch", options.amaf_batch);
+        .field("amaf_batch", options.amaf_batch)
+        .field("spread_leaves", options.spread_leaves);
     Engine<Hex> engine(options);
     job.run([&](ThreadId me) {
       engine.run(me, [&] {

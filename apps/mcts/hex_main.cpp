@@ -52,6 +52,8 @@ constexpr const char* usage = R"(usage: rdmx-hex [options]      (run it through 
   --inflight-floor F          but at least F in the whole job (default 16)
   --phase N                   rollouts per phase per thread (default 4096)
   --hash-owner                place a child on the thread its Zobrist hash names
+  --spread-leaves             simulate a new leaf on a random thread of its process, not on
+                                the thread that made it
   --local-calls               use calls between threads of one process too
   --seed N                    random seed (default 1)
   --quiet                     no progress lines
@@ -127,6 +129,8 @@ Args parse(int argc, char** argv) {
       a.search.first_play = number(i);
     } else if (o == "--virtual-loss") {
       a.search.virtual_loss = static_cast<std::uint32_t>(number(i));
+    } else if (o == "--spread-leaves") {
+      a.search.spread_leaves = true;
     } else if (o == "--amaf-batch") {
       a.search.amaf_batch = static_cast<std::uint32_t>(number(i));
     } else if (o == "--final") {

@@ -79,6 +79,12 @@ struct SearchOptions {
   }
   bool hash_owner = false;             // tree: child owner from the Zobrist hash, not at random
   bool local_calls = false;            // tree: calls to other threads of the same process too
+  // tree: hand each new leaf to a random thread of its process to simulate
+  // (the seed's, after Seriema), not to the thread that created it. Off:
+  // the leaf, and the nodes its backpropagation adds to first, are in that
+  // thread's cache, and a thread that is off its core holds up only the
+  // rollouts it started (docs/mcts.md, "Leaf evaluation").
+  bool spread_leaves = false;
   Aggregation aggregation = Aggregation::trad;
   std::uint64_t seed = 1;
   // Rollouts' worth of losses a rollout in flight counts for in selection
@@ -563,8 +569,10 @@ void Engine<G>::create(NodeRef<G> parent, std::uint16_t slot, const G& state, Th
     Counts none;
     return backprop(parent, slot, state.winner() == 0 ? options_.playouts : 0, node->ref(), options_.rave ? &none : nullptr);
   }
-  // Leaf evaluation by any thread of this process (Seriema: wait-free queues).
-  queues_[w.rng.below(static_cast<std::uint32_t>(queues_.size()))].push(node);
+  // Leaf evaluation by this thread, or with spread_leaves by any thread of
+  // this process (Seriema: wait-free queues).
+  const std::uint32_t t = options_.spread_leaves ? w.rng.below(static_cast<std::uint32_t>(queues_.size())) : w.me.thread;
+  queues_[t].push(node);
 }
 
 template <Game G>
