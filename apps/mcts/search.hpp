@@ -6,9 +6,10 @@
 // (or from the child's Zobrist hash). A rollout is a chain of calls:
 //  - selection runs at each node's owner and continues with a call to the
 //    chosen child's owner, counting a virtual loss on the way down;
-//  - expansion sends the child's state in a call_buffer to its owner, which
-//    creates the node and hands it to a random thread of its process through
-//    a wait-free SimulationQueue;
+//  - expansion sends the child's state in a call_buffer to its owner (or,
+//    inside the owner's process, creates it directly), and the thread that
+//    creates the node queues it for its own simulation in a wait-free
+//    SimulationQueue (SearchOptions::spread_leaves: a random thread's);
 //  - that thread runs the playouts and backpropagates with calls up the
 //    parent chain; the first backpropagation into a parent also tells it where
 //    the new child lives, and resumes the selections deferred while the child
