@@ -10,8 +10,12 @@
 // whole job (every process, every thread, idle polling included).
 // --knowledge LIST (as rdmx-hex's; default none, the seed's plain search)
 // measures the same with Hex's playout knowledge and RAVE or priors, alone
-// or together; every line says which, and the playouts per second.
-// scripts/bench mcts runs it for each layout it lists.
+// or together; every line says which, and the playouts per second
+// (--amaf-batch B: SearchOptions::amaf_batch, 1 for none; --spread-leaves:
+// SearchOptions::spread_leaves, the seed's leaf placement).
+// --variants LIST runs only those of sequential, tree/trad, tree/ovfl, root
+// and leaf (without sequential, speedups read 0): one variant alone under
+// a profiler. scripts/bench mcts runs it for each layout it lists.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -41,7 +45,15 @@ struct Config {
   std::uint32_t inflight_floor = SearchOptions{}.inflight_floor;
   std::uint32_t playouts = 0;  // 0: what the knowledge chooses
   std::uint32_t virtual_loss = SearchOptions{}.virtual_loss;
+  std::uint32_t amaf_batch = SearchOptions{}.amaf_batch;
+  bool spread_leaves = false;
   HexKnowledge knowledge;
+  std::string variants;  // comma-separated names to run; empty: all
+  bool runs(const char* name) const {
+    if (variants.empty()) return true;
+    const std::string list = "," + variants + ",";
+    return list.find("," + std::string(name) + ",") != std::string::npos;
+  }
 };
 
 Config parse(int argc, char** argv) {
@@ -75,8 +87,14 @@ Config parse(int argc, char** argv) {
       c.knowledge = HexKnowledge::parse(next());
     } else if (a == "--playouts") {
       c.playouts = static_cast<std::uint32_t>(std::stoul(next()));
+    } else if (a == "--variants") {
+      c.variants = next();
     } else if (a == "--virtual-loss") {
       c.virtual_loss = static_cast<std::uint32_t>(std::stoul(next()));
+    } else if (a == "--spread-leaves") {
+      c.spread_leaves = true;
+    } else if (a == "--amaf-batch") {
+      c.amaf_batch = static_cast<std::uint32_t>(std::stoul(next()));
     } else {
       throw std::invalid_argument("unknown option " + a);
     }
@@ -136,11 +154,15 @@ int main(int argc, char** argv) {
     options.inflight_floor = cfg.inflight_floor;
     options.playouts = cfg.playouts;
     options.virtual_loss = cfg.virtual_loss;
+    options.amaf_batch = cfg.amaf_batch;
+    options.spread_leaves = cfg.spread_leaves;
     cfg.knowledge.apply(options, {.playouts = cfg.playouts != 0});
     common.field("rollouts_in_flight", options.rollouts_in_flight(job.total_threads()))
         .field("knowledge", cfg.knowledge.to_string())
         .field("playouts_per_rollout", options.playouts)
-        .field("virtual_loss", options.virtual_loss);
+        .field("virtual_loss", options.virtual_loss)
+        .field("amaf_batch", options.amaf_batch)
+        .field("spread_leaves", options.spread_leaves);
     Engine<Hex> engine(options);
     job.run([&](ThreadId me) {
       engine.run(me, [&] {
@@ -162,6 +184,7 @@ int main(int argc, char** argv) {
         engine.options().parallelism = Parallelism::tree;
         engine.search(empty, Budget{0, std::min(0.5, cfg.seconds)});
         for (const Variant& v : variants) {
+          if (!cfg.runs(v.name)) continue;
           engine.options().parallelism = v.parallelism;
           engine.options().aggregation = v.aggregation;
           const double cpu0 = job_cpu_seconds();
@@ -178,7 +201,7 @@ int main(int argc, char** argv) {
               .field("max_depth", r.max_depth)
               .field("mean_depth", r.mean_depth)
               .field("steps_per_s", r.steps_per_second())
-              .field("speedup_vs_sequential", r.rollouts_per_second() / sequential)
+              .field("speedup_vs_sequential", sequential > 0 ? r.rollouts_per_second() / sequential : 0.0)
               .field("rollouts", r.rollouts)
               .field("seconds", r.seconds)
               .field("deferred", r.deferred)

@@ -42,6 +42,8 @@ constexpr const char* usage = R"(usage: rdmx-hex [options]      (run it through 
   --prior-games G             games a prior counts for (default 32)
   --first-play F              value of a move nothing is known of, with rave or prior (default 1)
   --virtual-loss V            rollouts' worth of losses a rollout in flight counts for (default 1)
+  --amaf-batch B              with rave: a thread adds a busy node's AMAF counts once every B
+                                rollouts (default 16; 1: every rollout)
   --final visits|mean         the move played: most visited (default) or highest win rate
   --swap                      the swap rule (GTP: param_game allow_swap 0|1 changes it)
   --resign R                  resign when the best move wins less than R (default 0: never)
@@ -50,6 +52,8 @@ constexpr const char* usage = R"(usage: rdmx-hex [options]      (run it through 
   --inflight-floor F          but at least F in the whole job (default 16)
   --phase N                   rollouts per phase per thread (default 4096)
   --hash-owner                place a child on the thread its Zobrist hash names
+  --spread-leaves             simulate a new leaf on a random thread of its process, not on
+                                the thread that made it
   --local-calls               use calls between threads of one process too
   --seed N                    random seed (default 1)
   --quiet                     no progress lines
@@ -125,6 +129,10 @@ Args parse(int argc, char** argv) {
       a.search.first_play = number(i);
     } else if (o == "--virtual-loss") {
       a.search.virtual_loss = static_cast<std::uint32_t>(number(i));
+    } else if (o == "--spread-leaves") {
+      a.search.spread_leaves = true;
+    } else if (o == "--amaf-batch") {
+      a.search.amaf_batch = static_cast<std::uint32_t>(number(i));
     } else if (o == "--final") {
       a.search.final_choice = parse_final_choice(value(i));
     } else if (o == "--swap") {

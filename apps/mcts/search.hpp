@@ -6,9 +6,10 @@
 // (or from the child's Zobrist hash). A rollout is a chain of calls:
 //  - selection runs at each node's owner and continues with a call to the
 //    chosen child's owner, counting a virtual loss on the way down;
-//  - expansion sends the child's state in a call_buffer to its owner, which
-//    creates the node and hands it to a random thread of its process through
-//    a wait-free SimulationQueue;
+//  - expansion sends the child's state in a call_buffer to its owner (or,
+//    inside the owner's process, creates it directly), and the thread that
+//    creates the node queues it for its own simulation in a wait-free
+//    SimulationQueue (SearchOptions::spread_leaves: a random thread's);
 //  - that thread runs the playouts and backpropagates with calls up the
 //    parent chain; the first backpropagation into a parent also tells it where
 //    the new child lives, and resumes the selections deferred while the child
@@ -79,6 +80,12 @@ struct SearchOptions {
   }
   bool hash_owner = false;             // tree: child owner from the Zobrist hash, not at random
   bool local_calls = false;            // tree: calls to other threads of the same process too
+  // tree: hand each new leaf to a random thread of its process to simulate
+  // (the seed's, after Seriema), not to the thread that created it. Off:
+  // the leaf, and the nodes its backpropagation adds to first, are in that
+  // thread's cache, and a thread that is off its core holds up only the
+  // rollouts it started (docs/mcts.md, "Leaf evaluation").
+  bool spread_leaves = false;
   Aggregation aggregation = Aggregation::trad;
   std::uint64_t seed = 1;
   // Rollouts' worth of losses a rollout in flight counts for in selection
@@ -90,6 +97,13 @@ struct SearchOptions {
   // Games a prior of weight 1 counts for (a PriorGame; 0: no priors).
   std::uint32_t prior_games = 0;
   double first_play = 1.0;  // with RAVE or priors: the value of a move nothing is known of
+  // RAVE at the nodes nearly every rollout passes through: from
+  // `amaf_batch_from` rollouts through a node on, each thread gathers the
+  // node's AMAF counts over `amaf_batch` rollouts and adds them at once
+  // (AmafBatches in tree.hpp: one atomic add per move and rollout there
+  // made the threads fight over the same cache lines). 1: no batches.
+  std::uint32_t amaf_batch = 16;
+  std::uint32_t amaf_batch_from = 256;
   FinalChoice final_choice = FinalChoice::most_visits;
   // Count every statistic added and stored in the tree, to prove none is
   // lost across threads and processes (SearchResult::audit; costs a walk of
@@ -241,6 +255,14 @@ class Engine {
   struct AmafOf<Game> {
     using type = AmafCounts<Game>;
   };
+  template <class Game>
+  struct BatchesOf {
+    using type = NoAmaf;
+  };
+  template <AmafGame Game>
+  struct BatchesOf<Game> {
+    using type = AmafBatches<Game>;
+  };
   using Counts = typename AmafOf<G>::type;
   // Leaf parallelism: one thread's share of a leaf's playouts.
   struct LeafShare {
@@ -253,6 +275,7 @@ class Engine {
     std::unique_ptr<Aggregator> aggregator;
     std::vector<std::unique_ptr<Node<G>>> owned;
     Stats stats;
+    typename BatchesOf<G>::type amaf_batches;  // RAVE: this thread's counts for the busiest nodes
     unsigned since_flush = 0;
     unsigned idle_steps = 0;  // steps in a row that found nothing to do
   };
@@ -319,6 +342,8 @@ class Engine {
   void backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0, NodeRef<G> new_child, Counts* amaf);
   // A rollout's result at one node of its path, through `slot`; returns the node's children.
   Children<G>& update(Node<G>& node, std::uint16_t slot, std::uint32_t wins0, Counts* amaf);
+  // A rollout's AMAF counts at node (batched there when it is busy); returns the games added.
+  std::uint64_t add_amaf_at(Node<G>& node, Children<G>& children, Player mover, const Counts& counts);
   void continue_at(NodeRef<G> child);
   // Playouts from a leaf (with their AMAF counts when amaf is not null).
   std::uint32_t playouts(const G& state, std::uint32_t count, Rng& rng, Counts* amaf);
@@ -545,8 +570,10 @@ void Engine<G>::create(NodeRef<G> parent, std::uint16_t slot, const G& state, Th
     Counts none;
     return backprop(parent, slot, state.winner() == 0 ? options_.playouts : 0, node->ref(), options_.rave ? &none : nullptr);
   }
-  // Leaf evaluation by any thread of this process (Seriema: wait-free queues).
-  queues_[w.rng.below(static_cast<std::uint32_t>(queues_.size()))].push(node);
+  // Leaf evaluation by this thread, or with spread_leaves by any thread of
+  // this process (Seriema: wait-free queues).
+  const std::uint32_t t = options_.spread_leaves ? w.rng.below(static_cast<std::uint32_t>(queues_.size())) : w.me.thread;
+  queues_[t].push(node);
 }
 
 template <Game G>
@@ -578,10 +605,22 @@ Children<G>& Engine<G>::update(Node<G>& node, std::uint16_t slot, std::uint32_t 
   if constexpr (AmafGame<G>) {
     if (amaf != nullptr) {
       amaf->path_move(G::move_index(s.move), mover, p, won);
-      stats.audit.amaf_added += add_amaf(children, mover, *amaf);
+      stats.audit.amaf_added += add_amaf_at(node, children, mover, *amaf);
     }
   }
   return children;
+}
+
+template <Game G>
+std::uint64_t Engine<G>::add_amaf_at(Node<G>& node, Children<G>& children, Player mover, const Counts& counts) {
+  if constexpr (AmafGame<G>) {
+    const std::uint64_t busy = std::uint64_t{options_.amaf_batch_from} * options_.playouts;
+    if (options_.amaf_batch > 1 && node.visits.load(std::memory_order_relaxed) >= busy)
+      return worker().amaf_batches.add(children, mover, counts, options_.amaf_batch);
+    return add_amaf(children, mover, counts);
+  } else {
+    return 0;
+  }
 }
 
 template <Game G>
@@ -623,6 +662,10 @@ void Engine<G>::backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0,
 template <Game G>
 typename Engine<G>::Stats Engine<G>::finish(bool together) {
   Worker& w = worker();
+  // This thread's AMAF batches go into the tree before any of it is freed
+  // (the nodes may be other threads' of this process, which free them
+  // after the meeting below).
+  if constexpr (AmafGame<G>) w.amaf_batches.flush();
   if (together) {
     // The threads of a process touch each other's nodes directly, and what
     // ordered those writes before this point may have been calls through

@@ -11,11 +11,13 @@
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "mcts/game.hpp"
@@ -365,6 +367,84 @@ std::uint64_t add_amaf(Children<G>& children, Player mover, const AmafCounts<G>&
   }
   return added;
 }
+
+// One thread's AMAF counts for the nodes that nearly every rollout passes
+// through (the root and the few just below it), gathered over a batch of
+// rollouts before they reach the nodes' words.
+//
+// Why: a backpropagation adds to the AMAF words of about half a node's
+// moves, one atomic add each, and at a node every rollout passes through
+// two threads take turns owning the same cache lines. Measured with 2
+// threads, the AMAF adds were the largest cost a rollout has beyond the
+// sequential search's, and these batches took a third of them away
+// (docs/results/mcts.md, "Tree parallelism with the knowledge"). Gathered
+// here in plain words and added once a batch, a move costs one atomic add
+// per `rollouts` rollouts. At such a node the AMAF values rest on
+// thousands of games, so a value that lags by a batch per thread does not
+// change what selection does. Nothing is lost: flush() adds what is left,
+// and it runs before the tree is freed (the audit counts the games when
+// they are gathered, and finds them stored).
+template <AmafGame G>
+class AmafBatches {
+ public:
+  // Room for `nodes` nodes at once (a power of two), each in the place its
+  // address hashes to: a node that finds its place taken adds the batch
+  // there to the tree and takes the place over.
+  explicit AmafBatches(std::size_t nodes = 64) : places_(std::bit_ceil(std::max<std::size_t>(nodes, 1))) {}
+
+  // As add_amaf, into this thread's batch for the node with these children,
+  // added to the tree once it holds `rollouts` rollouts. Returns the games
+  // gathered (counted now: they reach the tree by flush() at the latest).
+  std::uint64_t add(Children<G>& children, Player mover, const AmafCounts<G>& counts, std::uint32_t rollouts) {
+    Batch& b = place(children);
+    std::uint64_t added = 0;
+    const std::size_t n = children.slots.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint16_t index = G::move_index(children.slots[i].move);
+      if (index >= counts.used) continue;
+      const auto& e = counts.at[index];
+      if (e.played[mover] == 0) continue;
+      b.words[i] += Amaf::pack(e.played[mover], e.won[mover]);
+      added += e.played[mover];
+    }
+    if (++b.rollouts >= rollouts) add_to_tree(b);
+    return added;
+  }
+  // Adds every batch to the tree and forgets the nodes: before they are freed.
+  void flush() noexcept {
+    for (Batch& b : places_) {
+      if (b.children == nullptr) continue;
+      add_to_tree(b);
+      b.children = nullptr;
+    }
+  }
+  // Nodes with a batch here (none after flush()).
+  std::size_t nodes() const noexcept {
+    return static_cast<std::size_t>(std::count_if(places_.begin(), places_.end(), [](const Batch& b) { return b.children != nullptr; }));
+  }
+
+ private:
+  struct Batch {
+    Children<G>* children = nullptr;
+    std::uint32_t rollouts = 0;
+    std::vector<std::uint64_t> words;  // Amaf::pack per slot
+  };
+  Batch& place(Children<G>& children) {
+    const auto key = reinterpret_cast<std::uintptr_t>(&children);
+    Batch& b = places_[(key * 0x9E3779B97F4A7C15ull >> 32) & (places_.size() - 1)];
+    if (b.children == &children) return b;
+    if (b.children != nullptr) add_to_tree(b);
+    b.children = &children;
+    b.words.assign(children.slots.size(), 0);
+    return b;
+  }
+  static void add_to_tree(Batch& b) noexcept {
+    for (std::size_t i = 0; i < b.words.size(); ++i)
+      if (b.words[i] != 0) b.children->amaf[i].fetch_add(std::exchange(b.words[i], 0), std::memory_order_relaxed);
+    b.rollouts = 0;
+  }
+  std::vector<Batch> places_;
+};
 
 // Intrusive multi-producer single-consumer queue of leaves awaiting
 // simulation (Vyukov's): push is wait-free (one exchange); the consuming

@@ -91,6 +91,14 @@ std::vector<Variant> variants() {
   k.aggregation = Aggregation::ovfl;
   k.local_calls = true;
   v.push_back({"tree/rave/ovfl/local-calls", k});
+  // AMAF batches at every node (the places taken over again and again),
+  // and leaves simulated by any thread of their process (the seed's way).
+  k = o;
+  k.rave = true;
+  k.amaf_batch_from = 0;
+  k.amaf_batch = 4;
+  k.spread_leaves = true;
+  v.push_back({"tree/rave/amaf-batch-everywhere/spread-leaves", k});
   k = o;
   k.prior_games = 32;
   v.push_back({"tree/prior", k});

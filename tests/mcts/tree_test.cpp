@@ -138,6 +138,39 @@ TEST(Amaf, AddsToTheMoversMovesOnly) {
   EXPECT_EQ(f.children->amaf[f.index(4)].load(), Amaf::pack(32, 20));
 }
 
+TEST(Amaf, BatchesReachTheTreeWholeAndLate) {
+  Fixture f({true, 0}), g({true, 0});
+  Counts counts;
+  counts.path_move(4, Hex::black, 16, 10);
+  counts.path_move(0, Hex::white, 16, 6);  // not black's
+  Trace t;
+  t.played(8, Hex::black);
+  counts.add(t.entries(), Hex::white);
+  AmafBatches<Hex> batches(1);  // one place: every node takes it
+  // Gathered, not yet in the tree: the words move once a batch is full.
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(batches.add(*f.children, Hex::black, counts, 3), 17u);
+  EXPECT_EQ(f.children->amaf[f.index(4)].load(), 0u);
+  EXPECT_EQ(batches.add(*f.children, Hex::black, counts, 3), 17u);
+  EXPECT_EQ(f.children->amaf[f.index(4)].load(), Amaf::pack(48, 30));
+  EXPECT_EQ(f.children->amaf[f.index(8)].load(), Amaf::pack(3, 0));
+  EXPECT_EQ(f.children->amaf[f.index(0)].load(), 0u);
+  EXPECT_EQ(batches.add(*f.children, Hex::black, counts, 3), 17u);
+  EXPECT_EQ(f.children->amaf[f.index(4)].load(), Amaf::pack(48, 30));
+  // Another node takes the place: the batch there goes into the tree first.
+  EXPECT_EQ(batches.add(*g.children, Hex::black, counts, 3), 17u);
+  EXPECT_EQ(f.children->amaf[f.index(4)].load(), Amaf::pack(64, 40));
+  EXPECT_EQ(f.children->amaf[f.index(8)].load(), Amaf::pack(4, 0));
+  EXPECT_EQ(g.children->amaf[g.index(4)].load(), 0u);
+  EXPECT_EQ(batches.nodes(), 1u);
+  // flush() adds what is left and forgets the nodes.
+  batches.flush();
+  EXPECT_EQ(batches.nodes(), 0u);
+  EXPECT_EQ(g.children->amaf[g.index(4)].load(), Amaf::pack(16, 10));
+  EXPECT_EQ(f.children->amaf[f.index(4)].load(), Amaf::pack(64, 40));
+  batches.flush();  // nothing left
+  EXPECT_EQ(g.children->amaf[g.index(4)].load(), Amaf::pack(16, 10));
+}
+
 TEST(Selection, RaveSteersTowardsMovesThatWonElsewhere) {
   Fixture f({true, 0});
   SelectionRule rule;
