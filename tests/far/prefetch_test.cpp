@@ -110,8 +110,8 @@ TEST(FarPrefetch, OffFetchesNothingAhead) {
 }
 
 // Off unless asked for (a program correct without it could deadlock with
-// it, docs/far.md): a default Config fetches nothing ahead, and an array
-// that asks for a depth does.
+// it, docs/far-structures.md): a default Config fetches nothing ahead, and
+// an array that asks for a depth does.
 TEST(FarPrefetch, OffByDefaultOnWhenAsked) {
   Config c;
   EXPECT_EQ(c.prefetch_depth, 0u);  // RDMX_FAR_PREFETCH is not set here

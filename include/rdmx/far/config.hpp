@@ -33,7 +33,7 @@ const char* to_string(Evacuator evacuator) noexcept;
 
 // Whether the evacuator, after a round, watches for the next request before
 // it sleeps: a miss then hands it work with a store instead of a system call
-// that wakes a sleeping thread (docs/far.md, "The background evacuator").
+// that wakes a sleeping thread (docs/far-cache.md, "The background evacuator").
 enum class Watch {
   // Where the machine has a core to spare for each process's service thread
   // and evacuator (Job::spare_cores): elsewhere the watch takes a core the
