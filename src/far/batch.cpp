@@ -46,6 +46,7 @@ void Batch::finish() {
   std::erase(started_here, this);
   try {
     reads->finish();
+    runtime.check_current(claims);  // freed and reused while the reads travelled
   } catch (...) {
     runtime.cache().give_back(claims);
     failure = std::current_exception();

@@ -39,9 +39,11 @@ struct Cache::QuietWait {
   QuietWait* next;
 };
 
-Cache::Cache(const Config& config, Device& device, std::byte* base, Job* job, const std::vector<RemoteLocator>& regions)
+Cache::Cache(const Config& config, Device& device, std::byte* base, Job* job, const std::vector<RemoteLocator>& regions,
+             const RemoteAllocator& remote)
     : config_(config),
       device_(device),
+      remote_(remote),
       base_(base),
       slabs_(config.cache_bytes),
       units_(slabs_.units()),
@@ -87,7 +89,9 @@ Cache::Outcome Cache::try_evict(std::unique_lock<std::mutex>& lock, std::uint32_
     lock.lock();
   }
   s = word->load(std::memory_order_acquire);
-  const bool dirty = (s & state::dirty) != 0;
+  // A copy of an object freed since (a byte-wise copy fetched while its
+  // original lived) is not written back: its block may be another's now.
+  const bool dirty = (s & state::dirty) != 0 && remote_.standing(f.remote) == RemoteAllocator::Standing::live;
   if (dirty) {
     // The write-back travels without the lock: other threads keep
     // hitting, missing and evicting meanwhile, and a call handler that
@@ -156,6 +160,9 @@ bool Cache::make_current(StateWord& word, bool keep) {
     const std::uint64_t s = word.load(std::memory_order_acquire);
     if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: eviction or write-back of a null far pointer");
     if ((s & state::present) == 0) return true;
+    if (state::frame_of(s) >= units_ || frames_[state::frame_of(s)].owner.load(std::memory_order_relaxed) != &word)
+      throw Error(Errc::invalid_argument, "far: eviction or write-back of a dangling far pointer: its cache frame belongs to "
+                                          "another object (was it copied byte-wise?)");
     const Outcome done = try_evict(lock, state::frame_of(s), false, true, keep);
     if (done == Outcome::in_flight && !writing_back_here(state::frame_of(s))) {
       // Another thread's write-back of it is on the network: wait for it.
@@ -170,6 +177,8 @@ bool Cache::make_current(StateWord& word, bool keep) {
 
 std::uint64_t Cache::drop(std::unique_lock<std::mutex>& lock, StateWord& word) {
   std::uint64_t s = word.load(std::memory_order_acquire);
+  if ((s & state::present) != 0 && state::frame_of(s) >= units_)
+    throw Error(Errc::invalid_argument, "far: free of a stale far pointer: it names no frame of this Manager's cache");
   // An object on its way out is freed once its write-back has landed: the
   // transfer still reads the frame and writes the far block.
   while ((s & state::present) != 0 && frames_[state::frame_of(s)].evicting &&

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "evacuator.hpp"
+#include "remote_allocator.hpp"
 #include "rdmx/far/config.hpp"
 #include "rdmx/far/detail/runtime.hpp"
 #include "rdmx/far/device.hpp"
@@ -77,7 +78,9 @@ class Cache {
  public:
   // Over `base`, config.cache_bytes rounded down to whole slabs; `job` and
   // `regions` tell the evacuator where it runs (nullptr, none: in-process).
-  Cache(const Config& config, Device& device, std::byte* base, Job* job, const std::vector<RemoteLocator>& regions);
+  // `remote`: the allocator whose blocks the objects are written back to.
+  Cache(const Config& config, Device& device, std::byte* base, Job* job, const std::vector<RemoteLocator>& regions,
+        const RemoteAllocator& remote);
   Cache(const Cache&) = delete;
   Cache& operator=(const Cache&) = delete;
 
@@ -171,6 +174,7 @@ class Cache {
 
   const Config& config_;
   Device& device_;
+  const RemoteAllocator& remote_;
   std::byte* base_;
   SlabCache slabs_;
   std::size_t units_;

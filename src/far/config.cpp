@@ -60,6 +60,7 @@ const char* to_string(Watch watch) noexcept { return auto_on_off(watch); }
 Watch Config::env_evacuator_watch() { return env_auto_on_off<Watch>("RDMX_FAR_EVACUATOR_WATCH"); }
 double Config::env_free_low() { return static_cast<double>(rdmx_far_settings.number("RDMX_FAR_FREE_LOW")) / 100; }
 std::size_t Config::env_prefetch_depth() { return rdmx_far_settings.number("RDMX_FAR_PREFETCH"); }
+bool Config::env_check() { return rdmx_far_settings.flag("RDMX_FAR_CHECK"); }
 double Config::env_free_high() { return static_cast<double>(rdmx_far_settings.number("RDMX_FAR_FREE_HIGH")) / 100; }
 
 std::uint32_t size_class_of(std::size_t bytes) {

@@ -4,6 +4,7 @@
 #include "rdmx/far/manager.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -14,6 +15,15 @@
 
 namespace rdmx::far {
 namespace detail {
+namespace {
+
+// The epoch of this process's next Manager: 1 to state::epochs, in turn.
+std::uint32_t next_epoch() noexcept {
+  static std::atomic<std::uint32_t> managers{0};
+  return managers.fetch_add(1, std::memory_order_relaxed) % state::epochs + 1;
+}
+
+}  // namespace
 
 Runtime::Runtime(Config config, Job* job, std::unique_ptr<Device> device, std::vector<RemoteLocator> regions, std::size_t share,
                  std::size_t shares, std::byte* cache_memory, bool serving)
@@ -22,9 +32,37 @@ Runtime::Runtime(Config config, Job* job, std::unique_ptr<Device> device, std::v
       device_(make_replicated(std::move(device), config_.replication)),
       regions_(std::move(regions)),
       serving_(serving),
+      epoch_(state::epoch_bits(next_epoch())),
       remote_(*device_, share, shares),
       lost_(std::make_unique<std::atomic<bool>[]>(config_.servers.size())),
-      cache_(config_, *device_, cache_memory, job_, regions_) {}
+      cache_(config_, *device_, cache_memory, job_, regions_, remote_) {}
+
+void Runtime::refuse_tag(std::uint64_t s, const char* what) const {
+  if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, std::string("far: ") + what + " of a null or moved-from far pointer");
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "far: %s of a stale far pointer %#llx: it was made by an earlier far::Manager of this process (epoch %u; "
+                "this one's is %u), whose objects are gone",
+                what, static_cast<unsigned long long>(s), state::epoch_of(s), state::epoch_of(epoch_));
+  throw Error(Errc::invalid_argument, text);
+}
+
+void Runtime::refuse_remote(std::uint64_t remote, RemoteAllocator::Standing standing, const char* what) const {
+  throw Error(Errc::invalid_argument, RemoteAllocator::stale_message(what, remote, standing, remote_.generation_now(remote)));
+}
+
+void Runtime::refuse_frame(std::uint64_t s, std::uint32_t frame, const char* why) const {
+  char text[256];
+  std::snprintf(text, sizeof text, "far: dereference of a stale far pointer %#llx (cache frame %u): %s", static_cast<unsigned long long>(s),
+                frame, why);
+  throw Error(Errc::invalid_argument, text);
+}
+
+void Runtime::check_current(std::span<const Claim> claims) const {
+  for (const Claim& c : claims)
+    if (const auto standing = remote_.standing(c.remote); standing != RemoteAllocator::Standing::live)
+      refuse_remote(c.remote, standing, "dereference");
+}
 
 Stats Runtime::stats() const {
   std::lock_guard lock(cache_.mutex());
@@ -46,13 +84,13 @@ void* Runtime::place(StateWord& word, std::size_t bytes, const std::size_t* serv
   try {
     frame = cache_.take_frame(lock, size_class);
   } catch (...) {
-    remote_.free(block, size_class);
+    remote_.free(state::remote(block.server, block.offset, size_class, block.generation, 0));
     throw;
   }
-  cache_.occupy(frame, word, state::remote(block.server, block.offset, size_class), bytes);
+  cache_.occupy(frame, word, state::remote(block.server, block.offset, size_class, block.generation, 0) | epoch_, bytes);
   cache_.set_hot(frame, true);
   // Busy until commit(): eviction leaves it alone while it is being built.
-  word.store(state::valid | state::present | state::busy | state::dirty | frame, std::memory_order_release);
+  word.store(epoch_ | state::present | state::busy | state::dirty | frame, std::memory_order_release);
   return cache_.address(frame);
 }
 
@@ -62,15 +100,18 @@ void Runtime::allocate_remote(std::size_t server, StateWord& word, std::size_t b
     throw Error(Errc::invalid_argument, "far: allocation into a far pointer that still owns an object");
   std::lock_guard lock(cache_.mutex());
   const auto block = remote_.allocate_on(static_cast<std::uint32_t>(server), size_class);
-  word.store(state::remote(block.server, block.offset, size_class), std::memory_order_release);
+  word.store(state::remote(block.server, block.offset, size_class, block.generation, 0) | epoch_, std::memory_order_release);
 }
 
 void Runtime::free(StateWord& word) {
+  const std::uint64_t s = word.load(std::memory_order_acquire);
+  if (s == 0) return;
+  if ((s & state::valid) != epoch_) refuse_tag(s, "free");
   std::unique_lock lock(cache_.mutex());
   const std::uint64_t remote = cache_.drop(lock, word);
   if (remote == 0) return;
   word.store(0, std::memory_order_release);
-  remote_.free({state::server_of(remote), state::offset_of(remote)}, state::class_of(remote));
+  remote_.free(remote & ~state::valid);
 }
 
 void Runtime::move(StateWord& from, StateWord& to) noexcept {
@@ -88,7 +129,9 @@ void* Runtime::pin_or_claim(StateWord& word, std::size_t bytes, DerefScope& scop
   constexpr std::uint64_t identity = state::present | state::busy | state::frame_mask;
   for (;;) {
     std::uint64_t s = word.load(std::memory_order_acquire);
-    if ((s & state::valid) == 0) throw Error(Errc::invalid_argument, "far: dereference of a null or moved-from far pointer");
+    // Null, or made by an earlier Manager: one compare, as the null test was.
+    if ((s & state::valid) != epoch_) [[unlikely]]
+      refuse_tag(s, "dereference");
     if ((s & state::busy) != 0) {
       if (Batch* b = Batch::fetching(word)) {
         b->finish();  // this thread's own batch is fetching it
@@ -103,6 +146,8 @@ void* Runtime::pin_or_claim(StateWord& word, std::size_t bytes, DerefScope& scop
     }
     if ((s & state::present) != 0) {
       const std::uint32_t frame = state::frame_of(s);
+      if (frame >= cache_.units()) [[unlikely]]
+        refuse_frame(s, frame, "no such frame in this Manager's cache");
       cache_.pin(frame);
       const std::uint64_t again = word.load(std::memory_order_seq_cst);
       if ((again & identity) != (s & identity)) {
@@ -111,7 +156,15 @@ void* Runtime::pin_or_claim(StateWord& word, std::size_t bytes, DerefScope& scop
       }
       if (cache_.frame(frame).owner.load(std::memory_order_acquire) != &word) {
         cache_.unpin(frame);
-        throw Error(Errc::invalid_argument, "far: dangling far pointer: its cache frame belongs to another object (was it copied byte-wise?)");
+        refuse_frame(s, frame, "dangling: its cache frame belongs to another object (was it copied byte-wise?)");
+      }
+      if (check_) [[unlikely]] {
+        // RDMX_FAR_CHECK: a local copy of an object freed since (a
+        // byte-wise copy fetched while its original lived) is refused too.
+        if (const auto standing = remote_.standing(cache_.frame(frame).remote); standing != RemoteAllocator::Standing::live) {
+          cache_.unpin(frame);
+          refuse_remote(cache_.frame(frame).remote, standing, "dereference");
+        }
       }
       scope.pin(frame);
       if (access != Access::non_temporal) cache_.mark_hot(frame);
@@ -121,6 +174,10 @@ void* Runtime::pin_or_claim(StateWord& word, std::size_t bytes, DerefScope& scop
     if (bytes > class_bytes(state::class_of(s)))
       throw Error(Errc::invalid_argument, "far: dereference as a " + std::to_string(bytes) + "-byte object of a " +
                                               std::to_string(class_bytes(state::class_of(s))) + "-byte far block");
+    // The miss path: its block must still hold the object the word names,
+    // checked once the read has landed (check_current), which also catches
+    // a free racing the read; the read hides the table's load.
+    remote_.prefetch(s);
     if (!word.compare_exchange_weak(s, s | state::busy, std::memory_order_acq_rel)) continue;
     claimed = s;
     return nullptr;
@@ -128,7 +185,7 @@ void* Runtime::pin_or_claim(StateWord& word, std::size_t bytes, DerefScope& scop
 }
 
 void Runtime::publish(std::span<const Claim> claims, DerefScope& scope, Access access) {
-  std::uint64_t flags = state::valid | state::present;
+  std::uint64_t flags = epoch_ | state::present;
   if (access == Access::write) flags |= state::dirty;
   for (const Claim& c : claims) {
     scope.pin(c.frame);
@@ -145,6 +202,9 @@ void* Runtime::deref(StateWord& word, std::size_t bytes, DerefScope& scope, Acce
   try {
     // Swap-in without a copy: straight into the frame in the registered arena.
     device_->read(state::server_of(remote), state::offset_of(remote), cache_.address(claim.frame), bytes);
+    // Freed and reused meanwhile (another thread freed the original of a
+    // byte-wise copy): what landed may be another object's.
+    check_current(std::span(&claim, 1));
   } catch (...) {
     cache_.give_back(std::span(&claim, 1));
     throw;
@@ -220,7 +280,8 @@ std::size_t Runtime::prefetch(std::span<StateWord* const> words, std::size_t byt
     // never waits for another thread.
     for (std::size_t i = 0; i < words.size(); ++i) {
       std::uint64_t s = words[i]->load(std::memory_order_acquire);
-      if ((s & (state::valid | state::present | state::busy)) != state::valid || bytes > class_bytes(state::class_of(s))) continue;
+      if ((s & (state::valid | state::present | state::busy)) != epoch_ || bytes > class_bytes(state::class_of(s))) continue;
+      if (remote_.standing(s) != RemoteAllocator::Standing::live) continue;  // the dereference refuses it
       if (std::any_of(b->claims.begin(), b->claims.end(), [&](const Claim& c) { return c.word == words[i]; })) continue;
       if (!words[i]->compare_exchange_strong(s, s | state::busy, std::memory_order_acq_rel)) continue;
       b->claims.push_back({words[i], s, 0, i});

@@ -59,6 +59,9 @@ class Runtime {
   Future<void*> deref_async(StateWord& word, std::size_t bytes, DerefScope& scope, Access access);
   std::size_t prefetch(std::span<StateWord* const> words, std::size_t bytes, DerefScope& scope, std::span<bool> started) noexcept;
   void count_prefetch_hits(std::size_t n) noexcept { prefetch_hits_.fetch_add(n, std::memory_order_relaxed); }
+  // Throws Errc::invalid_argument if a claim's block no longer holds its
+  // object (freed, reallocated): checked again after a read has landed.
+  void check_current(std::span<const Claim> claims) const;
   // Their objects have landed: local words, pinned in `scope`.
   void publish(std::span<const Claim> claims, DerefScope& scope, Access access);
 
@@ -74,13 +77,23 @@ class Runtime {
   // its remote word and returns nullptr. Waits while another thread
   // fetches or evicts the object.
   void* pin_or_claim(StateWord& word, std::size_t bytes, DerefScope& scope, Access access, std::uint64_t& claimed);
+  // Errc::invalid_argument naming the refused pointer: null or from an
+  // earlier Manager; a far block that no longer holds its object; a frame
+  // that is not its object's.
+  [[noreturn]] void refuse_tag(std::uint64_t s, const char* what) const;
+  [[noreturn]] void refuse_remote(std::uint64_t remote, RemoteAllocator::Standing standing, const char* what) const;
+  [[noreturn]] void refuse_frame(std::uint64_t s, std::uint32_t frame, const char* why) const;
 
   Config config_;
   Job* job_;
   std::unique_ptr<Device> device_;
   std::vector<RemoteLocator> regions_;  // job-backed: the published ones, in server order
   bool serving_;
-  RemoteAllocator remote_;  // under the cache's lock
+  // This Manager's epoch in the word's field (state::epoch_bits): every
+  // word it makes carries it, and a dereference compares it.
+  std::uint64_t epoch_;
+  bool check_ = config_.check;  // RDMX_FAR_CHECK: hits check the block's generation too
+  RemoteAllocator remote_;  // under the cache's lock (its generations are read without it)
   std::unique_ptr<std::atomic<bool>[]> lost_;  // per server in config_.servers: its process failed
   std::atomic<std::uint64_t> prefetched_{0};
   std::atomic<std::uint64_t> prefetch_hits_{0};

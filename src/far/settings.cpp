@@ -8,7 +8,7 @@ constexpr std::uint64_t KiB = 1ull << 10, TiB = 1ull << 40;
 constexpr rdmx::env::Variable rows[] = {
     {"RDMX_FAR_SERVERS", nullptr, Kind::text, 0, 0, "comma-separated ranks", nullptr, "the last process",
      "processes that serve far memory (far::Manager)"},
-    {"RDMX_FAR_REGION", nullptr, Kind::size, 64 * KiB, 64 * TiB, nullptr, "16M", nullptr,
+    {"RDMX_FAR_REGION", nullptr, Kind::size, 64 * KiB, 4 * TiB, nullptr, "16M", nullptr,
      "registered bytes each far-memory server maps and publishes"},
     {"RDMX_FAR_CACHE", nullptr, Kind::size, 64 * KiB, 64 * TiB, nullptr, "4M", nullptr,
      "local budget: bytes of the far-memory cache arena"},
@@ -29,6 +29,9 @@ constexpr rdmx::env::Variable rows[] = {
     {"RDMX_FAR_PREFETCH", nullptr, Kind::count, 0, 64, nullptr, "0", nullptr,
      "chunks a far::Array keeps in flight ahead of a strided access pattern (0: no prefetching; 16 is a good "
      "depth)"},
+    {"RDMX_FAR_CHECK", nullptr, Kind::flag, 0, 1, nullptr, "0", nullptr,
+     "cache hits check the far block's generation too, refusing a byte-wise copy of a freed object (misses always "
+     "check)"},
 };
 }  // namespace
 

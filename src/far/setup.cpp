@@ -40,7 +40,7 @@ void check_config(const Config& c) {
                                             std::to_string(c.free_high) +
                                             " need 0 < low <= high <= 0.5 (RDMX_FAR_FREE_LOW, RDMX_FAR_FREE_HIGH)");
   if (c.region_bytes < slab_bytes || c.region_bytes > state::max_region_bytes)
-    throw Error(Errc::invalid_argument, "far: a region of " + std::to_string(c.region_bytes) + " bytes is outside 16 KiB to 64 TiB");
+    throw Error(Errc::invalid_argument, "far: a region of " + std::to_string(c.region_bytes) + " bytes is outside 16 KiB to 4 TiB");
 }
 
 }  // namespace

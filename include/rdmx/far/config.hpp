@@ -55,6 +55,7 @@ struct Config {
   static double env_free_low();                     // RDMX_FAR_FREE_LOW (percent), default 5
   static double env_free_high();                    // RDMX_FAR_FREE_HIGH (percent), default 10
   static std::size_t env_prefetch_depth();          // RDMX_FAR_PREFETCH, default 0 (off)
+  static bool env_check();                          // RDMX_FAR_CHECK, default off
 
   // Ranks that serve; empty: the last process of the job.
   std::vector<std::uint32_t> servers = env_servers();
@@ -81,6 +82,11 @@ struct Config {
   // keep one stride, at most this many chunks along it are fetched ahead
   // (and never more than a sixteenth of the cache). 0: no prefetching.
   std::size_t prefetch_depth = env_prefetch_depth();
+  // Checking mode: a cache hit also checks that the object's far block has
+  // not been freed since (a byte-wise copy of a pointer, fetched while its
+  // original lived, used after the original freed it). Misses always check;
+  // a hit costs a lookup more.
+  bool check = env_check();
 };
 
 // Objects are placed in power-of-two size classes from 64 B to 16 KiB; a
