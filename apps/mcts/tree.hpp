@@ -351,10 +351,11 @@ std::uint32_t simulate(const G& state, std::uint32_t playouts, Rng& rng, AmafCou
   return won;
 }
 
-// Adds a rollout's counts to the AMAF words of the moves of a node where
-// `mover` is to move; returns the games added (the audit counts them).
-template <AmafGame G>
-std::uint64_t add_amaf(Children<G>& children, Player mover, const AmafCounts<G>& counts) noexcept {
+// Calls add(i, packed) with a rollout's AMAF counts for each move i of a
+// node where `mover` is to move that the rollout played; returns the games
+// added (the audit counts them).
+template <AmafGame G, class Add>
+std::uint64_t for_each_amaf(const Children<G>& children, Player mover, const AmafCounts<G>& counts, Add&& add) noexcept {
   std::uint64_t added = 0;
   const std::size_t n = children.slots.size();
   for (std::size_t i = 0; i < n; ++i) {
@@ -362,10 +363,19 @@ std::uint64_t add_amaf(Children<G>& children, Player mover, const AmafCounts<G>&
     if (index >= counts.used) continue;
     const auto& e = counts.at[index];
     if (e.played[mover] == 0) continue;
-    children.amaf[i].fetch_add(Amaf::pack(e.played[mover], e.won[mover]), std::memory_order_relaxed);
+    add(i, Amaf::pack(e.played[mover], e.won[mover]));
     added += e.played[mover];
   }
   return added;
+}
+
+// Adds a rollout's counts to the AMAF words of the moves of a node where
+// `mover` is to move; returns the games added.
+template <AmafGame G>
+std::uint64_t add_amaf(Children<G>& children, Player mover, const AmafCounts<G>& counts) noexcept {
+  return for_each_amaf(children, mover, counts, [&](std::size_t i, std::uint64_t packed) {
+    children.amaf[i].fetch_add(packed, std::memory_order_relaxed);
+  });
 }
 
 // One thread's AMAF counts for the nodes that nearly every rollout passes
@@ -397,16 +407,8 @@ class AmafBatches {
   // gathered (counted now: they reach the tree by flush() at the latest).
   std::uint64_t add(Children<G>& children, Player mover, const AmafCounts<G>& counts, std::uint32_t rollouts) {
     Batch& b = place(children);
-    std::uint64_t added = 0;
-    const std::size_t n = children.slots.size();
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint16_t index = G::move_index(children.slots[i].move);
-      if (index >= counts.used) continue;
-      const auto& e = counts.at[index];
-      if (e.played[mover] == 0) continue;
-      b.words[i] += Amaf::pack(e.played[mover], e.won[mover]);
-      added += e.played[mover];
-    }
+    const std::uint64_t added =
+        for_each_amaf(children, mover, counts, [&](std::size_t i, std::uint64_t packed) { b.words[i] += packed; });
     if (++b.rollouts >= rollouts) add_to_tree(b);
     return added;
   }
