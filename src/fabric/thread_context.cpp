@@ -36,7 +36,10 @@ ThreadContext::ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Wor
       progress_rounds_(runtime.context().shared_memory() ? 4 : 1),
       queued_to_(runtime.size(), 0),
       written_off_(runtime.size(), false),
-      worker_(runtime.context(), sharing) {
+      worker_(runtime.context(), sharing),
+      // Sized once here: threads sharing the service context look slots up
+      // without the lock, so the vector itself must never change.
+      endpoint_index_(std::size_t{runtime.size()} * runtime.slots()) {
   for (auto [id, handler] : {std::pair{am_call, &ThreadContext::on_call}, std::pair{am_reply, &ThreadContext::on_reply}}) {
     ucp_am_handler_param_t p{};
     p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
@@ -62,13 +65,6 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
   if (runtime_.process_failed(process))
     throw Error(Errc::peer_failed, "process " + std::to_string(process) + " has failed");
   std::size_t index = std::size_t{process} * runtime_.slots() + slot;
-  if (endpoint_index_.empty()) {
-    std::lock_guard lock(endpoints_mutex_);
-    if (endpoint_index_.empty()) {
-      std::vector<std::atomic<transfer::Endpoint*>> fresh(std::size_t{runtime_.size()} * runtime_.slots());
-      endpoint_index_.swap(fresh);
-    }
-  }
   transfer::Endpoint* ep = endpoint_index_[index].load(std::memory_order_acquire);
   if (ep == nullptr) {
     std::lock_guard lock(endpoints_mutex_);
