@@ -96,6 +96,17 @@ void off_heap(F&& f) {
 // rdmx_shared_malloc's memory (shared_heap.cpp).
 void reset_shared_heap(std::span<std::byte> pool);
 
+// The DSM mutexes that named critical sections and OpenMP locks share
+// (sync.cpp): `object`'s address, the same in every process (the program is
+// not position independent, and shared objects live in the DSM heap),
+// hashed onto one of them. A thread that would take one it already holds
+// for another object stops the job with a message naming both.
+void lock_named(const void* object, const char* what);
+bool try_lock_named(const void* object, const char* what);
+void unlock_named(const void* object);
+// The object this thread holds `object`'s mutex for, or nullptr.
+const void* held_for(const void* object);
+
 void team_barrier();
 void start_loop(const LoopSpec& spec);
 bool next_chunk(long* istart, long* iend);

@@ -7,7 +7,8 @@
 // only this process's copy of the block; under the mutex, the acquire brings
 // the newest value and the release publishes the new one (only the
 // variable's block for a relaxed atomic: AtomicSection). Mutex 1 is the
-// unnamed critical section; named ones hash onto mutexes 2 and up.
+// unnamed critical section; named ones and OpenMP locks (locks.cpp) hash
+// onto mutexes 2 and up.
 #include <cstdint>
 #include <vector>
 
@@ -28,8 +29,9 @@ thread_local bool atomic_locked = false;
 // mutex there. A region begun inside one also ends inside it, so the end
 // of a construct sees the same answer as its start.
 bool concurrent() { return in_job_region; }
-// Named critical sections this thread holds, by mutex: two nested names
-// that hash onto one mutex would deadlock, and are reported instead.
+// What this thread holds each named mutex for (a named critical section's
+// variable, an OpenMP lock): two objects that hash onto one mutex, held
+// together, would deadlock, and are reported instead.
 thread_local std::vector<const void*> holders;
 
 void lock(std::uint32_t mutex) {
@@ -86,6 +88,49 @@ struct AtomicSection {
   }
 };
 }  // namespace
+
+static std::uint32_t mutex_named(const void* object) {
+  const Runtime& rt = require("a named mutex");
+  return first_named + static_cast<std::uint32_t>((reinterpret_cast<std::uintptr_t>(object) >> 3) % (rt.mutexes - first_named));
+}
+
+const void* held_for(const void* object) {
+  const std::uint32_t mutex = mutex_named(object);
+  return mutex < holders.size() ? holders[mutex] : nullptr;
+}
+
+// Claims the mutex for `object` in this thread's table, or stops the job
+// if this thread holds it for another object.
+static std::uint32_t claim(const void* object, const char* what) {
+  const Runtime& rt = require(what);
+  const std::uint32_t mutex = mutex_named(object);
+  if (holders.size() < rt.mutexes) holders.resize(rt.mutexes, nullptr);
+  if (holders[mutex] != nullptr)
+    fatal("%s %p would wait for DSM mutex %u, which this thread holds for %p; a larger RDMX_DSM_MUTEXES separates them",
+          what, object, mutex, holders[mutex]);
+  return mutex;
+}
+
+void lock_named(const void* object, const char* what) {
+  const std::uint32_t mutex = claim(object, what);
+  lock(mutex);
+  holders[mutex] = object;
+}
+
+bool try_lock_named(const void* object, const char* what) {
+  const std::uint32_t mutex = claim(object, what);
+  bool taken = false;
+  off_heap([mutex, &taken] { taken = dsm::Mutex(mutex).try_lock(); });
+  if (taken) holders[mutex] = object;
+  return taken;
+}
+
+void unlock_named(const void* object) {
+  const std::uint32_t mutex = mutex_named(object);
+  holders[mutex] = nullptr;
+  unlock(mutex);
+}
+
 }  // namespace rdmx::omp
 
 using namespace rdmx::omp;
@@ -112,27 +157,14 @@ void GOMP_critical_end() {
   if (concurrent()) unlock(critical_mutex);
 }
 
-// *pptr is GCC's per-name variable: its address names the section, the same
-// in every process (the program is not position independent).
+// *pptr is GCC's per-name variable: its address names the section.
 void GOMP_critical_name_start(void** pptr) {
-  Runtime& rt = require("critical(name)");
-  if (!concurrent()) return;
-  const auto named = rt.mutexes - first_named;
-  const std::uint32_t mutex = first_named + static_cast<std::uint32_t>((reinterpret_cast<std::uintptr_t>(pptr) >> 3) % named);
-  if (holders.size() < rt.mutexes) holders.resize(rt.mutexes, nullptr);
-  if (holders[mutex] != nullptr)
-    fatal("nested critical sections %p and %p share DSM mutex %u; a larger RDMX_DSM_MUTEXES separates them",
-          holders[mutex], static_cast<void*>(pptr), mutex);
-  lock(mutex);
-  holders[mutex] = pptr;
+  require("critical(name)");
+  if (concurrent()) lock_named(pptr, "critical section");
 }
 void GOMP_critical_name_end(void** pptr) {
-  Runtime& rt = require("critical(name)");
-  if (!concurrent()) return;
-  const std::uint32_t mutex = first_named + static_cast<std::uint32_t>((reinterpret_cast<std::uintptr_t>(pptr) >> 3) %
-                                                                       (rt.mutexes - first_named));
-  holders[mutex] = nullptr;
-  unlock(mutex);
+  require("critical(name)");
+  if (concurrent()) unlock_named(pptr);
 }
 
 }  // extern "C"

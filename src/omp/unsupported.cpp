@@ -53,8 +53,6 @@ RDMX_OMP_UNSUPPORTED(GOMP_target_ext, "target")
 RDMX_OMP_UNSUPPORTED(GOMP_target_data_ext, "target data")
 RDMX_OMP_UNSUPPORTED(GOMP_target_update_ext, "target update")
 RDMX_OMP_UNSUPPORTED(GOMP_target_enter_exit_data, "target enter/exit data")
-RDMX_OMP_UNSUPPORTED(omp_init_lock, "OpenMP locks (omp_init_lock)")
-RDMX_OMP_UNSUPPORTED(omp_init_nest_lock, "OpenMP locks (omp_init_nest_lock)")
 
 #undef RDMX_OMP_UNSUPPORTED
 

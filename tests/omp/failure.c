@@ -1,7 +1,10 @@
 /* Failure paths of rdmx_omp, one per argument:
  *   task     an unsupported construct met by every thread: each process
  *            names it and stops
- *   lock     an unsupported call in serial code (process 0 only)
+ *   taskwait an unsupported construct in serial code (process 0 only)
+ *   relock, unheld, uninitialized
+ *            an OpenMP lock set twice by its holder, unset by a thread
+ *            that does not hold it, set before omp_init_lock
  *   threads  num_threads() other than all threads or one
  *   exit     exit(3) from main on process 0: every process ends with 3
  *   die      the last thread dies inside a region: the others stop, naming
@@ -12,6 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "rdmx/omp/shared.h"
+
+RDMX_SHARED static omp_lock_t lock;
 
 static void work(int i) {
   volatile double x = i;
@@ -34,9 +41,17 @@ int main(int argc, char** argv) {
       #pragma omp task
       work(1);
     }
-  } else if (strcmp(mode, "lock") == 0) {
-    omp_lock_t lock;
+  } else if (strcmp(mode, "taskwait") == 0) {
+    #pragma omp taskwait
+  } else if (strcmp(mode, "relock") == 0) {
     omp_init_lock(&lock);
+    omp_set_lock(&lock);
+    omp_set_lock(&lock);
+  } else if (strcmp(mode, "unheld") == 0) {
+    omp_init_lock(&lock);
+    omp_unset_lock(&lock);
+  } else if (strcmp(mode, "uninitialized") == 0) {
+    omp_set_lock(&lock);
   } else if (strcmp(mode, "threads") == 0) {
     #pragma omp parallel num_threads(n + 1)
     work(2);
