@@ -1,5 +1,5 @@
-// Work-sharing constructs: loops (static, dynamic, guided, runtime
-// schedules), sections (a dynamic loop over the section numbers) and single.
+// Work-sharing constructs: loops over long and unsigned long long (static,
+// dynamic, guided, runtime schedules), sections (a dynamic loop over the section numbers) and single.
 //
 // Every thread of a job-wide team meets the same work-sharing constructs in
 // the same order (OpenMP requires it), so each counts them, and construct k
@@ -9,6 +9,8 @@
 // compare-and-swap, and the first thread to meet construct k resets a word
 // still holding an older generation. Static schedules need no word: each
 // thread computes its own iterations.
+#include <limits>
+
 #include "rdmx/fabric/rma.hpp"
 #include "runtime.hpp"
 
@@ -22,10 +24,18 @@ constexpr std::uint32_t generation_mask = 0xffffff;
 std::uint32_t generation(std::uint64_t construct) { return static_cast<std::uint32_t>(construct) & generation_mask; }
 std::uint64_t pack(std::uint32_t gen, std::uint64_t next) { return std::uint64_t{gen} << next_bits | next; }
 
-std::uint64_t iteration_count(long start, long end, long incr) {
-  if (incr == 0) fatal("a loop with increment 0");
-  const __int128 span = incr > 0 ? __int128{end} - start : __int128{start} - end;
-  const __int128 step = incr > 0 ? incr : -__int128{incr};
+std::uint64_t iteration_count(const LoopSpec& s) {
+  if (s.incr == 0) fatal("a loop with increment 0");
+  __int128 span, step;
+  if (s.ull) {
+    const auto start = static_cast<unsigned long long>(s.start), end = static_cast<unsigned long long>(s.end),
+               incr = static_cast<unsigned long long>(s.incr);
+    span = s.up ? __int128{end} - start : __int128{start} - end;
+    step = s.up ? __int128{incr} : __int128{0ULL - incr};
+  } else {
+    span = s.incr > 0 ? __int128{s.end} - s.start : __int128{s.start} - s.end;
+    step = s.incr > 0 ? s.incr : -__int128{s.incr};
+  }
   if (span <= 0) return 0;
   return static_cast<std::uint64_t>((span + step - 1) / step);
 }
@@ -54,10 +64,18 @@ RemoteLocator word_of(std::uint64_t construct) {
   return rt.ring.slice((construct % rt.slots) * 8, 8);
 }
 
+// The loop's values of iterations [first, last), as the compiler's types:
+// for unsigned long long, arithmetic modulo 2^64 steps down as well as up.
 void bounds(const Loop& loop, std::uint64_t first, std::uint64_t last, long* istart, long* iend) {
   const LoopSpec& s = loop.spec;
   *istart = static_cast<long>(s.start + static_cast<__int128>(first) * s.incr);
   *iend = last == loop.iterations ? s.end : static_cast<long>(s.start + static_cast<__int128>(last) * s.incr);
+}
+void bounds(const Loop& loop, std::uint64_t first, std::uint64_t last, unsigned long long* istart,
+            unsigned long long* iend) {
+  const auto start = static_cast<unsigned long long>(loop.spec.start), incr = static_cast<unsigned long long>(loop.spec.incr);
+  *istart = start + first * incr;
+  *iend = last == loop.iterations ? static_cast<unsigned long long>(loop.spec.end) : start + last * incr;
 }
 
 // Chunk size for a claim that finds `next` of `n` iterations handed out.
@@ -75,12 +93,14 @@ void start_loop(const LoopSpec& spec) {
   loop = Loop{};
   loop.spec = spec;
   if (loop.spec.schedule == Schedule::none) loop.spec.schedule = Schedule::fixed;
-  loop.iterations = iteration_count(spec.start, spec.end, spec.incr);
+  loop.iterations = iteration_count(spec);
   if (loop.iterations > next_mask) fatal("a loop of %llu iterations: at most 2^40", (unsigned long long)loop.iterations);
   if (team.shared) loop.construct = ++team.constructs;
 }
 
-bool next_chunk(long* istart, long* iend) {
+namespace {
+// This thread's next iterations [first, last) of the current loop.
+bool next_range(std::uint64_t* first_out, std::uint64_t* last_out) {
   Loop& loop = team.loop;
   const std::uint32_t threads = team.size;
   if (loop.spec.schedule == Schedule::fixed) {
@@ -100,13 +120,15 @@ bool next_chunk(long* istart, long* iend) {
       last = std::min(loop.iterations, first + chunk);
     }
     if (first >= last) return false;
-    bounds(loop, first, last, istart, iend);
+    *first_out = first;
+    *last_out = last;
     return true;
   }
   if (!team.shared) {
     const std::uint64_t q = loop.taken < loop.iterations ? chunk_size(loop, loop.taken, 1) : 0;
     if (q == 0) return false;
-    bounds(loop, loop.taken, loop.taken + q, istart, iend);
+    *first_out = loop.taken;
+    *last_out = loop.taken + q;
     loop.taken += q;
     return true;
   }
@@ -125,13 +147,29 @@ bool next_chunk(long* istart, long* iend) {
     if (seen == w) {
       loop.guess = desired;
       loop.guessed = true;
-      bounds(loop, next, next + q, istart, iend);
+      *first_out = next;
+      *last_out = next + q;
       return true;
     }
     loop.guess = seen;
     loop.guessed = true;
     w = current_word(word, loop, "a loop");
   }
+}
+}  // namespace
+
+bool next_chunk(long* istart, long* iend) {
+  std::uint64_t first, last;
+  if (!next_range(&first, &last)) return false;
+  bounds(team.loop, first, last, istart, iend);
+  return true;
+}
+
+bool next_chunk_ull(unsigned long long* istart, unsigned long long* iend) {
+  std::uint64_t first, last;
+  if (!next_range(&first, &last)) return false;
+  bounds(team.loop, first, last, istart, iend);
+  return true;
 }
 
 bool single() {
@@ -173,6 +211,20 @@ bool start(const LoopSpec& s, long* istart, long* iend) {
   start_loop(s);
   return next_chunk(istart, iend);
 }
+// The bits of unsigned bounds travel in LoopSpec's longs.
+LoopSpec ull_spec(Schedule schedule, bool up, unsigned long long start, unsigned long long end,
+                  unsigned long long incr, unsigned long long chunk) {
+  if (chunk > static_cast<unsigned long long>(std::numeric_limits<long>::max()))
+    fatal("a loop over unsigned long long with chunk %llu: at most %ld", chunk, std::numeric_limits<long>::max());
+  LoopSpec s{schedule, static_cast<long>(start), static_cast<long>(end), static_cast<long>(incr), static_cast<long>(chunk)};
+  s.ull = true;
+  s.up = up;
+  return s;
+}
+bool start_ull(const LoopSpec& s, unsigned long long* istart, unsigned long long* iend) {
+  start_loop(s);
+  return next_chunk_ull(istart, iend);
+}
 }  // namespace
 
 extern "C" {
@@ -206,6 +258,41 @@ RDMX_OMP_RUNTIME_LOOP(runtime)
 RDMX_OMP_RUNTIME_LOOP(nonmonotonic_runtime)
 RDMX_OMP_RUNTIME_LOOP(maybe_nonmonotonic_runtime)
 #undef RDMX_OMP_RUNTIME_LOOP
+
+// Loops over unsigned long long: GCC passes the direction, and calls these
+// inside a plain GOMP_parallel (there is no combined form).
+#define RDMX_OMP_ULL_LOOP(name, schedule)                                                           \
+  bool GOMP_loop_ull_##name##_start(bool up, unsigned long long start_, unsigned long long end,     \
+                                    unsigned long long incr, unsigned long long chunk,              \
+                                    unsigned long long* istart, unsigned long long* iend) {         \
+    return start_ull(ull_spec(schedule, up, start_, end, incr, chunk), istart, iend);               \
+  }                                                                                                 \
+  bool GOMP_loop_ull_##name##_next(unsigned long long* istart, unsigned long long* iend) {          \
+    return next_chunk_ull(istart, iend);                                                            \
+  }
+RDMX_OMP_ULL_LOOP(static, Schedule::fixed)
+RDMX_OMP_ULL_LOOP(dynamic, Schedule::dynamic)
+RDMX_OMP_ULL_LOOP(guided, Schedule::guided)
+RDMX_OMP_ULL_LOOP(nonmonotonic_dynamic, Schedule::dynamic)
+RDMX_OMP_ULL_LOOP(nonmonotonic_guided, Schedule::guided)
+#undef RDMX_OMP_ULL_LOOP
+
+#define RDMX_OMP_ULL_RUNTIME_LOOP(name)                                                             \
+  bool GOMP_loop_ull_##name##_start(bool up, unsigned long long start_, unsigned long long end,     \
+                                    unsigned long long incr, unsigned long long* istart,            \
+                                    unsigned long long* iend) {                                     \
+    LoopSpec s = runtime_spec(static_cast<long>(start_), static_cast<long>(end), static_cast<long>(incr)); \
+    s.ull = true;                                                                                   \
+    s.up = up;                                                                                      \
+    return start_ull(s, istart, iend);                                                              \
+  }                                                                                                 \
+  bool GOMP_loop_ull_##name##_next(unsigned long long* istart, unsigned long long* iend) {          \
+    return next_chunk_ull(istart, iend);                                                            \
+  }
+RDMX_OMP_ULL_RUNTIME_LOOP(runtime)
+RDMX_OMP_ULL_RUNTIME_LOOP(nonmonotonic_runtime)
+RDMX_OMP_ULL_RUNTIME_LOOP(maybe_nonmonotonic_runtime)
+#undef RDMX_OMP_ULL_RUNTIME_LOOP
 
 void GOMP_loop_end() { team_barrier(); }
 void GOMP_loop_end_nowait() {}

@@ -19,10 +19,13 @@ namespace rdmx::omp {
 
 enum class Schedule : std::uint32_t { none, fixed, dynamic, guided };  // fixed: OpenMP's static
 
-// A loop's iteration space and how it is handed out.
+// A loop's iteration space and how it is handed out. A loop over unsigned
+// long long keeps its bounds' bits in start, end and incr, with `up` its
+// direction (a downward loop's increment is negative, as two's complement).
 struct LoopSpec {
   Schedule schedule = Schedule::none;
   long start = 0, end = 0, incr = 1, chunk = 0;
+  bool ull = false, up = true;
 };
 
 // What the master publishes in the shared heap before a region's first barrier.
@@ -110,6 +113,7 @@ const void* held_for(const void* object);
 void team_barrier();
 void start_loop(const LoopSpec& spec);
 bool next_chunk(long* istart, long* iend);
+bool next_chunk_ull(unsigned long long* istart, unsigned long long* iend);
 bool single();
 
 // Ends this process: stdout flushed, the message logged as an error, exit

@@ -64,6 +64,28 @@ int main(int argc, char** argv) {
   }
   CHECK(bad == 0, "%ld loop elements wrong", bad);
 
+  /* Loops over unsigned long long, up and down, near 2^64 (GOMP_loop_ull_*):
+   * every element exactly once, whatever the schedule.
+   * Bounds known only at run time: with constants that fit in a long, GCC
+   * calls the long entry points instead. */
+  volatile unsigned long long opaque_top = 18446744073709551615ULL, opaque_n = N;
+  const unsigned long long top = opaque_top, n = opaque_n, base = top - 3 * n;
+  for (int i = 0; i < N; i++) a[i] = 0;
+  #pragma omp parallel
+  {
+    #pragma omp for schedule(dynamic, 11)
+    for (unsigned long long u = base; u < base + 3 * n; u += 3) a[(u - base) / 3] += 1;
+    #pragma omp for schedule(guided, 2)
+    for (unsigned long long u = top; u > base; u -= 3) a[(top - u) / 3] += 10;
+    #pragma omp for schedule(runtime)
+    for (unsigned long long u = 0; u < n; u++) a[u] += 100;
+    #pragma omp for schedule(static, 5)
+    for (unsigned long long u = n; u > 0; u--) a[u - 1] += 1000;
+  }
+  bad = 0;
+  for (int i = 0; i < N; i++) bad += a[i] != 1111;
+  CHECK(bad == 0, "%ld elements of the unsigned long long loops wrong", bad);
+
   /* single, master, critical, barrier */
   #pragma omp parallel
   {
