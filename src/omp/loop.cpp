@@ -3,14 +3,21 @@
 //
 // Every thread of a job-wide team meets the same work-sharing constructs in
 // the same order (OpenMP requires it), so each counts them, and construct k
-// owns word k % slots of a ring on process 0. A word holds the construct's
-// generation (k mod 2^24) in its top 24 bits and the next unclaimed
-// iteration in the low 40: a thread claims a chunk by remote
-// compare-and-swap, and the first thread to meet construct k resets a word
-// still holding an older generation. Static schedules need no word: each
-// thread computes its own iterations.
+// owns slot k % slots of a ring on process 0. A slot is two words, each
+// with the generation of a construct (k mod 2^24) in its top 24 bits:
+//  - the claim word: in its low 40 bits the next unclaimed iteration; a
+//    thread claims a chunk by remote compare-and-swap, and the first thread
+//    to meet construct k resets a word still holding an older generation;
+//  - the finished word: in its low 40 bits how many of the team's threads
+//    are done with that construct (no chunk left for them, or their single
+//    decided). A thread may reset the claim word only once every thread is
+//    done with the construct it holds, so a chain of nowait constructs of
+//    any length makes a thread that runs `slots` constructs ahead wait for
+//    the slowest, instead of taking its slot.
+// Static schedules need no slot: each thread computes its own iterations.
 #include <limits>
 
+#include "rdmx/core/backoff.hpp"
 #include "rdmx/fabric/rma.hpp"
 #include "runtime.hpp"
 
@@ -40,28 +47,76 @@ std::uint64_t iteration_count(const LoopSpec& s) {
   return static_cast<std::uint64_t>((span + step - 1) / step);
 }
 
-// The word of the current construct, reset to it if it still holds an
-// older one. Returns its value.
+std::uint32_t generation_of(std::uint64_t word) { return static_cast<std::uint32_t>(word >> next_bits); }
+
+RemoteLocator word_of(std::uint64_t construct) {
+  const Runtime& rt = *runtime();
+  return rt.ring.slice((construct % rt.slots) * 16, 8);
+}
+RemoteLocator finished_word_of(std::uint64_t construct) {
+  const Runtime& rt = *runtime();
+  return rt.ring.slice((construct % rt.slots) * 16 + 8, 8);
+}
+
+// Waits until every thread of the team is done with construct generation
+// `held` of this slot (a thread that ran `slots` constructs ahead), or until
+// the slot has moved past it (another waiter took it meanwhile, and a
+// thread has already finished the newer construct: the caller reads the
+// claim word again).
+void wait_until_finished(std::uint64_t construct, std::uint32_t held) {
+  const RemoteLocator finished = finished_word_of(construct);
+  const std::uint32_t gen = generation(construct);
+  const std::uint32_t held_behind = (gen - held) & generation_mask;
+  Backoff backoff;
+  for (;;) {
+    const std::uint64_t f = fetch_add(finished, 0).get();
+    const std::uint32_t done = generation_of(f);
+    if (done == held ? (f & next_mask) >= team.size : ((gen - done) & generation_mask) < held_behind) return;
+    backoff(false);
+  }
+}
+
+// The claim word of the current construct, reset to it if it still holds
+// an older one that every thread is done with. Returns its value.
 std::uint64_t current_word(const RemoteLocator& word, Loop& loop, const char* what) {
   const std::uint32_t gen = generation(loop.construct);
   std::uint64_t w = loop.guessed ? loop.guess : fetch_add(word, 0).get();
   for (;;) {
-    const std::uint32_t held = static_cast<std::uint32_t>(w >> next_bits);
+    const std::uint32_t held = generation_of(w);
     const std::uint32_t behind = (gen - held) & generation_mask;
     if (behind == 0) return w;
+    // Nobody resets a slot before this thread is done with it, so a newer
+    // generation here means the team's threads disagree on the constructs.
     if (behind > generation_mask / 2)
-      fatal("%s: another thread is already %u work-sharing constructs ahead (more than %u nowait constructs "
-            "in a row; RDMX_OMP_WORK_SHARES raises the limit)",
-            what, (held - gen) & generation_mask, require(what).slots);
+      fatal("%s: another thread is %u work-sharing constructs ahead of this one in the same slot: the team's "
+            "threads did not all meet the same constructs",
+            what, (held - gen) & generation_mask);
+    wait_until_finished(loop.construct, held);
     const std::uint64_t fresh = pack(gen, 0);
     const std::uint64_t seen = compare_swap(word, w, fresh).get();
     w = seen == w ? fresh : seen;
   }
 }
 
-RemoteLocator word_of(std::uint64_t construct) {
-  const Runtime& rt = *runtime();
-  return rt.ring.slice((construct % rt.slots) * 8, 8);
+// This thread is done with the current construct: one more in its slot's
+// finished word. The first to finish moves the word to this construct's
+// generation, keeping the counts that others added meanwhile.
+void finish(const Loop& loop) {
+  const RemoteLocator finished = finished_word_of(loop.construct);
+  const std::uint32_t gen = generation(loop.construct);
+  const std::uint64_t before = fetch_add(finished, 1).get();
+  if (generation_of(before) == gen) return;
+  // The word held the previous construct of the slot, which every thread
+  // had finished (team.size): only the thread that found exactly that many
+  // carries the surplus over to this generation.
+  if ((before & next_mask) != team.size) return;
+  std::uint64_t f = before + 1;
+  for (;;) {
+    const std::uint64_t moved = pack(gen, (f & next_mask) - team.size);
+    const std::uint64_t seen = compare_swap(finished, f, moved).get();
+    if (seen == f) return;
+    f = seen;
+  }
 }
 
 // The loop's values of iterations [first, last), as the compiler's types:
@@ -139,6 +194,8 @@ bool next_range(std::uint64_t* first_out, std::uint64_t* last_out) {
     if (next >= loop.iterations) {
       loop.guess = w;
       loop.guessed = true;
+      if (!loop.finished) finish(loop);
+      loop.finished = true;
       return false;
     }
     const std::uint64_t q = chunk_size(loop, next, threads);
@@ -177,19 +234,29 @@ bool single() {
   Loop& loop = team.loop;
   loop = Loop{};
   loop.construct = ++team.constructs;
+  // The first thread to move the claim word to this construct runs it.
   const RemoteLocator word = word_of(loop.construct);
-  std::uint64_t w = fetch_add(word, 0).get();
   const std::uint32_t gen = generation(loop.construct);
+  std::uint64_t w = fetch_add(word, 0).get();
+  bool mine = false;
   for (;;) {
-    const std::uint32_t held = static_cast<std::uint32_t>(w >> next_bits);
+    const std::uint32_t held = generation_of(w);
     const std::uint32_t behind = (gen - held) & generation_mask;
-    if (behind == 0) return false;  // another thread took it
+    if (behind == 0) break;  // another thread took it
     if (behind > generation_mask / 2)
-      fatal("single: another thread is already %u work-sharing constructs ahead", (held - gen) & generation_mask);
+      fatal("single: another thread is %u work-sharing constructs ahead of this one in the same slot: the team's "
+            "threads did not all meet the same constructs",
+            (held - gen) & generation_mask);
+    wait_until_finished(loop.construct, held);
     const std::uint64_t seen = compare_swap(word, w, pack(gen, 1)).get();
-    if (seen == w) return true;
+    if (seen == w) {
+      mine = true;
+      break;
+    }
     w = seen;
   }
+  finish(loop);
+  return mine;
 }
 
 }  // namespace rdmx::omp

@@ -41,7 +41,8 @@ struct Runtime {
   std::uint32_t processes = 0, threads = 0, total = 0;
   std::span<std::byte> heap;  // the DSM heap: atomics there are serialized job-wide
   Region* region = nullptr;   // in the heap
-  // Work-share words on process 0, one per construct modulo `slots`.
+  // Work-share slots on process 0 (two words each, loop.cpp), one per
+  // construct modulo `slots`.
   RemoteLocator ring;
   std::uint32_t slots = 0;
   std::uint32_t mutexes = 0;
@@ -65,6 +66,7 @@ struct Loop {
   std::uint64_t guess = 0;      // the word's value as last seen (a CAS starts from it)
   bool guessed = false;
   std::uint64_t taken = 0;  // fixed schedule: chunks this thread took; one thread: iterations handed out
+  bool finished = false;    // counted in its slot's finished word (loop.cpp)
 };
 
 struct Team {

@@ -9,7 +9,7 @@ constexpr rdmx::env::Variable rows[] = {
     {"RDMX_OMP_STACK", nullptr, Kind::size, 64 * KiB, 64 * GiB, nullptr, "8M", nullptr,
      "stack of the master thread (the program's main), in the DSM heap"},
     {"RDMX_OMP_WORK_SHARES", nullptr, Kind::count, 1, 1ull << 20, nullptr, "256", nullptr,
-     "work-sharing constructs a thread may run ahead of another (nowait loops in a row)"},
+     "work-sharing constructs a thread may run ahead of the slowest before it waits (nowait constructs in a row)"},
     {"RDMX_OMP_STATS", nullptr, Kind::flag, 0, 1, nullptr, "0", nullptr,
      "each process prints its region, barrier and DSM counts to stderr at the end"},
 };

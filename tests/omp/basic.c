@@ -15,6 +15,9 @@
 RDMX_SHARED static long a[N];
 RDMX_SHARED static int seen[MAX_THREADS];
 RDMX_SHARED static int owner[N];
+#define CHAIN 300
+RDMX_SHARED static char chained[CHAIN][4];
+RDMX_SHARED static char chained_single[CHAIN];
 
 
 int main(int argc, char** argv) {
@@ -85,6 +88,40 @@ int main(int argc, char** argv) {
   bad = 0;
   for (int i = 0; i < N; i++) bad += a[i] != 1111;
   CHECK(bad == 0, "%ld elements of the unsigned long long loops wrong", bad);
+
+  /* A chain of nowait constructs longer than rdmx_omp's ring of work-share
+   * slots (RDMX_OMP_WORK_SHARES, 256 by default), with the last thread
+   * slowed at its start so that the others run far ahead: every iteration
+   * and every single runs exactly once (the counts), and all of them run
+   * (the marks). */
+  long iterations_run = 0, singles_run = 0;
+  #pragma omp parallel reduction(+:iterations_run, singles_run)
+  {
+    if (omp_get_thread_num() == omp_get_num_threads() - 1) {
+      volatile long spin = 0;
+      for (long k = 0; k < 3000000; k++) spin += k;
+    }
+    for (int c = 0; c < CHAIN; c++) {
+      #pragma omp for schedule(dynamic) nowait
+      for (int i = 0; i < 4; i++) {
+        chained[c][i] = 1;
+        iterations_run++;
+      }
+      #pragma omp single nowait
+      {
+        chained_single[c] = 1;
+        singles_run++;
+      }
+    }
+  }
+  bad = 0;
+  for (int c = 0; c < CHAIN; c++) {
+    bad += chained_single[c] != 1;
+    for (int i = 0; i < 4; i++) bad += chained[c][i] != 1;
+  }
+  CHECK(bad == 0 && iterations_run == 4 * CHAIN && singles_run == CHAIN,
+        "nowait chain: %ld marks missing, %ld iterations and %ld singles run (expected %d and %d)", bad,
+        iterations_run, singles_run, 4 * CHAIN, CHAIN);
 
   /* single, master, critical, barrier */
   #pragma omp parallel
