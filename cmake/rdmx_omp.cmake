@@ -1,9 +1,11 @@
 # Building OpenMP programs for rdmx's OpenMP runtime on the DSM (docs/omp.md).
 #
-# The one definition of how such a program is compiled and linked, in
-# variables, so that everything that builds one uses the same options.
-# Wherever it is included, the target rdmx::omp (the library rdmx_omp) must
-# exist.
+# The one definition of how such a program is compiled and linked. rdmx's
+# own build includes this file; it is installed beside rdmxConfig.cmake,
+# which includes it for find_package(rdmx COMPONENTS omp); and the compiler
+# wrappers rdmxcc and rdmxc++ (cmake/rdmxcc.in) are configured from its
+# variables. Wherever it is included, the target rdmx::omp (the library
+# rdmx_omp) must exist.
 #
 # rdmx_omp_executable(target sources...)
 #   The sources are ordinary `#pragma omp` C or C++ with an ordinary main.
