@@ -1,11 +1,19 @@
 # Building OpenMP programs for rdmx's OpenMP runtime on the DSM (docs/omp.md).
 #
+# The one definition of how such a program is compiled and linked. rdmx's
+# own build includes this file; it is installed beside rdmxConfig.cmake,
+# which includes it for find_package(rdmx COMPONENTS omp); and the compiler
+# wrappers rdmxcc and rdmxc++ (cmake/rdmxcc.in) are configured from its
+# variables. Wherever it is included, the target rdmx::omp (the library
+# rdmx_omp) must exist.
+#
 # rdmx_omp_executable(target sources...)
-#   The sources are ordinary `#pragma omp` C or C++; the program's main is
-#   renamed rdmx_omp_main and rdmx_omp supplies the real main(), which starts
-#   the rdmx job and runs rdmx_omp_main on process 0 while every other thread
-#   of every process joins its parallel regions. Launch it like any rdmx
-#   program (scripts/run -np P program [--rdmx-threads=T] args...).
+#   The sources are ordinary `#pragma omp` C or C++ with an ordinary main.
+#   The link wraps main: the C start-up code calls rdmx_omp's __wrap_main,
+#   which starts the rdmx job and runs the program's main on process 0
+#   while every other thread of every process joins its parallel regions.
+#   Launch it like any rdmx program (rdmx-run -np P program
+#   [--rdmx-threads=T] args...).
 # rdmx_omp_reference_executable(target sources...)
 #   The same sources against GCC's libgomp: one process, the reference.
 
@@ -15,6 +23,8 @@
 # Code of the default (small) model reaches data through 32-bit addresses,
 # so the section must end below 2 GiB: at 1 GiB it may hold up to 1 GiB, and
 # the rest of the DSM heap (the master's stack, RDMX_DSM_HEAP) lies below.
+# rdmx_omp reads the section's bounds at start-up, so any address below
+# 2 GiB that leaves room for the heap works; nothing else depends on it.
 set(RDMX_OMP_SHARED_ADDRESS 0x40000000 CACHE STRING "Link address of section rdmx_shared")
 # The section also ends on a 64 KiB boundary, so that a DSM block of up to
 # 64 KiB never reaches past it into the brk heap (which starts right there
@@ -23,23 +33,34 @@ set(RDMX_OMP_LINKER_SCRIPT ${CMAKE_CURRENT_BINARY_DIR}/rdmx_shared.ld)
 file(CONFIGURE OUTPUT ${RDMX_OMP_LINKER_SCRIPT} @ONLY
      CONTENT "SECTIONS {\n  rdmx_shared @RDMX_OMP_SHARED_ADDRESS@ (NOLOAD) : { *(rdmx_shared) . = ALIGN(65536); }\n}\nINSERT AFTER .bss;\n")
 
+# -fno-inline-atomics: reductions and `omp atomic` become __atomic_* calls,
+# which rdmx_omp serializes under a DSM mutex when they touch shared memory.
+# -fno-pie (and -no-pie below): outlined regions and `critical` names are
+# compared and called by address across processes.
+set(RDMX_OMP_COMPILE_OPTIONS -fopenmp -fno-inline-atomics -fno-pie)
+# rdmx/omp/shared.h: RDMX_SHARED places a variable in section rdmx_shared.
+set(RDMX_OMP_COMPILE_DEFINITIONS RDMX_OMP_DSM)
+# No -fopenmp at link time: GOMP_* come from rdmx_omp, never from libgomp.
+# --wrap=main: the start-up code calls rdmx_omp's __wrap_main, and the
+# program's main keeps its name (and C's implicit `return 0`).
+# --wrap=exit: exit() on process 0 ends the whole job in order.
+# The linker script goes with these as -Wl,-T,<script>.
+set(RDMX_OMP_LINK_OPTIONS -no-pie -Wl,--wrap=main -Wl,--wrap=exit)
+
 function(rdmx_omp_executable target)
   add_executable(${target} ${ARGN})
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
-  # -fno-inline-atomics: reductions and `omp atomic` become __atomic_* calls,
-  # which rdmx_omp serializes under a DSM mutex when they touch shared memory.
-  target_compile_options(${target} PRIVATE -fopenmp -fno-inline-atomics -fno-pie)
-  target_compile_definitions(${target} PRIVATE RDMX_OMP_DSM main=rdmx_omp_main)
-  # No -fopenmp at link time: GOMP_* come from rdmx_omp, never from libgomp.
-  # --wrap=exit: exit() on process 0 ends the whole job in order.
-  target_link_options(${target} PRIVATE -no-pie "-Wl,-T,${RDMX_OMP_LINKER_SCRIPT}" -Wl,--wrap=exit)
+  target_compile_options(${target} PRIVATE ${RDMX_OMP_COMPILE_OPTIONS})
+  target_compile_definitions(${target} PRIVATE ${RDMX_OMP_COMPILE_DEFINITIONS})
+  target_link_options(${target} PRIVATE ${RDMX_OMP_LINK_OPTIONS} "-Wl,-T,${RDMX_OMP_LINKER_SCRIPT}")
   set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${RDMX_OMP_LINKER_SCRIPT})
-  target_link_libraries(${target} PRIVATE rdmx_omp)
+  target_link_libraries(${target} PRIVATE rdmx::omp)
 endfunction()
 
 function(rdmx_omp_reference_executable target)
   add_executable(${target} ${ARGN})
   target_compile_options(${target} PRIVATE -fopenmp)
   target_link_options(${target} PRIVATE -fopenmp)
-  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  # rdmx/omp/shared.h only, which without RDMX_OMP_DSM annotates nothing.
+  target_include_directories(${target} PRIVATE $<TARGET_PROPERTY:rdmx::omp,INTERFACE_INCLUDE_DIRECTORIES>)
 endfunction()

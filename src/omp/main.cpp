@@ -1,8 +1,11 @@
-// The real main() of a program built with rdmx_omp_executable: the program's
-// own main was renamed rdmx_omp_main at compile time.
+// What starts a program built with rdmx_omp_executable or rdmxcc: the link
+// wraps main (-Wl,--wrap=main), so the C start-up code calls __wrap_main
+// here, and the program's own main, untouched, is __real_main. Untouched
+// matters: a C or C++ main that ends without `return` returns 0 only as
+// main, under its own name.
 //
 // Every process starts the Job and the DSM, and runs every worker thread in
-// Job::run. Worker thread 0 of process 0 runs rdmx_omp_main on a stack in
+// Job::run. Worker thread 0 of process 0 runs the program's main on a stack in
 // the shared heap (the master), so that the shared locals it hands to
 // parallel regions are heap addresses every process can read; every other
 // thread serves the master's parallel regions until it publishes the exit.
@@ -33,10 +36,9 @@
 #include "runtime.hpp"
 #include "settings.hpp"
 
-// The program's main, under whichever name its language gave it.
-extern "C" int rdmx_omp_main_c(int, char**) __asm__("rdmx_omp_main") __attribute__((weak));
-int rdmx_omp_main(int, char**) __attribute__((weak));
-int rdmx_omp_main() __attribute__((weak));
+// The program's main. C++ gives main C linkage too, and a main declared
+// without parameters ignores the two it is passed, as under crt1.
+extern "C" int __real_main(int argc, char** argv);
 
 // Defined by the linker when the program has RDMX_SHARED variables.
 extern "C" char __start_rdmx_shared[] __attribute__((weak));
@@ -77,15 +79,9 @@ void off_heap_entry() {
   }
 }
 
-int call_main(int argc, char** argv) {
-  if (rdmx_omp_main_c != nullptr) return rdmx_omp_main_c(argc, argv);
-  if (static_cast<int (*)(int, char**)>(&rdmx_omp_main) != nullptr) return rdmx_omp_main(argc, argv);
-  return rdmx_omp_main();
-}
-
 void master_entry() {
   try {
-    master.status = call_main(master.argc, master.argv);
+    master.status = __real_main(master.argc, master.argv);
   } catch (...) {
     master.error = std::current_exception();
   }
@@ -394,7 +390,7 @@ extern "C" [[noreturn]] void __wrap_exit(int status) {
   __real_exit(status);
 }
 
-int main(int argc, char** argv) {
+extern "C" int __wrap_main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

@@ -1,4 +1,4 @@
-// rdmx_omp's state: one Runtime per process, set up by main() (main.cpp),
+// rdmx_omp's state: one Runtime per process, set up by __wrap_main (main.cpp),
 // and one Team per thread, the OpenMP view of the region it runs in.
 //
 // A parallel region runs on every worker thread of every process (the team);
@@ -52,10 +52,10 @@ struct Runtime {
   std::atomic<std::uint64_t> joins{0}, barriers{0};
 };
 
-// The runtime, once main() has built it; nullptr before and after.
+// The runtime, once __wrap_main has built it; nullptr before and after.
 Runtime* runtime() noexcept;
 void set_runtime(Runtime* rt) noexcept;
-// The runtime, or a fatal error naming `what` (a GOMP_* call outside rdmx_omp's main).
+// The runtime, or a fatal error naming `what` (a GOMP_* call before or after the job).
 Runtime& require(const char* what);
 
 // The loop a thread works on (one at a time: loops do not nest in one region).

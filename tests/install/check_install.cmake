@@ -5,37 +5,16 @@
 # Every step must succeed; the consumer must print "consumer ok", alone and
 # as a job of two started by the installed bin/rdmx-run.
 cmake_minimum_required(VERSION 3.20)
-foreach(v MODE BUILD_DIR WORK_DIR CONSUMER_DIR CXX VERSION)
-  if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
-    message(FATAL_ERROR "install check failed: -D${v}=... missing")
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/install_check.cmake)
+require(MODE BUILD_DIR WORK_DIR CONSUMER_DIR CXX VERSION)
 
 set(prefix "${WORK_DIR}/prefix")
-
-# run(<step> COMMAND ...): run a command, echo it, fail loudly with its output.
-function(run step)
-  string(REPLACE ";" " " shown "${ARGN}")
-  message(STATUS "[${MODE}] ${step}: ${shown}")
-  execute_process(${ARGN}
-                  RESULT_VARIABLE rc
-                  OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "install check failed at '${step}' (exit ${rc})\n--- stdout\n${out}\n--- stderr\n${err}")
-  endif()
-  set(run_output "${out}" PARENT_SCOPE)
-endfunction()
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 
 # (a) install the current build tree into a scratch prefix
-set(config_args)
-if(CONFIG)
-  set(config_args --config ${CONFIG})
-endif()
-run("install" COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} ${config_args})
+install_build(${prefix})
 
 foreach(f include/rdmx/transfer/context.hpp)
   if(NOT EXISTS "${prefix}/${f}")
@@ -46,23 +25,7 @@ endforeach()
 # (b) build the consumer against the prefix, then run it
 set(exe "${WORK_DIR}/rdmx-consumer")
 if(MODE STREQUAL "find_package")
-  # Only the prefix may provide rdmx: no package registries, no PKG_CONFIG_PATH
-  # tricks (UCX itself still comes from the system's pkg-config path).
-  run("configure consumer"
-      COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build
-              -DCMAKE_BUILD_TYPE=Release
-              -DCMAKE_CXX_COMPILER=${CXX}
-              -DCMAKE_PREFIX_PATH=${prefix}
-              -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
-              -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
-  if(NOT run_output MATCHES "rdmx [0-9.]+ from ([^\n]*)")
-    message(FATAL_ERROR "install check failed: consumer did not report where rdmx came from")
-  endif()
-  set(found_dir "${CMAKE_MATCH_1}")
-  string(FIND "${found_dir}" "${prefix}/" at)
-  if(NOT at EQUAL 0)
-    message(FATAL_ERROR "install check failed: find_package(rdmx) used ${found_dir}, not the scratch prefix ${prefix}")
-  endif()
+  configure_against(${prefix} ${CONSUMER_DIR} ${WORK_DIR}/build -DCMAKE_CXX_COMPILER=${CXX})
   run("build consumer" COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
   set(exe "${WORK_DIR}/build/rdmx-consumer")
 elseif(MODE STREQUAL "pkg_config")
