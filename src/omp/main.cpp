@@ -192,6 +192,37 @@ LoopSpec schedule_from_env() {
   return s;
 }
 
+// OMP_NUM_THREADS, nthreads-var: the first number of its list (libgomp's
+// form, one count per nesting level; inner regions run on one thread here).
+// 0 when unset. A region runs on every thread of the job or on one, so any
+// other count is refused once the job's size is known (check_num_threads),
+// rather than ignored.
+std::uint32_t num_threads_from_env() {
+  const auto given = env::get("OMP_NUM_THREADS");
+  if (!given) return 0;
+  const std::string first = given->substr(0, given->find(','));
+  const auto begin = first.find_first_not_of(" \t"), end = first.find_last_not_of(" \t");
+  const std::string digits = begin == std::string::npos ? "" : first.substr(begin, end - begin + 1);
+  std::uint32_t count = 0;
+  // At most 9 digits: no conversion can overflow.
+  const bool whole = !digits.empty() && digits.size() <= 9 && digits.find_first_not_of("0123456789") == std::string::npos;
+  if (whole)
+    for (const char c : digits) count = count * 10 + static_cast<std::uint32_t>(c - '0');
+  if (count == 0)
+    throw Error(Errc::invalid_argument, "OMP_NUM_THREADS='" + *given +
+                                            "' does not start with a positive whole number; OMP_NUM_THREADS accepts "
+                                            "a count (or a comma-separated list of counts, one per nesting level)");
+  return count;
+}
+void check_num_threads(std::uint32_t wanted, const Job& job) {
+  if (wanted == 0 || wanted == 1 || wanted == job.total_threads()) return;
+  throw Error(Errc::invalid_argument,
+              "OMP_NUM_THREADS=" + std::to_string(wanted) + ": rdmx_omp runs a region on all " +
+                  std::to_string(job.total_threads()) + " threads of the job (" + std::to_string(job.size()) +
+                  " processes x " + std::to_string(job.threads_per_process()) +
+                  ", --rdmx-threads) or on one; OMP_NUM_THREADS accepts 1 or " + std::to_string(job.total_threads()));
+}
+
 // Section rdmx_shared was loaded as zeroed memory; the heap replaces it. A
 // page already written (a constructor before main) would lose its data.
 void release_section(std::byte* begin, std::size_t bytes) {
@@ -281,6 +312,7 @@ void size_arena(std::size_t heap_bytes) {
 int run(int argc, char** argv) {
   // Every setting is checked before anything is mapped or the job starts.
   const LoopSpec runtime_schedule = schedule_from_env();
+  const std::uint32_t num_threads = num_threads_from_env();
   const auto slots = static_cast<std::uint32_t>(rdmx_omp_settings.number("RDMX_OMP_WORK_SHARES"));
   const bool stats = rdmx_omp_settings.flag("RDMX_OMP_STATS");
   dsm::Config config = dsm::Config::from_env();
@@ -316,6 +348,7 @@ int run(int argc, char** argv) {
   }
   size_arena(config.heap_bytes);
   Job job(argc, argv);
+  check_num_threads(num_threads, job);
   if (shared != 0) release_section(section, section_bytes);
   dsm::Space space(job, config);
   auto* heap = static_cast<std::byte*>(dsm::allocate(config.heap_bytes - shared, block));
@@ -331,7 +364,7 @@ int run(int argc, char** argv) {
   if (job.rank() == 0) new (rt.region) Region{};
   rt.slots = slots;  // at least 1: the table's range
   rt.mutexes = config.mutexes;
-  rt.max_threads.store(rt.total);
+  rt.max_threads.store(num_threads != 0 ? num_threads : rt.total);
   rt.runtime_schedule = runtime_schedule;
   RemoteLocator ring{};
   if (job.rank() == 0) {
