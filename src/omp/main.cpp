@@ -381,6 +381,7 @@ int run(int argc, char** argv) {
   rt.ring = job.allgather(ring)[0];
   reset_shared_heap({heap + own, config.heap_bytes - shared - own});
   set_runtime(&rt);
+  setup_threadprivate(job, *rt.region);
   dsm::barrier();  // the Region's initial state, before anyone reads it
 
   master.argc = argc;

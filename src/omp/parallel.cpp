@@ -70,6 +70,7 @@ void join(const Region& region, std::uint32_t global_thread) {
   rt.joins.fetch_add(1, std::memory_order_relaxed);
   team = Team{global_thread, rt.total, true, 1, team.constructs, {}};
   in_job_region = true;
+  if (global_thread != 0) receive_threadprivate(region);
   if (region.loop.schedule != Schedule::none) start_loop(region.loop);
   region.fn(region.data);
   in_job_region = false;
@@ -109,6 +110,8 @@ void parallel(void (*fn)(void*), void* data, unsigned num_threads, const LoopSpe
   rt.region->fn = fn;
   rt.region->data = data;
   rt.region->loop = loop;
+  ++rt.region->number;
+  publish_threadprivate(*rt.region);
   off_heap([] { dsm::thread_barrier(); });
   const Region region = *rt.region;
   join(region, 0);

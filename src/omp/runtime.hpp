@@ -15,6 +15,10 @@
 
 #include "rdmx/transfer/remote_locator.hpp"
 
+namespace rdmx {
+class Job;
+}
+
 namespace rdmx::omp {
 
 enum class Schedule : std::uint32_t { none, fixed, dynamic, guided };  // fixed: OpenMP's static
@@ -35,6 +39,8 @@ struct Region {
   LoopSpec loop;       // a combined `parallel for` starts this work share first
   std::uint32_t exit = 0;  // the program is over: leave the team loop
   int status = 0;          // its exit status
+  std::uint64_t number = 0;      // regions the master has started
+  void* threadprivate = nullptr;  // the master's threadprivate block as of this region's start
 };
 
 struct Runtime {
@@ -97,6 +103,14 @@ template <class F>
 void off_heap(F&& f) {
   off_heap([](void* p) { (*static_cast<std::remove_reference_t<F>*>(p))(); }, &f);
 }
+
+// The master's threadprivate variables for copyin (threadprivate.cpp):
+// set up once the shared heap is (process 0 fills in region.threadprivate),
+// published by the master as a region starts, received by every other
+// process before its threads run the region.
+void setup_threadprivate(Job& job, Region& region);
+void publish_threadprivate(Region& region);
+void receive_threadprivate(const Region& region);
 
 // rdmx_shared_malloc's memory (shared_heap.cpp).
 void reset_shared_heap(std::span<std::byte> pool);
