@@ -1,5 +1,5 @@
-// The layer registry behind fabric::layer and the per-worker words behind
-// fabric::acting_word.
+// The layer registry behind fabric::layer, the per-worker words behind
+// fabric::acting_word, and layers' waits (fabric::serve_while_waiting).
 #include "rdmx/fabric/layer.hpp"
 
 #include <mutex>
@@ -33,6 +33,8 @@ Layer& layer(Job& job, const void* key, std::unique_ptr<Layer> (*make)(Job&)) {
 }
 
 }  // namespace detail
+
+std::size_t serve_while_waiting(Job& job) { return progress() + runtime_of(job).serve_idle_workers(); }
 
 Layer& Runtime::layer(const void* key, const std::function<std::unique_ptr<Layer>()>& make) {
   const std::size_t published = layer_count_.load(std::memory_order_acquire);

@@ -2,7 +2,10 @@
 
 #include <thread>
 
+#include "rdmx/core/backoff.hpp"
 #include "rdmx/core/error.hpp"
+#include "rdmx/core/log.hpp"
+#include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "runtime.hpp"
 
@@ -28,6 +31,8 @@ Runtime& runtime_of_job() {
 }
 
 }  // namespace
+
+FarLayer::FarLayer(Job& job) : job_(job), done_(std::make_unique<std::atomic<std::uint64_t>[]>(job.size())) {}
 
 FarLayer::~FarLayer() {
   if (Runtime* r = runtime_.load()) r->layer.store(nullptr);
@@ -64,6 +69,45 @@ void FarLayer::quiet(std::uint32_t) {
 
 void FarLayer::process_failed(std::uint32_t process, const std::string&) {
   with_runtime([&](Runtime& r) { r.process_failed(process); });
+}
+
+void FarLayer::end_manager(std::uint64_t manager, std::span<const std::uint32_t> servers, bool serving) {
+  const std::uint32_t me = job_.rank();
+  for (const std::uint32_t server : servers) {
+    if (server == me || job_.process_failed(server)) continue;
+    try {
+      // Consumed, not only sent: a server that fails meanwhile is known
+      // here, and nothing is left for ~Job to deliver.
+      Synchronizer sync;
+      call<Notify::consumed>(ThreadId{server, service_thread}, [me, manager] { fabric::layer<FarLayer>().peer_done(me, manager); }, sync);
+      sync.wait();
+    } catch (const Error& e) {
+      // A dead server waits for nobody; any other failure leaves this
+      // server waiting for this process's failure, so say so.
+      if (e.code() != Errc::peer_failed)
+        rdmx::log(LogLevel::warn, "far: process %u could not tell server process %u that it is done with its region: %s", me, server,
+                  e.what());
+    }
+  }
+  if (!serving) return;
+  const auto waiting_for = [&](std::uint32_t p) {
+    return p != me && done_[p].load(std::memory_order_acquire) < manager && !job_.process_failed(p);
+  };
+  Backoff backoff;
+  for (std::uint32_t p = 0; p < job_.size(); ++p)
+    while (waiting_for(p)) backoff(fabric::serve_while_waiting(job_) != 0);
+  std::string failed;
+  for (std::uint32_t p = 0; p < job_.size(); ++p)
+    if (p != me && done_[p].load(std::memory_order_acquire) < manager) failed += (failed.empty() ? "" : ", ") + std::to_string(p);
+  if (!failed.empty())
+    rdmx::log(LogLevel::warn, "far: process %u stops serving its far-memory region: process(es) %s failed before they were done with it",
+              me, failed.c_str());
+}
+
+void FarLayer::peer_done(std::uint32_t process, std::uint64_t manager) noexcept {
+  // A process's notes come in order: it waits for each to be consumed,
+  // and makes its next Manager after that.
+  if (process < job_.size()) done_[process].store(manager, std::memory_order_release);
 }
 
 void Runtime::process_failed(std::uint32_t process) noexcept {

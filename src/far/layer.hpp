@@ -5,10 +5,14 @@
 // hot path), how rdmx::quiet() waits for its write-backs and how a failed
 // server is reported to it. A Manager made in a process without a Job (an
 // in-process one, in unit tests) is found as the process's in-process
-// runtime instead, and has no fabric to hear from.
+// runtime instead, and has no fabric to hear from. The layer also keeps
+// what outlives one Manager: which Manager each peer is done with, so that
+// a server knows when it may leave.
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 
 #include "rdmx/fabric/layer.hpp"
@@ -23,7 +27,7 @@ class Runtime;
 
 class FarLayer final : public fabric::Layer {
  public:
-  explicit FarLayer(Job&) {}
+  explicit FarLayer(Job& job);
   // The job is left with a Manager still alive (it should have ended
   // first): the Manager no longer reaches this layer.
   ~FarLayer() override;
@@ -41,7 +45,8 @@ class FarLayer final : public fabric::Layer {
   // the worker it acts as: they land when it dereferences, waits for a far
   // future or ends their scope.
   // flush, settled: nothing of far memory travels when the job is left: a
-  // Manager ends before its Job, and its destructor is collective.
+  // Manager ends before its Job, and a server's Manager ends only once every
+  // peer is done with its region (end_manager).
 
   // Waits for the write-backs on the network now (the evacuator's and other
   // threads'), progressing meanwhile, and throws the first failure among
@@ -55,12 +60,32 @@ class FarLayer final : public fabric::Layer {
   // rather than failing over one read at a time.
   void process_failed(std::uint32_t process, const std::string& why) override;
 
+  // A job-backed Manager's number: 1, 2, ... in the order this process made
+  // them, which every process shares since making one is collective.
+  std::uint64_t begin_manager() noexcept { return ++managers_; }
+  // Manager `manager` ends on this process, every transfer of it complete.
+  // It tells each live server in `servers` (ranks) that it is done with its
+  // region; when it serves one itself (`serving`), it then waits, serving
+  // calls, until every other process is done with it too or has failed,
+  // and logs the failed ones. Not a barrier: a barrier fails as soon as any
+  // process has failed, and a server would then leave while its replicas
+  // are still in use. Only live peers are waited for: one that dies
+  // releases the server once the job learns of it (fabric.md, "Failures").
+  void end_manager(std::uint64_t manager, std::span<const std::uint32_t> servers, bool serving);
+  // `process` is done with Manager `manager`'s regions (its note, run by
+  // this process's service thread).
+  void peer_done(std::uint32_t process, std::uint64_t manager) noexcept;
+
  private:
   template <class F>
   void with_runtime(F&& f);
 
   std::atomic<Runtime*> runtime_{nullptr};
   std::atomic<std::uint32_t> hooks_running_{0};
+  Job& job_;
+  std::uint64_t managers_ = 0;  // the Managers' thread only
+  // [process]: the last Manager it is done with.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> done_;
 };
 
 // The process's Job, nullptr when it has none.

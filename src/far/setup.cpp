@@ -8,6 +8,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "layer.hpp"
 #include "rdmx/core/error.hpp"
@@ -43,6 +44,17 @@ void check_config(const Config& c) {
     throw Error(Errc::invalid_argument, "far: a region of " + std::to_string(c.region_bytes) + " bytes is outside 16 KiB to 4 TiB");
 }
 
+// This process is done with Manager `number`'s regions (a server: once
+// every peer is, too). Never throws: it runs in a destructor, or on the way
+// out of a failed constructor.
+void end_manager(Job& job, std::uint64_t number, std::span<const std::uint32_t> servers, bool serving) noexcept {
+  try {
+    fabric::layer<detail::FarLayer>(job).end_manager(number, servers, serving);
+  } catch (const std::exception& e) {
+    rdmx::log(rdmx::LogLevel::warn, "far: leaving the far-memory job: %s", e.what());
+  }
+}
+
 }  // namespace
 
 // What the set-up took from the job, given back at teardown.
@@ -50,6 +62,7 @@ struct Manager::Resources {
   Job* job = nullptr;
   memory::Block server_chunk{};
   memory::Block cache_chunk{};
+  std::uint64_t number = 0;  // job-backed: the far layer's count of this Manager
   std::unique_ptr<std::byte, decltype(&std::free)> own_cache{nullptr, &std::free};  // in-process
 };
 
@@ -117,16 +130,31 @@ Manager::Manager(Job& job, Config config) : resources_(std::make_unique<Resource
     else if (named)
       regions.push_back(theirs.region);
   }
-  if (!failure.empty()) {
+  const auto give_back = [&] {
     detail::stop_serving();
     if (r.server_chunk) job.arena().release_chunk(r.server_chunk);
     if (r.cache_chunk) job.arena().release_chunk(r.cache_chunk);
+  };
+  if (!failure.empty()) {
+    give_back();
     throw Error(Errc::invalid_argument, failure);
   }
-  auto device = make_device(config.path, regions);
-  runtime_ = std::make_unique<detail::Runtime>(std::move(config), &job, std::move(device), std::move(regions), job.rank(), job.size(),
-                                               r.cache_chunk.data, static_cast<bool>(r.server_chunk));
-  detail::attach(*runtime_, &job);
+  // Every process got here, or every one threw: the count stays the same everywhere.
+  r.number = fabric::layer<detail::FarLayer>(job).begin_manager();
+  const std::vector<std::uint32_t> named = servers;  // config moves into the runtime
+  try {
+    auto device = make_device(config.path, regions);
+    runtime_ = std::make_unique<detail::Runtime>(std::move(config), &job, std::move(device), std::move(regions), job.rank(),
+                                                 job.size(), r.cache_chunk.data, static_cast<bool>(r.server_chunk));
+    detail::attach(*runtime_, &job);
+  } catch (...) {
+    // Perhaps on this process alone: servers whose Managers go on must not
+    // wait for this one to end.
+    runtime_.reset();
+    end_manager(job, r.number, named, false);
+    give_back();
+    throw;
+  }
 }
 
 Manager::Manager(std::unique_ptr<Device> device, Config config) : resources_(std::make_unique<Resources>()) {
@@ -149,11 +177,8 @@ Manager::~Manager() {
   detail::detach(*runtime_);
   Resources& r = *resources_;
   if (r.job == nullptr) return;
-  try {
-    r.job->barrier();  // every client is done with the servers' regions
-  } catch (const std::exception& e) {
-    rdmx::log(rdmx::LogLevel::warn, "far: leaving the far-memory job: %s", e.what());
-  }
+  // A server waits here until every client is done with its region.
+  end_manager(*r.job, r.number, runtime_->config().servers, runtime_->serving());
   detail::stop_serving();
   runtime_.reset();
   try {

@@ -63,6 +63,13 @@ L& layer(Job& job = Job::current()) {
                                        [](Job& j) -> std::unique_ptr<Layer> { return std::make_unique<L>(j); }));
 }
 
+// One pass of a layer's own wait outside Job::run (a far-memory server
+// waiting for its clients): handles what arrived for the calling thread and
+// runs the calls of every worker no thread acts as, as Job::barrier's wait
+// does, so that a peer blocked on a call to a thread that has left Job::run
+// is answered. Returns how many things ran (0: idle, so the wait may back off).
+std::size_t serve_while_waiting(Job& job = Job::current());
+
 // A word of per-worker state named by the type T (one word per T and
 // worker, null until the layer sets it), for fast paths: it belongs to the
 // worker the calling thread acts as (its own thread, a helper running its

@@ -9,8 +9,10 @@
 //
 // Constructing one is collective: every process of the job constructs its
 // Manager with the same servers; the servers map and register their region
-// once and publish it. Destroying it is collective too (a barrier), so a
-// server's region outlives every client's use of it. One Manager per
+// once and publish it. Destroying it is collective too: each process tells
+// the servers it is done, and a server's destructor returns once every
+// other process has done so or has failed, so a server's region outlives
+// every client's use of it whatever other servers do. One Manager per
 // process at a time. It registers with the job's far layer
 // (fabric/layer.hpp), through which far pointers, scopes and data
 // structures find it, rdmx::quiet() waits for its write-backs and a failed
