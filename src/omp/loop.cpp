@@ -296,6 +296,15 @@ bool start_ull(const LoopSpec& s, unsigned long long* istart, unsigned long long
 
 extern "C" {
 
+// The schedules GCC names in its entry points, and what each hands out.
+#define RDMX_OMP_SCHEDULES(X)         \
+  X(static, Schedule::fixed)          \
+  X(dynamic, Schedule::dynamic)       \
+  X(guided, Schedule::guided)         \
+  X(nonmonotonic_dynamic, Schedule::dynamic) \
+  X(nonmonotonic_guided, Schedule::guided)
+#define RDMX_OMP_RUNTIME_SCHEDULES(X) X(runtime) X(nonmonotonic_runtime) X(maybe_nonmonotonic_runtime)
+
 #define RDMX_OMP_LOOP(name, schedule)                                                               \
   bool GOMP_loop_##name##_start(long start_, long end, long incr, long chunk, long* istart, long* iend) { \
     return start(spec(schedule, start_, end, incr, chunk), istart, iend);                           \
@@ -305,11 +314,7 @@ extern "C" {
                                  long incr, long chunk, unsigned) {                                 \
     parallel(fn, data, num_threads, spec(schedule, start_, end, incr, chunk));                      \
   }
-RDMX_OMP_LOOP(static, Schedule::fixed)
-RDMX_OMP_LOOP(dynamic, Schedule::dynamic)
-RDMX_OMP_LOOP(guided, Schedule::guided)
-RDMX_OMP_LOOP(nonmonotonic_dynamic, Schedule::dynamic)
-RDMX_OMP_LOOP(nonmonotonic_guided, Schedule::guided)
+RDMX_OMP_SCHEDULES(RDMX_OMP_LOOP)
 #undef RDMX_OMP_LOOP
 
 #define RDMX_OMP_RUNTIME_LOOP(name)                                                                 \
@@ -321,9 +326,7 @@ RDMX_OMP_LOOP(nonmonotonic_guided, Schedule::guided)
                                  long incr, unsigned) {                                             \
     parallel(fn, data, num_threads, runtime_spec(start_, end, incr));                               \
   }
-RDMX_OMP_RUNTIME_LOOP(runtime)
-RDMX_OMP_RUNTIME_LOOP(nonmonotonic_runtime)
-RDMX_OMP_RUNTIME_LOOP(maybe_nonmonotonic_runtime)
+RDMX_OMP_RUNTIME_SCHEDULES(RDMX_OMP_RUNTIME_LOOP)
 #undef RDMX_OMP_RUNTIME_LOOP
 
 // Loops over unsigned long long: GCC passes the direction, and calls these
@@ -337,11 +340,7 @@ RDMX_OMP_RUNTIME_LOOP(maybe_nonmonotonic_runtime)
   bool GOMP_loop_ull_##name##_next(unsigned long long* istart, unsigned long long* iend) {          \
     return next_chunk_ull(istart, iend);                                                            \
   }
-RDMX_OMP_ULL_LOOP(static, Schedule::fixed)
-RDMX_OMP_ULL_LOOP(dynamic, Schedule::dynamic)
-RDMX_OMP_ULL_LOOP(guided, Schedule::guided)
-RDMX_OMP_ULL_LOOP(nonmonotonic_dynamic, Schedule::dynamic)
-RDMX_OMP_ULL_LOOP(nonmonotonic_guided, Schedule::guided)
+RDMX_OMP_SCHEDULES(RDMX_OMP_ULL_LOOP)
 #undef RDMX_OMP_ULL_LOOP
 
 #define RDMX_OMP_ULL_RUNTIME_LOOP(name)                                                             \
@@ -356,10 +355,10 @@ RDMX_OMP_ULL_LOOP(nonmonotonic_guided, Schedule::guided)
   bool GOMP_loop_ull_##name##_next(unsigned long long* istart, unsigned long long* iend) {          \
     return next_chunk_ull(istart, iend);                                                            \
   }
-RDMX_OMP_ULL_RUNTIME_LOOP(runtime)
-RDMX_OMP_ULL_RUNTIME_LOOP(nonmonotonic_runtime)
-RDMX_OMP_ULL_RUNTIME_LOOP(maybe_nonmonotonic_runtime)
+RDMX_OMP_RUNTIME_SCHEDULES(RDMX_OMP_ULL_RUNTIME_LOOP)
 #undef RDMX_OMP_ULL_RUNTIME_LOOP
+#undef RDMX_OMP_RUNTIME_SCHEDULES
+#undef RDMX_OMP_SCHEDULES
 
 void GOMP_loop_end() { team_barrier(); }
 void GOMP_loop_end_nowait() {}
