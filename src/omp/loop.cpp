@@ -380,4 +380,24 @@ void GOMP_sections_end_nowait() {}
 
 bool GOMP_single_start() { return single(); }
 
+// single copyprivate: the thread that runs the single hands the others the
+// address of a record on its stack, pointing at its variables there. The
+// master's stack lies in the shared heap, every other thread's in its
+// process's own memory: so the master always runs it (OpenMP lets any one
+// thread), publishes the record in the Region and meets the others at a
+// team barrier, after which they read its values (GCC then puts a barrier
+// before the master's stack moves on).
+void* GOMP_single_copy_start() {
+  if (!team.shared) return nullptr;
+  ++team.constructs;  // a work-sharing construct, counted alike on every thread
+  if (team.num == 0) return nullptr;
+  team_barrier();
+  return runtime()->region->copyprivate;
+}
+void GOMP_single_copy_end(void* data) {
+  if (!team.shared) return;
+  runtime()->region->copyprivate = data;
+  team_barrier();
+}
+
 }  // extern "C"

@@ -41,6 +41,7 @@ struct Region {
   int status = 0;          // its exit status
   std::uint64_t number = 0;      // regions the master has started
   void* threadprivate = nullptr;  // the master's threadprivate block as of this region's start
+  void* copyprivate = nullptr;    // single copyprivate: the master's values, on its stack (loop.cpp)
 };
 
 struct Runtime {

@@ -151,6 +151,25 @@ int main(int argc, char** argv) {
   bad += tp_value != 1000 + omp_get_thread_num();
   CHECK(bad == 0, "%ld threads lost their threadprivate value between regions", bad);
 
+  /* single copyprivate: every thread leaves it with the values the single
+   * set, in private variables of its own. */
+  bad = 0;
+  #pragma omp parallel reduction(+:bad)
+  {
+    int mine = -1;
+    double several[3] = {0, 0, 0};
+    for (int round = 0; round < 3; round++) {
+      #pragma omp single copyprivate(mine, several)
+      {
+        mine = 42 + round;
+        several[0] = 1;
+        several[2] = 3 + round;
+      }
+      bad += mine != 42 + round || several[0] != 1 || several[2] != 3 + round;
+    }
+  }
+  CHECK(bad == 0, "%ld threads without the single's copyprivate values", bad);
+
   /* single, master, critical, barrier */
   #pragma omp parallel
   {
