@@ -21,6 +21,7 @@
 #include "rdmx/core/registry.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/transfer/endpoint.hpp"
 #include "rdmx/transfer/status.hpp"
 #include "collectives.hpp"
 #include "runtime.hpp"
@@ -114,6 +115,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   failed_ = std::make_unique<std::atomic<bool>[]>(size_);
   survivor_flushed_ = std::make_unique<std::atomic<std::uint64_t>[]>(size_);
   survivor_voted_ = std::make_unique<std::atomic<std::uint64_t>[]>(size_);
+  transports_reported_ = std::make_unique<std::atomic<bool>[]>(size_);
 
   for (std::uint32_t slot = 0; slot < workers(); ++slot)
     contexts_.push_back(std::make_unique<ThreadContext>(*this, slot, transfer::Worker::Sharing::single_thread));
@@ -370,6 +372,13 @@ bool Runtime::forget_allocation(const RemoteLocator& where) {
 void Runtime::report_dropped(const CallHeader& header, const std::string& why) {
   rdmx::log(rdmx::LogLevel::error, "process %u dropped a call from %u/%u: %s\n", rank_, header.source_process,
                header.source_thread, why.c_str());
+}
+
+void Runtime::report_transports(std::uint32_t process, const transfer::Endpoint& endpoint) {
+  if (process == rank_ || !log_enabled(LogLevel::info) || transports_reported_[process].exchange(true)) return;
+  const std::string where = same_host(process) ? "same host" : "host " + hostname_of(process);
+  rdmx::log(LogLevel::info, "process %u -> process %u (%s): %s\n", rank_, process, where.c_str(),
+            endpoint.transports().c_str());
 }
 
 void Runtime::bind_current_thread(std::uint32_t slot) {
