@@ -282,6 +282,10 @@ void size_arena(std::size_t heap_bytes) {
     ::setenv("RDMX_ARENA_MAX", std::to_string(2 * (heap_bytes + slack)).c_str(), 0);
 }
 
+// Until the settings are read, an error comes from what every process is
+// started with (its environment, its program's image): the job's error.
+bool settings_read = false;
+
 int run(int argc, char** argv) {
   // Every setting is checked before anything is mapped or the job starts.
   const LoopSpec runtime_schedule = schedule_from_env();
@@ -319,6 +323,7 @@ int run(int argc, char** argv) {
     config.address = reinterpret_cast<std::uintptr_t>(section) + shared - config.heap_bytes;
   }
   size_arena(config.heap_bytes);
+  settings_read = true;
   Job job(argc, argv);
   if (shared != 0) release_section(section, section_bytes);
   dsm::Space space(job, config);
@@ -390,9 +395,9 @@ extern "C" [[noreturn]] void __wrap_exit(int status) {
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
+  } catch (const rdmx::Error& e) {
+    rdmx::exit_on_error(settings_read ? e : rdmx::Error(e.code(), e.what(), rdmx::Reach::shared_settings));
   } catch (const std::exception& e) {
-    std::fflush(nullptr);
-    std::fprintf(stderr, "rdmx_omp: %s\n", e.what());
-    return 1;
+    rdmx::exit_on_error(e);
   }
 }
