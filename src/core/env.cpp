@@ -31,7 +31,8 @@ std::span<const IndexEntry> index() { return {rdmx_settings_index, rdmx_settings
 // library, so not misspellings either.
 bool used_by_scripts(std::string_view name) {
   static constexpr std::string_view names[] = {"RDMX_ROOT",       "RDMX_JOBS",     "RDMX_CTEST_JOBS", "RDMX_BUILD_TYPE",
-                                               "RDMX_ASAN_LEAKS", "RDMX_DEMO_TLS", "RDMX_MPI_IF"};
+                                               "RDMX_ASAN_LEAKS", "RDMX_DEMO_TLS", "RDMX_MPI_IF",
+                                               "RDMX_SETTINGS_FORWARDED"};
   for (std::string_view prefix : {"RDMX_BENCH_", "RDMX_SLURM_", "RDMX_HOSTS_"})
     if (name.starts_with(prefix)) return true;
   return std::find(std::begin(names), std::end(names), name) != std::end(names);

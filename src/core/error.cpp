@@ -2,8 +2,15 @@
 
 #include <cxxabi.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <memory>
+#include <string>
+#include <thread>
 
 namespace rdmx {
 
@@ -32,5 +39,103 @@ std::string demangle(const char* mangled) {
 }
 
 std::string type_name(const std::type_info& type) { return demangle(type.name()); }
+
+namespace {
+
+// What the launcher says goes in the environment of the processes it
+// starts. rdmx's bootstrap is PMIx: without PMIX_NAMESPACE the job is this
+// process alone.
+bool same_text(const char* a, const char* b) { return a != nullptr && b != nullptr && std::strcmp(a, b) == 0; }
+
+// Whether every process of the job runs this program with these arguments
+// and these RDMX_* settings. Open MPI's mpirun hands one application
+// context (no "a : b") the same command line, and its own environment to
+// the processes on its host; scripts/run forwards every RDMX_* variable to
+// the other hosts as well (RDMX_SETTINGS_FORWARDED). Other launchers: not
+// known, so each process prints its own.
+bool started_alike() {
+  if (std::getenv("PMIX_NAMESPACE") == nullptr) return true;
+  if (!same_text(std::getenv("OMPI_NUM_APP_CTX"), "1")) return false;
+  return same_text(std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"), std::getenv("OMPI_COMM_WORLD_SIZE")) ||
+         same_text(std::getenv("RDMX_SETTINGS_FORWARDED"), "1");
+}
+
+// Whether this is process 0, as the launcher says: the bootstrap may not
+// have run yet (a setting refused at start), or have failed.
+bool first_process() {
+  if (std::getenv("PMIX_NAMESPACE") == nullptr) return true;
+  return same_text(std::getenv("PMIX_RANK"), "0");
+}
+
+std::terminate_handler previous_handler = nullptr;
+
+// Whether every process of the job is known to meet `e` alike.
+bool job_wide(const std::exception& e) noexcept {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  if (error == nullptr) return false;
+  return error->reach() == Reach::every_process || (error->reach() == Reach::shared_settings && started_alike());
+}
+
+std::atomic<void (*)()> job_leaver{nullptr};
+
+// How long a process that leaves a job-wide error to process 0, before a
+// job exists to leave together, waits for the launcher to end it.
+constexpr auto launcher_wait = std::chrono::seconds(30);
+
+// An uncaught Error that every process meets ends the process as
+// exit_on_error does. Anything else goes to the handler before (by default
+// the one that prints "terminate called after throwing ...").
+[[noreturn]] void on_terminate() {
+  if (const std::exception_ptr thrown = std::current_exception()) {
+    try {
+      std::rethrow_exception(thrown);
+    } catch (const Error& e) {
+      if (job_wide(e)) exit_on_error(e);
+    } catch (...) {
+    }
+  }
+  if (previous_handler != nullptr) previous_handler();
+  std::abort();
+}
+
+}  // namespace
+
+void Error::report_once_if_uncaught() noexcept {
+  static const bool installed = [] {
+    previous_handler = std::set_terminate(&on_terminate);
+    return true;
+  }();
+  static_cast<void>(installed);
+}
+
+void detail::set_job_leaver(void (*leave)()) noexcept { job_leaver.store(leave, std::memory_order_release); }
+
+void exit_on_error(const std::exception& e) noexcept {
+  std::fflush(nullptr);  // the program's own output first
+  const bool alike = job_wide(e);
+  if (!alike || first_process()) {
+    // Not through rdmx::log: the process ends on this error, which is said
+    // whatever RDMX_LOG (itself possibly the refused setting) asks.
+    const std::string line = std::string("rdmx: ") + e.what() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  }
+  if (alike) {
+    if (void (*leave)() = job_leaver.load(std::memory_order_acquire)) {
+      // Every process is here: they leave the job together. One leaving
+      // alone could fail another still in the collective that found the
+      // error, whose message would then be a peer's failure instead.
+      try {
+        leave();
+      } catch (...) {
+      }
+    } else if (!first_process()) {
+      // No job yet: process 0 says it and ends, and the launcher then ends
+      // the rest (mpirun does). Ending first could have process 0 killed
+      // before it has said anything.
+      std::this_thread::sleep_for(launcher_wait);
+    }
+  }
+  std::_Exit(1);
+}
 
 }  // namespace rdmx

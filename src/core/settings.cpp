@@ -6,7 +6,8 @@ using rdmx::env::Kind;
 constexpr rdmx::env::Variable rows[] = {
     {"RDMX_LOG", nullptr, Kind::choice, 0, 0, "error|warn|info|debug|off", "warn", nullptr,
      "which diagnostics rdmx writes to standard error: errors (a call dropped, a process ended), warnings (teardown "
-     "giving up on a peer), info (the job's layout and given settings, once per job; leaving with survivors), debug"},
+     "giving up on a peer), info (the job's layout and given settings, once per job; the transports UCX chose to each peer, once per "
+     "process and peer; leaving with survivors), debug"},
 };
 }  // namespace
 

@@ -21,6 +21,7 @@
 #include "rdmx/core/registry.hpp"
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/transfer/endpoint.hpp"
 #include "rdmx/transfer/status.hpp"
 #include "collectives.hpp"
 #include "runtime.hpp"
@@ -75,9 +76,11 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   // Every setting is checked here, when the job starts, not when a module
   // first reads it: a mistyped option or an out-of-range value stops the
   // job with a message naming it.
-  const auto given = env::take_options(args);
+  // Both read only what every process is started with: a refusal here is
+  // the job's, and is printed once.
+  const auto given = shared_settings([&] { return env::take_options(args); });
   if (auto help = given.find("help"); help != given.end()) print_help_and_exit(help->second);
-  env::check_environment();
+  shared_settings([] { env::check_environment(); });
   const env::Table& table = rdmx_fabric_settings;
   auto setting = [&](const char* name) -> std::optional<std::string> {
     if (auto it = given.find(name); it != given.end()) return it->second;
@@ -92,7 +95,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   auto pin_text = given.count("RDMX_PIN") ? setting("RDMX_PIN") : options.pin ? options.pin : table.given("RDMX_PIN");
   threads_ = options.threads;
   std::optional<Layout> requested;
-  if (layout_text) requested = Layout::parse(*layout_text, "RDMX_LAYOUT / --rdmx-layout");
+  if (layout_text) requested = shared_settings([&] { return Layout::parse(*layout_text, "RDMX_LAYOUT / --rdmx-layout"); });
   if (threads_ == 0 && threads_text) threads_ = number("RDMX_THREADS", *threads_text);  // range-checked: 1 to 1024
   if (threads_ == 0 && requested) threads_ = requested->threads_per_process;
   if (threads_ == 0) threads_ = 1;
@@ -114,6 +117,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   failed_ = std::make_unique<std::atomic<bool>[]>(size_);
   survivor_flushed_ = std::make_unique<std::atomic<std::uint64_t>[]>(size_);
   survivor_voted_ = std::make_unique<std::atomic<std::uint64_t>[]>(size_);
+  transports_reported_ = std::make_unique<std::atomic<bool>[]>(size_);
 
   for (std::uint32_t slot = 0; slot < workers(); ++slot)
     contexts_.push_back(std::make_unique<ThreadContext>(*this, slot, transfer::Worker::Sharing::single_thread));
@@ -289,6 +293,7 @@ void Runtime::start() {
   collectives_ = std::make_unique<detail::Collectives>(threads_);
   job_collectives_ = std::make_unique<detail::JobCollectives>(size_);
   current_ = this;
+  rdmx::detail::set_job_leaver([] { current().shutdown(); });
   // Only once the Job is published: service calls use Job::current().
   service_thread_ = std::thread([this] { service_loop(); });
   for (std::uint32_t h = 0; h < helpers_; ++h) helper_threads_.emplace_back([this, h] { helper_loop(threads_ + h); });
@@ -370,6 +375,13 @@ bool Runtime::forget_allocation(const RemoteLocator& where) {
 void Runtime::report_dropped(const CallHeader& header, const std::string& why) {
   rdmx::log(rdmx::LogLevel::error, "process %u dropped a call from %u/%u: %s\n", rank_, header.source_process,
                header.source_thread, why.c_str());
+}
+
+void Runtime::report_transports(std::uint32_t process, const transfer::Endpoint& endpoint) {
+  if (process == rank_ || !log_enabled(LogLevel::info) || transports_reported_[process].exchange(true)) return;
+  const std::string where = same_host(process) ? "same host" : "host " + hostname_of(process);
+  rdmx::log(LogLevel::info, "process %u -> process %u (%s): %s\n", rank_, process, where.c_str(),
+            endpoint.transports().c_str());
 }
 
 void Runtime::bind_current_thread(std::uint32_t slot) {

@@ -96,6 +96,10 @@ class Runtime {
   detail::Collectives& collectives() { return *collectives_; }
   detail::JobCollectives& job_collectives() { return *job_collectives_; }
   void report_dropped(const CallHeader& header, const std::string& why);
+  // At RDMX_LOG=info, the transports UCX chose towards `process`, once per
+  // peer: `endpoint` is the first this process wired to it (every thread's
+  // endpoint to one peer gets the same lanes).
+  void report_transports(std::uint32_t process, const transfer::Endpoint& endpoint);
 
   Bootstrap& bootstrap() { return *bootstrap_; }
   // The layer registered under `key` (fabric::layer), made by `make` on first use.
@@ -191,6 +195,7 @@ class Runtime {
   bool oversubscribed_ = false;  // more worker threads on this machine than cores
   std::uint32_t spare_cores_ = 0;  // cores beyond them
   std::unique_ptr<std::atomic<std::uint64_t>[]> survivor_flushed_, survivor_voted_;  // [process]: round * 2 + busy
+  std::unique_ptr<std::atomic<bool>[]> transports_reported_;  // [process]
   std::vector<std::uint32_t> pids_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::uint32_t rank_ = 0, size_ = 1, threads_ = 1, helpers_ = 0;

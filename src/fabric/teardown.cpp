@@ -308,7 +308,10 @@ Runtime::~Runtime() {
   layer_count_.store(0, std::memory_order_release);
   layers_.clear();  // before the contexts and arenas their state lives in
   contexts_.clear();
-  if (current_ == this) current_ = nullptr;
+  if (current_ == this) {
+    current_ = nullptr;
+    rdmx::detail::set_job_leaver(nullptr);
+  }
 }
 
 }  // namespace rdmx::fabric

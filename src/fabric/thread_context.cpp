@@ -123,6 +123,7 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
       owned->on_failure([rt, process](ucs_status_t status) {
         rt->peer_failed(process, "process " + std::to_string(process) + " failed: " + ucs_status_string(status));
       });
+      runtime_.report_transports(process, *owned);
       ep = owned.get();
       endpoints_.push_back(std::move(owned));
       endpoint_index_[index].store(ep, std::memory_order_release);

@@ -114,30 +114,40 @@ Manager::Manager(Job& job, Config config) : resources_(std::make_unique<Resource
     std::strncpy(mine.error, e.what(), sizeof mine.error - 1);
   }
   auto all = job.allgather(std::as_bytes(std::span(&mine, 1)));
-  std::string failure;
-  std::vector<RemoteLocator> regions;
-  for (std::uint32_t p = 0; p < all.size() && failure.empty(); ++p) {
-    Published theirs{};
-    std::memcpy(&theirs, all[p].data(), std::min(sizeof theirs, all[p].size()));
-    theirs.error[sizeof theirs.error - 1] = '\0';
-    const bool named = std::binary_search(servers.begin(), servers.end(), p);
-    if (theirs.ok == 0)
-      failure = "far::Manager failed on process " + std::to_string(p) + ": " + theirs.error;
-    else if (named != (theirs.serves != 0))
-      failure = "far: process " + std::to_string(p) +
-                (named ? " was named a server here but does not serve" : " serves but was not named a server here") +
-                " (every process needs the same RDMX_FAR_SERVERS)";
-    else if (named)
-      regions.push_back(theirs.region);
+  std::vector<Published> published(all.size());
+  for (std::uint32_t p = 0; p < all.size(); ++p) {
+    std::memcpy(&published[p], all[p].data(), std::min(sizeof(Published), all[p].size()));
+    published[p].error[sizeof published[p].error - 1] = '\0';
   }
   const auto give_back = [&] {
     detail::stop_serving();
     if (r.server_chunk) job.arena().release_chunk(r.server_chunk);
     if (r.cache_chunk) job.arena().release_chunk(r.cache_chunk);
   };
-  if (!failure.empty()) {
+  auto give_up = [&](const std::string& why, Reach reach) {
     give_back();
-    throw Error(Errc::invalid_argument, failure);
+    throw Error(Errc::invalid_argument, why, reach);
+  };
+  // Every process sees a failure in the same gathered data: the job's error,
+  // printed once (said once, too, when every process failed alike).
+  auto failed = [](const Published& p) { return p.ok == 0; };
+  if (auto first = std::find_if(published.begin(), published.end(), failed); first != published.end()) {
+    const bool alike = std::all_of(published.begin(), published.end(),
+                                   [&](const Published& p) { return failed(p) && std::strcmp(p.error, first->error) == 0; });
+    give_up(alike ? std::string(first->error)
+                  : "far::Manager failed on process " + std::to_string(first - published.begin()) + ": " + first->error,
+            Reach::every_process);
+  }
+  // Which processes were named servers is this process's view: its own error.
+  std::vector<RemoteLocator> regions;
+  for (std::uint32_t p = 0; p < published.size(); ++p) {
+    const bool named = std::binary_search(servers.begin(), servers.end(), p);
+    if (named != (published[p].serves != 0))
+      give_up("far: process " + std::to_string(p) +
+                  (named ? " was named a server here but does not serve" : " serves but was not named a server here") +
+                  " (every process needs the same RDMX_FAR_SERVERS)",
+              Reach::this_process);
+    if (named) regions.push_back(published[p].region);
   }
   // Every process got here, or every one threw: the count stays the same everywhere.
   r.number = fabric::layer<detail::FarLayer>(job).begin_manager();

@@ -216,11 +216,13 @@ std::uint32_t num_threads_from_env() {
 }
 void check_num_threads(std::uint32_t wanted, const Job& job) {
   if (wanted == 0 || wanted == 1 || wanted == job.total_threads()) return;
+  // Every process reads the same variable and job size: the job's error.
   throw Error(Errc::invalid_argument,
-              "OMP_NUM_THREADS=" + std::to_string(wanted) + ": rdmx_omp runs a region on all " +
+              "OMP_NUM_THREADS='" + env::get("OMP_NUM_THREADS").value_or("") + "': rdmx_omp runs a region on all " +
                   std::to_string(job.total_threads()) + " threads of the job (" + std::to_string(job.size()) +
                   " processes x " + std::to_string(job.threads_per_process()) +
-                  ", --rdmx-threads) or on one; OMP_NUM_THREADS accepts 1 or " + std::to_string(job.total_threads()));
+                  ", --rdmx-threads) or on one; OMP_NUM_THREADS accepts 1 or " + std::to_string(job.total_threads()),
+              Reach::shared_settings);
 }
 
 // Section rdmx_shared was loaded as zeroed memory; the heap replaces it. A
@@ -309,6 +311,10 @@ void size_arena(std::size_t heap_bytes) {
     ::setenv("RDMX_ARENA_MAX", std::to_string(2 * (heap_bytes + slack)).c_str(), 0);
 }
 
+// Until the settings are read, an error comes from what every process is
+// started with (its environment, its program's image): the job's error.
+bool settings_read = false;
+
 int run(int argc, char** argv) {
   // Every setting is checked before anything is mapped or the job starts.
   const LoopSpec runtime_schedule = schedule_from_env();
@@ -347,6 +353,7 @@ int run(int argc, char** argv) {
     config.address = reinterpret_cast<std::uintptr_t>(section) + shared - config.heap_bytes;
   }
   size_arena(config.heap_bytes);
+  settings_read = true;
   Job job(argc, argv);
   check_num_threads(num_threads, job);
   if (shared != 0) release_section(section, section_bytes);
@@ -427,9 +434,9 @@ extern "C" [[noreturn]] void __wrap_exit(int status) {
 extern "C" int __wrap_main(int argc, char** argv) {
   try {
     return run(argc, argv);
+  } catch (const rdmx::Error& e) {
+    rdmx::exit_on_error(settings_read ? e : rdmx::Error(e.code(), e.what(), rdmx::Reach::shared_settings));
   } catch (const std::exception& e) {
-    std::fflush(nullptr);
-    std::fprintf(stderr, "rdmx_omp: %s\n", e.what());
-    return 1;
+    rdmx::exit_on_error(e);
   }
 }

@@ -2,11 +2,13 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <sstream>
 #include <vector>
 
 #include "rdmx/core/error.hpp"
@@ -39,6 +41,38 @@ ucs_status_t create(ucp_worker_h worker, const ucp_address_t* address, ucp_err_h
   params.err_handler.cb = callback;
   params.err_handler.arg = arg;
   return ucp_ep_create(worker, &params, ep);
+}
+
+// One lane of an endpoint: its transport/device and what UCX uses it for
+// ("am", "am_bw#0", "rma#0", "rma_bw#0", "amo#0", "wireup", ...).
+struct Lane {
+  std::string transport;
+  std::vector<std::string> uses;
+};
+
+// UCX 1.13 has no query for an endpoint's lanes; its report lists one line
+// per lane: "lane[0]:  1:posix/memory.0 md[1]  -> md[1]/posix/sysdev[255] amo#0 am".
+// Between the resource index and the path index (".0") is transport/device;
+// after the remote memory domain come the uses.
+std::vector<Lane> lanes_of(ucp_ep_h ep) {
+  const std::string info = detail::report(&ucp_ep_print_info, ep);
+  std::vector<Lane> lanes;
+  for (std::size_t at = info.find("lane["); at != std::string::npos; at = info.find("lane[", at + 1)) {
+    std::istringstream line(info.substr(at, info.find('\n', at) - at));
+    std::string word, resource;
+    line >> word >> resource;  // "lane[0]:", "1:posix/memory.0"
+    const std::size_t colon = resource.find(':');
+    const std::size_t path = resource.rfind('.');
+    if (colon == std::string::npos || resource.find('/', colon) == std::string::npos) continue;
+    Lane lane;
+    lane.transport = resource.substr(colon + 1, (path != std::string::npos && path > colon ? path : resource.size()) - colon - 1);
+    while (line >> word && word != "->") {
+    }
+    line >> word;  // the remote memory domain
+    while (line >> word) lane.uses.push_back(word);
+    lanes.push_back(std::move(lane));
+  }
+  return lanes;
 }
 
 }  // namespace
@@ -74,24 +108,31 @@ bool Endpoint::rma_emulated() const {
   // change once the endpoint has them.
   const std::int8_t known = emulated_.load(std::memory_order_relaxed);
   if (known >= 0) return known != 0;
-  // UCX has no query for this; its endpoint report lists one line per lane,
-  // "lane[0]:  0:tcp/lo.0 md[0] -> ...": the transport is what stands
-  // between the resource index and the '/'.
-  const std::string info = detail::report(&ucp_ep_print_info, handle_);
-  bool any = false;
-  for (std::size_t at = info.find("lane["); at != std::string::npos; at = info.find("lane[", at + 1)) {
-    const std::size_t colon = info.find(':', info.find(']', at));
-    const std::size_t name = info.find(':', info.find_first_not_of(' ', colon + 1));
-    const std::size_t slash = info.find('/', name);
-    if (colon == std::string::npos || name == std::string::npos || slash == std::string::npos) return false;
-    if (info.compare(name + 1, slash - name - 1, "tcp") != 0) {
-      emulated_.store(0, std::memory_order_relaxed);
-      return false;
+  const std::vector<Lane> lanes = lanes_of(handle_);
+  if (lanes.empty()) return false;  // no report: ask again next time
+  const bool all_tcp = std::all_of(lanes.begin(), lanes.end(), [](const Lane& l) { return l.transport.starts_with("tcp/"); });
+  emulated_.store(all_tcp ? 1 : 0, std::memory_order_relaxed);
+  return all_tcp;
+}
+
+std::string Endpoint::transports() const {
+  const std::vector<Lane> lanes = lanes_of(handle_);
+  if (lanes.empty()) return "no lanes reported by UCX";
+  auto carrying = [&](auto&& use_matches) {
+    std::vector<std::string> seen;  // a transport may have several lanes
+    std::string names;
+    for (const Lane& lane : lanes) {
+      if (std::none_of(lane.uses.begin(), lane.uses.end(), use_matches)) continue;
+      if (std::find(seen.begin(), seen.end(), lane.transport) != seen.end()) continue;
+      seen.push_back(lane.transport);
+      names += (names.empty() ? "" : "+") + lane.transport;
     }
-    any = true;
-  }
-  if (any) emulated_.store(1, std::memory_order_relaxed);
-  return any;
+    return names.empty() ? std::string("over am") : names;
+  };
+  const std::string am = carrying([](const std::string& u) { return u == "am" || u.starts_with("am_bw"); });
+  const std::string rma = carrying([](const std::string& u) { return u.starts_with("rma"); });
+  const std::string atomics = carrying([](const std::string& u) { return u.starts_with("amo"); });
+  return "rma " + rma + ", am " + am + ", atomics " + atomics;
 }
 
 namespace {

@@ -145,6 +145,24 @@ TEST_F(Loopback, HandlesAreLive) {
   EXPECT_EQ(ep_->rma_emulated(), tls().rfind("tcp", 0) == 0) << "UCX_TLS=" << tls();
 }
 
+// The lanes by use, as RDMX_LOG=info shows them per peer: over TCP, active
+// messages on a TCP lane and atomics done in software with them; over
+// shared memory, no TCP at all.
+TEST_F(Loopback, TransportsNameEachUse) {
+  const std::string text = ep_->transports();
+  EXPECT_TRUE(text.starts_with("rma ")) << text;
+  ASSERT_NE(text.find(", am "), std::string::npos) << text;
+  ASSERT_NE(text.find(", atomics "), std::string::npos) << text;
+  const std::string am = text.substr(text.find(", am ") + 5, text.find(", atomics ") - text.find(", am ") - 5);
+  if (tls().rfind("tcp", 0) == 0) {
+    EXPECT_TRUE(am.starts_with("tcp/")) << text;
+    EXPECT_TRUE(text.ends_with(", atomics over am")) << text;
+  } else {
+    EXPECT_EQ(text.find("tcp/"), std::string::npos) << text;
+    EXPECT_NE(am, "over am") << text;
+  }
+}
+
 TEST_F(Loopback, RemoteKeyMovesOwnership) {
   RemoteKey k(*ep_, region_.packed_rkey());
   ucp_rkey_h h = k.get();

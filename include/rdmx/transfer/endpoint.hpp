@@ -46,6 +46,11 @@ class Endpoint {
   // operations are then emulated with active messages that the peer's
   // worker applies when it progresses (slow, and only while it progresses).
   bool rma_emulated() const;
+  // The transports UCX chose for this endpoint, by what they carry, as
+  // "rma cma/memory, am posix/memory, atomics posix/memory" (transport/device;
+  // "+" between several). A use with no lane of its own UCX carries out with
+  // active messages: "atomics over am". For a person tuning UCX_TLS.
+  std::string transports() const;
   // Record a failure found by other means; runs the failure handler once.
   void mark_failed(ucs_status_t status);
   // Whether any endpoint of this process has failed: teardown then leaves
