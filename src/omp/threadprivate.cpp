@@ -20,7 +20,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -54,7 +53,6 @@ Block own_tls_block() {
 }
 
 Block master;               // the master's block, the same on every process
-void* copy = nullptr;       // its copy in the shared heap, written by the master per region
 bool mirrored = false;      // this process holds the reservation (processes other than 0)
 std::mutex received_mutex;  // one copy per process and region
 std::uint64_t received = 0;
@@ -66,12 +64,11 @@ void setup_threadprivate(Job& job, Region& region) {
   master = job.allgather(mine)[0];
   if (master.bytes == 0) return;
   if (job.rank() == 0) {
-    copy = rdmx_shared_malloc(master.bytes);
-    if (copy == nullptr)
+    region.threadprivate = rdmx_shared_malloc(master.bytes);  // the master writes it per region
+    if (region.threadprivate == nullptr)
       fatal("no room in the shared heap for a copy of the master's %llu bytes of threadprivate variables "
             "(RDMX_DSM_HEAP)",
             static_cast<unsigned long long>(master.bytes));
-    region.threadprivate = copy;
     return;
   }
   const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
