@@ -116,6 +116,7 @@ install(EXPORT rdmxOmpTargets
   FILE rdmxOmpTargets.cmake
   DESTINATION ${RDMX_INSTALL_CMAKEDIR})
 install(FILES ${CMAKE_CURRENT_LIST_DIR}/rdmx_omp.cmake DESTINATION ${RDMX_INSTALL_CMAKEDIR})
+install(PROGRAMS ${RDMX_OMP_OBJECT_TOOL} DESTINATION ${RDMX_INSTALL_CMAKEDIR})
 install(FILES ${RDMX_OMP_LINKER_SCRIPT} DESTINATION ${CMAKE_INSTALL_LIBDIR}/rdmx)
 
 # What librdmx.a needs at link time, as compiler arguments: its own link

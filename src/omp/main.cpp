@@ -9,8 +9,8 @@
 // the shared heap (the master), so that the shared locals it hands to
 // parallel regions are heap addresses every process can read; every other
 // thread serves the master's parallel regions until it publishes the exit.
-// Section rdmx_shared (RDMX_SHARED variables) is linked at a fixed address
-// and the heap is placed so that its last blocks are that section.
+// The program's globals (globals.cpp) are linked at a fixed address and the
+// heap is placed so that its last blocks are theirs.
 #include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -40,10 +40,6 @@
 // without parameters ignores the two it is passed, as under crt1.
 extern "C" int __real_main(int argc, char** argv);
 
-// Defined by the linker when the program has RDMX_SHARED variables.
-extern "C" char __start_rdmx_shared[] __attribute__((weak));
-extern "C" char __stop_rdmx_shared[] __attribute__((weak));
-
 extern "C" [[noreturn]] void __real_exit(int status);
 
 namespace rdmx::omp {
@@ -53,6 +49,7 @@ std::size_t round_up(std::size_t n, std::size_t unit) { return (n + unit - 1) / 
 
 struct Master {
   ucontext_t scheduler{}, program{};
+  std::span<std::byte> stack;
   int argc = 0;
   char** argv = nullptr;
   int status = 0;
@@ -82,6 +79,7 @@ void off_heap_entry() {
 void master_entry() {
   try {
     master.status = __real_main(master.argc, master.argv);
+    run_exit_handlers();
   } catch (...) {
     master.error = std::current_exception();
   }
@@ -107,6 +105,7 @@ int run_master(std::span<std::byte> stack) {
   for (std::size_t off = stack.size() - warm; off < stack.size(); off += page)
     static_cast<void>(*reinterpret_cast<volatile char*>(stack.data() + off));
   ::getcontext(&master.program);
+  master.stack = stack;
   master.program.uc_stack.ss_sp = stack.data();
   master.program.uc_stack.ss_size = stack.size();
   master.program.uc_link = &master.scheduler;
@@ -121,6 +120,12 @@ int run_master(std::span<std::byte> stack) {
 }
 
 }  // namespace
+
+bool on_master_stack_now() noexcept {
+  if (!on_master_stack) return false;
+  const auto* frame = static_cast<const std::byte*>(__builtin_frame_address(0));
+  return frame >= master.stack.data() && frame < master.stack.data() + master.stack.size();
+}
 
 void off_heap(void (*fn)(void*), void* arg) {
   if (!on_master_stack) {
@@ -225,25 +230,6 @@ void check_num_threads(std::uint32_t wanted, const Job& job) {
               Reach::shared_settings);
 }
 
-// Section rdmx_shared was loaded as zeroed memory; the heap replaces it. A
-// page already written (a constructor before main) would lose its data.
-void release_section(std::byte* begin, std::size_t bytes) {
-  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  const std::size_t mapped = round_up(bytes, page);
-  std::vector<unsigned char> resident(mapped / page);
-  if (::mincore(begin, mapped, resident.data()) == 0)
-    for (std::size_t p = 0; p < resident.size(); ++p) {
-      if ((resident[p] & 1) == 0) continue;
-      for (std::size_t i = p * page; i < std::min(bytes, (p + 1) * page); ++i)
-        if (begin[i] != std::byte{0})
-          throw Error(Errc::invalid_argument,
-                      "an RDMX_SHARED variable was written before main (byte " + std::to_string(i) +
-                          " of section rdmx_shared): shared variables must start zeroed");
-    }
-  if (::munmap(begin, mapped) != 0)
-    throw Error(Errc::invalid_argument, std::string("unmapping section rdmx_shared: ") + std::strerror(errno));
-}
-
 // The end of the highest mapping below `limit` (the program's image below
 // section rdmx_shared): the DSM heap, which ends with the section, must start
 // above it. At least the kernel's lowest mappable address.
@@ -289,15 +275,15 @@ void check_heap_fits(std::uintptr_t section, std::uintptr_t section_end, std::si
   std::snprintf(range, sizeof range, "0x%llx to 0x%llx", static_cast<unsigned long long>(low),
                 static_cast<unsigned long long>(section_end));
   const std::string because =
-      " does not fit: with RDMX_SHARED variables the DSM heap ends with section rdmx_shared and starts above the "
-      "program's image, in " + std::string(range) + " (" + size_text(room) + "); ";
+      " does not fit: the DSM heap ends with the program's globals and starts above the rest of its image, in " +
+      std::string(range) + " (" + size_text(room) + "); ";
   if (const auto heap = env::get("RDMX_DSM_HEAP"))
     throw Error(Errc::invalid_argument, "RDMX_DSM_HEAP='" + *heap + "'" + because + "RDMX_DSM_HEAP accepts at most " +
                                             size_text(room / block * block) + " here");
   const std::string stack = env::get("RDMX_OMP_STACK").value_or("8M");
   const std::size_t most = room > rest ? (room - rest) / block * block : 0;
   throw Error(Errc::invalid_argument, "RDMX_OMP_STACK='" + stack + "' makes a DSM heap of " + size_text(heap_bytes) +
-                                          " (the stack, the shared variables and 32M for rdmx_shared_malloc), which" +
+                                          " (the stack, the program's globals and 32M for its heap), which" +
                                           because + "RDMX_OMP_STACK accepts at most " + size_text(most) + " here");
 }
 
@@ -309,6 +295,21 @@ void size_arena(std::size_t heap_bytes) {
   const std::size_t slack = std::size_t{64} << 20;  // metadata and the runtime's own chunks
   if (!env::get("RDMX_ARENA_MAX") && 2 * (heap_bytes + slack) > (std::size_t{1} << 30))
     ::setenv("RDMX_ARENA_MAX", std::to_string(2 * (heap_bytes + slack)).c_str(), 0);
+}
+
+// The program's arguments, copied into the shared heap: main may hand them
+// (or a global may keep them) to threads of other processes, where process
+// 0's stack is not.
+char** shared_arguments(int argc, char** argv) {
+  auto** copy = static_cast<char**>(shared_block(sizeof(char*) * (static_cast<std::size_t>(argc) + 1)));
+  if (copy == nullptr) return argv;
+  for (int i = 0; i < argc; ++i) {
+    const std::size_t bytes = std::strlen(argv[i]) + 1;
+    copy[i] = static_cast<char*>(shared_block(bytes));
+    if (copy[i] == nullptr) return argv;
+    std::memcpy(copy[i], argv[i], bytes);
+  }
+  return copy;
 }
 
 // Until the settings are read, an error comes from what every process is
@@ -328,15 +329,19 @@ int run(int argc, char** argv) {
   if (!env::get("RDMX_DSM_BLOCK")) config.block_bytes = 16u << 10;
   const std::size_t block = config.block_bytes;
   if (block == 0) throw Error(Errc::invalid_argument, "RDMX_DSM_BLOCK is 0");
-  auto* section = reinterpret_cast<std::byte*>(__start_rdmx_shared);
-  const std::size_t section_bytes = section == nullptr ? 0 : static_cast<std::size_t>(__stop_rdmx_shared - __start_rdmx_shared);
+  // The program's globals as its start-up left them, before anything else
+  // runs: a refusal there is the same on every process.
+  const Globals globals = program_globals();
+  const Image image = save_globals(globals, end_premain());
+  auto* section = globals.begin;
+  const std::size_t section_bytes = globals.bytes();
   const std::size_t shared = round_up(section_bytes, block);
   const std::size_t stack = round_up(rdmx_omp_settings.number("RDMX_OMP_STACK"), block);
   const std::size_t own = stack + block;  // the master's stack, then the Region
   if (!env::get("RDMX_DSM_HEAP")) config.heap_bytes = round_up(own + shared + (32u << 20), block);
   if (config.heap_bytes < own + shared)
     throw Error(Errc::out_of_memory, "RDMX_DSM_HEAP=" + std::to_string(config.heap_bytes) + " is too small: " +
-                                         std::to_string(shared) + " bytes of RDMX_SHARED variables and " +
+                                         std::to_string(shared) + " bytes of the program's globals and " +
                                          std::to_string(own) + " for the master's stack (RDMX_OMP_STACK)");
   if (config.mutexes < 3)
     throw Error(Errc::invalid_argument, "RDMX_DSM_MUTEXES='" + std::to_string(config.mutexes) +
@@ -345,10 +350,10 @@ int run(int argc, char** argv) {
     check_heap_fits(reinterpret_cast<std::uintptr_t>(section), reinterpret_cast<std::uintptr_t>(section) + shared,
                     config.heap_bytes, block, block + shared + (32u << 20));
     // Its last block must not reach into the brk heap, which may start
-    // where the section ends (cmake/rdmx_omp.cmake pads it to 64 KiB).
+    // where the globals end (cmake/rdmx_omp.cmake pads them to 64 KiB).
     if (reinterpret_cast<std::uintptr_t>(section) % block != 0 || section_bytes % block != 0)
-      throw Error(Errc::invalid_argument, "section rdmx_shared (" + std::to_string(section_bytes) +
-                                              " bytes) does not begin and end on a DSM block boundary (RDMX_DSM_BLOCK=" +
+      throw Error(Errc::invalid_argument, "the program's globals (" + std::to_string(section_bytes) +
+                                              " bytes) do not begin and end on a DSM block boundary (RDMX_DSM_BLOCK=" +
                                               std::to_string(block) + "; up to 64K fits): see RDMX_OMP_SHARED_ADDRESS");
     config.address = reinterpret_cast<std::uintptr_t>(section) + shared - config.heap_bytes;
   }
@@ -356,11 +361,11 @@ int run(int argc, char** argv) {
   settings_read = true;
   Job job(argc, argv);
   check_num_threads(num_threads, job);
-  if (shared != 0) release_section(section, section_bytes);
+  release_globals(globals);
   dsm::Space space(job, config);
   auto* heap = static_cast<std::byte*>(dsm::allocate(config.heap_bytes - shared, block));
   if (shared != 0 && dsm::allocate(shared, block) != section)
-    throw Error(Errc::invalid_argument, "the DSM heap does not end with section rdmx_shared");
+    throw Error(Errc::invalid_argument, "the DSM heap does not end with the program's globals");
 
   Runtime rt;
   rt.processes = job.size();
@@ -387,6 +392,10 @@ int run(int argc, char** argv) {
   }
   rt.ring = job.allgather(ring)[0];
   reset_shared_heap({heap + own, config.heap_bytes - shared - own});
+  if (job.rank() == 0) {
+    publish_globals(globals, image);
+    argv = shared_arguments(argc, argv);
+  }
   set_runtime(&rt);
   setup_threadprivate(job, *rt.region);
   dsm::barrier();  // the Region's initial state, before anyone reads it
@@ -423,8 +432,14 @@ using namespace rdmx::omp;
 extern "C" [[noreturn]] void __wrap_exit(int status) {
   if (in_job_region) fatal("exit(%d) inside a parallel region", status);
   if (on_master_stack) {
-    // The program ends: back to the scheduler, which ends the job in order.
+    // The program ends: its exit handlers, then back to the scheduler,
+    // which ends the job in order.
     master.status = status;
+    try {
+      run_exit_handlers();
+    } catch (...) {
+      master.error = std::current_exception();
+    }
     on_master_stack = false;
     ::setcontext(&master.scheduler);
   }
@@ -433,7 +448,9 @@ extern "C" [[noreturn]] void __wrap_exit(int status) {
 
 extern "C" int __wrap_main(int argc, char** argv) {
   try {
-    return run(argc, argv);
+    const int status = run(argc, argv);
+    restore_globals(program_globals());
+    return status;
   } catch (const rdmx::Error& e) {
     rdmx::exit_on_error(settings_read ? e : rdmx::Error(e.code(), e.what(), rdmx::Reach::shared_settings));
   } catch (const std::exception& e) {

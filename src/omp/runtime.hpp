@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <span>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "rdmx/transfer/remote_locator.hpp"
 
@@ -113,8 +115,53 @@ void setup_threadprivate(Job& job, Region& region);
 void publish_threadprivate(Region& region);
 void receive_threadprivate(const Region& region);
 
-// rdmx_shared_malloc's memory (shared_heap.cpp).
+// The program's heap (heap.cpp): the shared blocks come from `pool`.
 void reset_shared_heap(std::span<std::byte> pool);
+// A zeroed shared block for the runtime's own use (the master's, outside
+// regions, or before the job runs); nullptr when the pool is exhausted.
+void* shared_block(std::size_t bytes);
+// The program's private heap blocks still live from before main (address,
+// bytes); from this call on, none is counted.
+struct PremainBlocks {
+  std::vector<std::pair<std::uintptr_t, std::size_t>> blocks;
+  bool overflow = false;  // more than were counted
+};
+PremainBlocks end_premain();
+
+// The program's globals (globals.cpp): its .data and .bss, which
+// rdmx_omp_object moved to sections rdmx_shared_data and rdmx_shared.
+struct Globals {
+  std::byte* begin = nullptr;  // [begin, end), block-aligned; initialized data up to data_end
+  std::byte* data_end = nullptr;
+  std::byte* end = nullptr;
+  std::size_t bytes() const { return static_cast<std::size_t>(end - begin); }
+};
+Globals program_globals();
+// The globals' bytes as start-up left them: the pages that are not zero.
+struct Image {
+  std::vector<std::pair<std::size_t, std::vector<std::byte>>> pages;  // offset, contents
+};
+// Saves the image (every process: each refuses the same program alike). A
+// global that points into a block of `premain`, private and different on
+// every process, is refused.
+Image save_globals(const Globals& globals, const PremainBlocks& premain);
+// Unmaps the globals, whose range the DSM heap takes.
+void release_globals(const Globals& globals);
+// Process 0 writes its image into the DSM, before the first barrier.
+void publish_globals(const Globals& globals, const Image& image);
+// After the job: zeroed private memory where the globals were, for code that
+// still touches them as the process exits (libc's exit, say).
+void restore_globals(const Globals& globals);
+
+// The program's own exit handlers (exit_handlers.cpp): atexit and the
+// destructors of its globals, which rdmx_omp_object routes here. The master
+// runs them when the program ends, while the DSM is up; other processes
+// never ran main, and drop theirs.
+void run_exit_handlers();
+
+// True on the master while it runs the program (on its stack in the DSM
+// heap), not in the DSM's signal handler or on a private stack (off_heap).
+bool on_master_stack_now() noexcept;
 
 // The DSM mutexes that named critical sections and OpenMP locks share
 // (sync.cpp): `object`'s address, the same in every process (the program is

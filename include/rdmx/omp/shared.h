@@ -1,5 +1,8 @@
 /* RDMX_SHARED: marks a mutable global (or function-static) variable of an
- * OpenMP program that the threads of every process must share.
+ * OpenMP program that the threads of every process must share. Optional:
+ * a program built with rdmxcc or rdmx_omp_executable shares all its globals
+ * and the heap blocks its master allocates (docs/omp.md, "What is shared");
+ * the annotation places a variable so with any build.
  *
  *   #include "rdmx/omp/shared.h"
  *   RDMX_SHARED static double x[NA + 2];
