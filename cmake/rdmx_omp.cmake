@@ -51,10 +51,12 @@ set(RDMX_OMP_OBJECT_TOOL ${CMAKE_CURRENT_LIST_DIR}/rdmx_omp_object)
 # which rdmx_omp serializes under a DSM mutex when they touch shared memory.
 # -fno-pie (and -no-pie below): outlined regions and `critical` names are
 # compared and called by address across processes.
+# -mno-red-zone: a full fence becomes a call (rdmx_omp_object), whose return
+# address would overwrite a leaf function's data below its stack pointer.
 # -fno-common: a tentative definition (`int x;` in two files) is .bss in its
 # object, where rdmx_omp_object finds it, not a common symbol the linker
 # places among the private data.
-set(RDMX_OMP_COMPILE_OPTIONS -fopenmp -fno-inline-atomics -fno-pie -fno-common)
+set(RDMX_OMP_COMPILE_OPTIONS -fopenmp -fno-inline-atomics -fno-pie -fno-common -mno-red-zone)
 # rdmx/omp/shared.h: RDMX_SHARED places a variable in section rdmx_shared.
 set(RDMX_OMP_COMPILE_DEFINITIONS RDMX_OMP_DSM)
 # No -fopenmp at link time: GOMP_* come from rdmx_omp, never from libgomp.

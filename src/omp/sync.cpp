@@ -9,6 +9,7 @@
 // variable's block for a relaxed atomic: AtomicSection). Mutex 1 is the
 // unnamed critical section; named ones and OpenMP locks (locks.cpp) hash
 // onto mutexes 2 and up.
+#include <cerrno>
 #include <cstdint>
 #include <vector>
 
@@ -167,7 +168,83 @@ void GOMP_critical_name_end(void** pptr) {
   if (concurrent()) unlock_named(pptr);
 }
 
+// A full memory fence of the program: `#pragma omp flush` (with or without
+// a list), atomic_thread_fence(memory_order_seq_cst), __sync_synchronize.
+// GCC compiles each to an instruction, never a call, so rdmx_omp_object
+// rewrites the instruction into a call of rdmx_omp_fence (below), which
+// keeps every register and comes here. On the DSM the fence is a release of
+// everything this process wrote and an acquire of everything published
+// before it: an acquire and a release of the atomics' mutex. A thread that
+// spins on a flag under `omp flush` thus sees the writer's flag, and the data
+// it wrote before its own flush, within a round trip to the mutex's home.
+void rdmx_omp_flush() {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  const Runtime* rt = runtime();
+  if (rt == nullptr || rt->processes == 1 || !concurrent() || atomic_depth > 0) return;
+  const int saved = errno;  // a fence leaves errno as it was
+  lock(atomic_mutex);
+  unlock(atomic_mutex);
+  errno = saved;
+}
+
 }  // extern "C"
+
+// rdmx_omp_fence: rdmx_omp_flush called where the compiler expected one
+// instruction: every register it may hold a value in survives (the general
+// ones the ABI lets a call clobber, the flags, and the x87, SSE, AVX and
+// AVX-512 state through XSAVE), and the stack is aligned for the call. The
+// program is compiled with -mno-red-zone, so the return address this call
+// pushes never lands on a leaf function's data below its stack pointer.
+asm(R"(
+  .text
+  .globl rdmx_omp_fence
+  .type rdmx_omp_fence, @function
+rdmx_omp_fence:
+  pushfq
+  pushq %rax
+  pushq %rcx
+  pushq %rdx
+  pushq %rsi
+  pushq %rdi
+  pushq %r8
+  pushq %r9
+  pushq %r10
+  pushq %r11
+  pushq %rbp
+  movq %rsp, %rbp
+  subq $4096, %rsp
+  andq $-64, %rsp
+  xorl %eax, %eax
+  movq %rax, 512(%rsp)
+  movq %rax, 520(%rsp)
+  movq %rax, 528(%rsp)
+  movq %rax, 536(%rsp)
+  movq %rax, 544(%rsp)
+  movq %rax, 552(%rsp)
+  movq %rax, 560(%rsp)
+  movq %rax, 568(%rsp)
+  movl $0xe7, %eax
+  xorl %edx, %edx
+  xsave64 (%rsp)
+  call rdmx_omp_flush
+  movl $0xe7, %eax
+  xorl %edx, %edx
+  xrstor64 (%rsp)
+  movq %rbp, %rsp
+  popq %rbp
+  popq %r11
+  popq %r10
+  popq %r9
+  popq %r8
+  popq %rdi
+  popq %rsi
+  popq %rdx
+  popq %rcx
+  popq %rax
+  popfq
+  ret
+  .size rdmx_omp_fence, .-rdmx_omp_fence
+)");
 
 // The __atomic_* calls GCC emits under -fno-inline-atomics, for 1, 2, 4 and
 // 8 bytes. The C++ names differ from the symbols (asm labels) because the
