@@ -7,7 +7,7 @@
 #include <omp.h>
 #include <stdio.h>
 
-#define ROUNDS 50
+#define ROUNDS 10
 #define WIDTH 512
 
 static int flag[64];
