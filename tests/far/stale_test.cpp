@@ -1,9 +1,11 @@
 // Stale far pointers: byte-wise copies of a far pointer used after the
 // original freed its object, and pointers kept from a destroyed Manager, are
 // refused with Errc::invalid_argument, never given another object's bytes.
-// Across processes (1 compute + 1 server), both paths.
+// Across processes, both paths: 1 compute + 1 server, and 2 computes that
+// share 1 server (each its own share of the region, its own checks).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <atomic>
@@ -13,6 +15,7 @@
 #include <random>
 #include <string>
 
+#include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/far/pointer.hpp"
 #include "shadow.hpp"
@@ -154,9 +157,11 @@ void destroyed_manager(Path path) {
   Job& job = Job::current();
   std::vector<std::uint64_t> kept;
   std::size_t tried = 0, refused = 0;
+  bool computes = false;
   for (std::uint64_t round = 0; round < 9; ++round) {
     Manager manager(job, small(path));
     if (manager.serving()) continue;
+    computes = true;
     std::vector<UniquePtr<Small>> live;
     for (std::uint64_t i = 0; i < 10; ++i) live.push_back(make_unique<Small>(Small::of(100 * round + i)));
     for (std::size_t i = 0; i < live.size(); i += 2) ASSERT_TRUE(live[i].evict());
@@ -183,7 +188,7 @@ void destroyed_manager(Path path) {
     kept.clear();
     for (const auto& p : live) kept.push_back(bytes_of(p));
   }
-  if (job.rank() == 0) {
+  if (computes) {
     EXPECT_EQ(tried, 80u);
     EXPECT_EQ(refused, tried);
   }
@@ -329,15 +334,17 @@ void randomized_misuse(Path path) {
   Job& job = Job::current();
   Counts counts;
   std::array<std::deque<Copy>, 16> previous;
+  bool computes = false;
   for (std::uint64_t round = 0; round < 3; ++round) {
     Manager manager(job, small(path, round == 2));
     if (manager.serving()) continue;
+    computes = true;
     misuse_round(job, counts, previous, round);
     EXPECT_EQ(manager.stats().objects, 0u);
   }
-  if (job.rank() == 0) {
-    std::printf("far stale misuse: %zu right, %zu refused, %zu other; previous Manager's copies: %zu of %zu refused\n",
-                counts.right.load(), counts.refused.load(), counts.other.load(), counts.previous_refused.load(),
+  if (computes) {
+    std::printf("far stale misuse (process %u): %zu right, %zu refused, %zu other; previous Manager's copies: %zu of %zu refused\n",
+                job.rank(), counts.right.load(), counts.refused.load(), counts.other.load(), counts.previous_refused.load(),
                 counts.previous.load());
     EXPECT_EQ(counts.other.load(), 0u);
     EXPECT_GT(counts.right.load(), 0u);
@@ -345,6 +352,87 @@ void randomized_misuse(Path path) {
     EXPECT_GT(counts.previous.load(), 0u);
     EXPECT_EQ(counts.previous_refused.load(), counts.previous.load());
   }
+}
+
+// (d) With two computing processes: the first's far pointers, byte-copied
+// to the second (live, freed, or naming a block that now holds another
+// object), are foreign there: dereference and free refused, never the
+// first's bytes; both processes' own objects stay intact. The words travel
+// by calls, between the computing processes' first threads, and the
+// receiver's answer ends the maker's wait.
+constexpr std::size_t foreign_count = 24;
+std::array<std::atomic<std::uint64_t>, foreign_count> foreign_words{};
+std::array<std::atomic<std::uint64_t>, foreign_count> foreign_seeds{};
+std::atomic<std::size_t> foreign_arrived{0};
+std::atomic<bool> foreign_checked{false};
+
+void foreign_copies(Path path) {
+  Job& job = Job::current();
+  Manager manager(job, small(path));
+  if (manager.serving()) return;
+  std::vector<std::uint32_t> computing;
+  for (std::uint32_t p = 0; p < job.size(); ++p)
+    if (std::find(manager.config().servers.begin(), manager.config().servers.end(), p) == manager.config().servers.end())
+      computing.push_back(p);
+  if (computing.size() < 2) GTEST_SKIP() << "needs two computing processes (3 processes: 2 compute, 1 serves)";
+  const std::uint32_t maker = computing[0], receiver = computing[1];
+  if (job.rank() != maker && job.rank() != receiver) return;
+  job.run([&](ThreadId me) {
+    if (me.thread != 0) return;
+    // Objects of this process, made before and checked after the other's words.
+    std::vector<UniquePtr<Small>> own;
+    std::vector<std::uint64_t> own_seeds;
+    for (std::uint64_t i = 0; i < 3 * foreign_count; ++i) {
+      own_seeds.push_back(1000000 * (job.rank() + 1) + i);
+      own.push_back(make_unique<Small>(Small::of(own_seeds.back())));
+      ASSERT_TRUE(own.back().evict());
+    }
+    if (job.rank() == maker) {
+      // A third live, a third freed and their blocks taken again, a third freed.
+      for (std::size_t i = 0; i < foreign_count; ++i) {
+        const std::uint64_t word = bytes_of(own[i]);
+        if (i >= foreign_count / 3) {
+          own[i].reset();
+          if (i < 2 * foreign_count / 3) {
+            own[i] = make_unique<Small>(Small::of(own_seeds[i] += 500000));
+            ASSERT_TRUE(own[i].evict());
+          }
+        }
+        call(ThreadId{receiver, 0}, [i, word, seed = own_seeds[i]] {
+          foreign_words[i] = word;
+          foreign_seeds[i] = seed;
+          foreign_arrived += 1;
+        });
+      }
+      while (!foreign_checked.load()) progress();
+      foreign_checked = false;  // for the next path's test
+    } else {
+      while (foreign_arrived.load() < foreign_count) progress();
+      std::size_t refused = 0;
+      for (std::size_t i = 0; i < foreign_count; ++i) {
+        std::atomic<std::uint64_t> copy{foreign_words[i].load()};
+        std::string message;
+        const Got got = deref_copy<Small>(copy, foreign_seeds[i], &message);
+        EXPECT_EQ(got, Got::refused) << "process " << job.rank() << " dereferenced process " << maker << "'s far pointer "
+                                     << i << (got == Got::right ? ": it read that process's object" : ": it read other bytes");
+        if (got == Got::refused) {
+          ++refused;
+          EXPECT_NE(message.find("foreign pointer"), std::string::npos) << message;
+        }
+        drop_copy(copy);
+        EXPECT_THROW(far::detail::free(far::detail::runtime(), copy), Error) << "far pointer " << i;
+      }
+      EXPECT_EQ(refused, foreign_count);
+      foreign_arrived = 0;  // for the next path's test, whose words come after this call
+      call(ThreadId{maker, 0}, [] { foreign_checked = true; });
+    }
+    for (std::size_t i = 0; i < own.size(); ++i) {
+      if (!own[i]) continue;
+      DerefScope scope;
+      EXPECT_TRUE(own[i].deref(scope)->is(own_seeds[i])) << "process " << job.rank() << "'s object " << i << " changed";
+    }
+  });
+  EXPECT_EQ(manager.stats().objects, 0u);
 }
 
 }  // namespace
@@ -355,5 +443,7 @@ TEST(FarStale, LocalCopyAfterFreeOneSided) { local_copy_after_free(Path::one_sid
 TEST(FarStale, LocalCopyAfterFreeChecked) { local_copy_after_free(Path::one_sided, true); }
 TEST(FarStale, DestroyedManagerOneSided) { destroyed_manager(Path::one_sided); }
 TEST(FarStale, DestroyedManagerTwoSided) { destroyed_manager(Path::two_sided); }
+TEST(FarStale, ForeignCopiesOneSided) { foreign_copies(Path::one_sided); }
+TEST(FarStale, ForeignCopiesTwoSided) { foreign_copies(Path::two_sided); }
 TEST(FarStale, RandomizedMisuseOneSided) { randomized_misuse(Path::one_sided); }
 TEST(FarStale, RandomizedMisuseTwoSided) { randomized_misuse(Path::two_sided); }
