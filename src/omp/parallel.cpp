@@ -35,6 +35,9 @@ __attribute__((noinline)) void warm_stack() {
 
 thread_local Team team;
 thread_local bool in_job_region = false;
+namespace {
+thread_local std::uint32_t job_thread = 0;  // this thread's number in the job-wide region it is in
+}  // namespace
 
 Runtime* runtime() noexcept { return current.load(std::memory_order_acquire); }
 void set_runtime(Runtime* rt) noexcept { current.store(rt, std::memory_order_release); }
@@ -69,6 +72,7 @@ void join(const Region& region, std::uint32_t global_thread) {
   Runtime& rt = *runtime();
   rt.joins.fetch_add(1, std::memory_order_relaxed);
   team = Team{global_thread, rt.total, true, 1, team.constructs, {}};
+  job_thread = global_thread;
   in_job_region = true;
   if (global_thread != 0) receive_threadprivate(region);
   if (region.loop.schedule != Schedule::none) start_loop(region.loop);
@@ -146,9 +150,23 @@ void omp_set_num_threads(int n) {
   if (n < 1) fatal("omp_set_num_threads(%d): the count must be positive", n);
   require("omp_set_num_threads").max_threads.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
 }
-int omp_in_parallel() { return team.size > 1 ? 1 : 0; }
+// The one region that can be active (more than one thread) is the job-wide
+// one, at level 1; regions nested in it are teams of one.
+int omp_get_active_level() {
+  const Runtime* rt = runtime();
+  return in_job_region && rt != nullptr && rt->total > 1 ? 1 : 0;
+}
+int omp_in_parallel() { return omp_get_active_level(); }
 int omp_get_level() { return static_cast<int>(team.level); }
-int omp_get_active_level() { return team.size > 1 ? 1 : 0; }
+int omp_get_team_size(int level) {
+  if (level < 0 || level > static_cast<int>(team.level)) return -1;
+  const Runtime* rt = runtime();
+  return level == 1 && in_job_region && rt != nullptr ? static_cast<int>(rt->total) : 1;
+}
+int omp_get_ancestor_thread_num(int level) {
+  if (level < 0 || level > static_cast<int>(team.level)) return -1;
+  return level == 1 && in_job_region ? static_cast<int>(job_thread) : 0;
+}
 int omp_get_dynamic() { return 0; }
 void omp_set_dynamic(int) {}
 int omp_get_nested() { return 0; }

@@ -47,6 +47,25 @@ int main(int argc, char** argv) {
   CHECK(threads >= 1 && threads <= MAX_THREADS, "threads %d", threads);
   CHECK(threads == omp_get_max_threads(), "threads %d, max %d", threads, omp_get_max_threads());
   CHECK(!omp_in_parallel() && omp_get_num_threads() == 1 && omp_get_thread_num() == 0, "outside a region");
+  /* The nesting and device queries: one active level at most, the host
+   * the only device. */
+  int query_errors = 0;
+  #pragma omp parallel reduction(+ : query_errors)
+  {
+    const int me = omp_get_thread_num(), n = omp_get_num_threads();
+    query_errors += omp_get_level() != 1 || omp_get_active_level() != (n > 1) || omp_in_parallel() != (n > 1);
+    query_errors += omp_get_team_size(1) != n || omp_get_team_size(0) != 1 || omp_get_team_size(2) != -1;
+    query_errors += omp_get_ancestor_thread_num(1) != me || omp_get_ancestor_thread_num(0) != 0;
+    #pragma omp parallel
+    {
+      /* Nested: a team of one at level 2, the outer thread its ancestor. */
+      query_errors += omp_get_level() != 2 || omp_get_num_threads() != 1 || omp_get_active_level() != (n > 1);
+      query_errors += omp_get_ancestor_thread_num(1) != me || omp_get_team_size(1) != n;
+    }
+  }
+  CHECK(query_errors == 0, "%d nesting queries answered wrongly", query_errors);
+  CHECK(omp_get_num_devices() == 0 && omp_is_initial_device() && omp_get_team_num() == 0 && omp_get_num_teams() == 1,
+        "device and team queries");
   for (int t = 0; t < threads; t++) {
     CHECK(seen[t] == 1, "thread %d never ran", t);
     CHECK(local[t] == 100 + t, "local[%d] = %ld", t, local[t]);

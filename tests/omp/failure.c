@@ -1,7 +1,7 @@
 /* Failure paths of rdmx_omp, one per argument:
- *   task     an unsupported construct met by every thread: each process
+ *   ordered  an unsupported construct met by every thread: each process
  *            names it and stops
- *   taskwait an unsupported construct in serial code (process 0 only)
+ *   target   an unsupported construct in serial code (process 0 only)
  *   relock, unheld, uninitialized
  *            an OpenMP lock set twice by its holder, unset by a thread
  *            that does not hold it, set before omp_init_lock
@@ -35,14 +35,18 @@ int main(int argc, char** argv) {
   }
   printf("failure test %s on %d threads\n", mode, n);
   fflush(stdout);
-  if (strcmp(mode, "task") == 0) {
+  if (strcmp(mode, "ordered") == 0) {
     #pragma omp parallel
     {
-      #pragma omp task
-      work(1);
+      #pragma omp for ordered
+      for (int i = 0; i < 8; ++i) {
+        #pragma omp ordered
+        work(i);
+      }
     }
-  } else if (strcmp(mode, "taskwait") == 0) {
-    #pragma omp taskwait
+  } else if (strcmp(mode, "target") == 0) {
+    #pragma omp target
+    work(1);
   } else if (strcmp(mode, "relock") == 0) {
     omp_init_lock(&lock);
     omp_set_lock(&lock);
