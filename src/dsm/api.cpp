@@ -86,7 +86,8 @@ std::string to_string(const Counters& c) {
          ", invalidations " + std::to_string(c.invalidations) +
          ", overflows " + std::to_string(c.overflows) + ", bytes_fetched " + std::to_string(c.bytes_fetched) +
          ", races " + std::to_string(c.races) + ", protects " + std::to_string(c.protects) + ", barriers " +
-         std::to_string(c.barriers) + ", locks " + std::to_string(c.locks);
+         std::to_string(c.barriers) + ", locks " + std::to_string(c.locks) +
+         ", causal_misses " + std::to_string(c.causal_misses);
 }
 
 }  // namespace rdmx::dsm

@@ -21,7 +21,7 @@ Counters AtomicCounters::snapshot() const {
   auto r = [](const std::atomic<std::uint64_t>& v) { return v.load(std::memory_order_relaxed); };
   return Counters{r(read_faults), r(write_faults), r(fast_reads), r(read_ahead), r(write_ahead), r(migrations),
                   r(links_followed), r(merges), r(fast_releases), r(invalidations), r(overflows), r(bytes_fetched),
-                  r(races), r(protects), r(barriers), r(locks)};
+                  r(races), r(protects), r(barriers), r(locks), r(causal_misses)};
 }
 
 Config Engine::agreed(Job& job, const Layer& layer, Config config) {
@@ -47,6 +47,10 @@ Config Engine::agreed(Job& job, const Layer& layer, Config config) {
   // notices == 0 is valid: every signature that carries a write overflows,
   // so acquirers rely on leases alone (Tardis; MENPS's sweep starts there).
   if (config.mutexes == 0) throw Error(Errc::invalid_argument, "dsm: mutexes must be at least 1");
+  if (config.causal_mutex != Config::no_mutex && config.causal_mutex >= config.mutexes)
+    throw Error(Errc::invalid_argument, "dsm: the causal mutex " + std::to_string(config.causal_mutex) +
+                                            " does not exist (the space has " + std::to_string(config.mutexes) +
+                                            "; RDMX_DSM_MUTEXES)");
   if (layer.engine() != nullptr) throw Error(Errc::invalid_argument, "dsm: this process already has a dsm::Space");
   if (config.invalidation == Invalidation::directory && processes > directory_max_processes)
     throw Error(Errc::invalid_argument, "dsm: directory invalidation tracks at most " +
@@ -62,12 +66,12 @@ Config Engine::agreed(Job& job, const Layer& layer, Config config) {
   // Every process must run the same configuration, or block numbers and
   // protocols would disagree.
   struct Shape {
-    std::uint64_t heap, block, notices, mutexes, home, invalidation, races, lease;
+    std::uint64_t heap, block, notices, mutexes, home, invalidation, races, lease, causal;
     bool operator==(const Shape&) const = default;
   };
   const Shape mine{config.heap_bytes, config.block_bytes, config.notices, config.mutexes,
                    static_cast<std::uint64_t>(config.home), static_cast<std::uint64_t>(config.invalidation),
-                   config.check_races ? 1u : 0u, config.lease};
+                   config.check_races ? 1u : 0u, config.lease, config.causal_mutex};
   const auto shapes = job.allgather(mine);
   for (std::uint32_t p = 0; p < processes; ++p)
     if (!(shapes[p] == mine))

@@ -51,7 +51,7 @@ enum class BlockState : std::uint8_t { invalid, clean, dirty };
 struct AtomicCounters {
   std::atomic<std::uint64_t> read_faults{0}, write_faults{0}, fast_reads{0}, read_ahead{0}, write_ahead{0},
       migrations{0}, links_followed{0}, merges{0}, fast_releases{0}, invalidations{0}, overflows{0},
-      bytes_fetched{0}, races{0}, protects{0}, barriers{0}, locks{0};
+      bytes_fetched{0}, races{0}, protects{0}, barriers{0}, locks{0}, causal_misses{0};
   Counters snapshot() const;
 };
 
@@ -119,10 +119,15 @@ class Engine {
   std::uint32_t search_home(std::uint32_t block, std::uint32_t failed);
 
   // ---- the fault path (fault.cpp) ----
-  std::uint32_t take_ahead(std::uint32_t block, bool write);
+  // Returns how many blocks it took; `newer` set if a fetch returned true.
+  std::uint32_t take_ahead(std::uint32_t block, bool write, bool& newer);
   void make_dirty(std::uint32_t block);
   // With the block's lock held:
-  void fetch(std::uint32_t block, bool for_write);
+  // Returns whether the copy may hold writes of a release this process has
+  // not acquired (checked only with Config::causal_mutex set; see fault()).
+  bool fetch(std::uint32_t block, bool for_write);
+  // After a causal miss: what the causal mutex passed on, acquired.
+  void acquire_causal();
   void lock_block(std::uint32_t block) noexcept;
   void unlock_block(std::uint32_t block) noexcept { block_lock_[block].store(0, std::memory_order_release); }
   void protect(std::uint32_t first, std::uint32_t count, int protection) {
@@ -178,6 +183,9 @@ class Engine {
   void await_flag(std::uint64_t& word, std::uint64_t target, std::uint32_t process);
 
   // ---- the mutexes (mutex.cpp) ----
+  // Waits for the mutex and acquires through it; `run_calls`: handles the
+  // thread's calls while it waits (not in the fault path).
+  void take(std::uint32_t mutex, bool run_calls);
   // `free_word`: the mutex word as the lock found it free.
   void acquire_mutex(std::uint32_t mutex, std::uint64_t free_word);
   void check_mutex(std::uint32_t mutex, const char* what) const;

@@ -30,6 +30,7 @@ void Engine::fault(void* address, bool write) {
     *warmed = this;  // first: a call run while warming that faults goes on to its fetch
     meta_.warm();
   }
+  bool newer = false;
   lock_block(block);
   try {
     const BlockState s = state_[block].load(std::memory_order_relaxed);
@@ -39,9 +40,9 @@ void Engine::fault(void* address, bool write) {
       return;
     }
     (write ? counters_.write_faults : counters_.read_faults).fetch_add(1, std::memory_order_relaxed);
-    if (s == BlockState::invalid) fetch(block, write);
+    if (s == BlockState::invalid) newer = fetch(block, write);
     // The blocks taken ahead are locked and cached: one mprotect for the run.
-    const std::uint32_t last = block + take_ahead(block, write);
+    const std::uint32_t last = block + take_ahead(block, write, newer);
     if (write)
       for (std::uint32_t b = block; b <= last; ++b) make_dirty(b);
     try {
@@ -59,6 +60,9 @@ void Engine::fault(void* address, bool write) {
     throw;
   }
   unlock_block(block);
+  // Before the access completes, holding no block's lock (the acquire takes
+  // them): the access may read data written before the write it found.
+  if (newer) acquire_causal();
 }
 
 // After a fault on `block` (its lock held, cached): when the thread's
@@ -75,7 +79,7 @@ void Engine::fault(void* address, bool write) {
 // copy and, at the next release, a comparison that finds it unchanged (it
 // is made read-only again, no merge), and the doubling keeps those fewer
 // than the blocks the thread wrote when its write ends soon.
-std::uint32_t Engine::take_ahead(std::uint32_t block, bool write) {
+std::uint32_t Engine::take_ahead(std::uint32_t block, bool write, bool& newer) {
   struct Run {
     const Engine* engine = nullptr;
     std::uint32_t next = 0;  // the block after the last one the run took
@@ -97,7 +101,7 @@ std::uint32_t Engine::take_ahead(std::uint32_t block, bool write) {
       }
       if (s == BlockState::invalid) {
         try {
-          fetch(b, write);
+          newer = fetch(b, write) || newer;
         } catch (...) {
           for (std::uint32_t k = block + 1; k <= b; ++k) unlock_block(k);
           throw;
@@ -132,8 +136,19 @@ void Engine::make_dirty(std::uint32_t block) {
 
 // Reads the block into the runtime view: from the writer a write notice
 // named (fast read: one get), else from the home its links lead to.
-void Engine::fetch(std::uint32_t block, bool for_write) {
+//
+// With Config::causal_mutex set it also tells whether the copy may hold
+// writes of a release this process has not acquired: the home's word, read
+// again after the get, is not the one the fetch expected (a release
+// locked, bumped or moved it meanwhile: its merge may have reached the
+// bytes we read), or, without a notice, the version found is newer than
+// the last copy this process had (0: none). A notice names a version an
+// acquire delivered. Releasers lock the word (floating home) or count
+// themselves in it (fixed home) before their merge writes the home copy.
+bool Engine::fetch(std::uint32_t block, bool for_write) {
   WriteNotice& hint = hint_[block];
+  const bool causal = config_.causal_mutex != Config::no_mutex;
+  bool newer = false;
   std::uint32_t source;
   std::uint64_t version;
   std::uint64_t seen = 0;
@@ -147,10 +162,12 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
     // Fast read: no lease (the home is not asked), the notice is enough.
     source = hint.source;
     version = hint.version;
+    seen = word::pack(version, source, 0);
     counters_.fast_reads.fetch_add(1, std::memory_order_relaxed);
   } else {
     seen = find_home(block, source);
     version = word::version(seen);
+    newer = causal && (version > version_[block] || (seen & word::lock_mask) != 0);
     // Take a lease on this version; valid only if no release began meanwhile
     // (a releaser locks or bumps the owner word before it reads the lease word).
     // A block fetched to be written needs none: its release leases it anew,
@@ -168,10 +185,19 @@ void Engine::fetch(std::uint32_t block, bool for_write) {
     blocking_get(into, meta_.home_block(source, block));
     counters_.bytes_fetched.fetch_add(config_.block_bytes, std::memory_order_relaxed);
   }
-  if (lease != 0 && blocking_fetch_add(meta_.owner_word(source, block), 0) != seen) lease = 0;
+  if (lease != 0 || causal) {
+    const std::uint64_t after =
+        source == rank_ ? std::atomic_ref<std::uint64_t>(meta_.owner_word_here(block)).load(std::memory_order_acquire)
+                        : blocking_fetch_add(meta_.owner_word(source, block), 0);
+    if (after != seen) {
+      lease = 0;
+      newer = causal;
+    }
+  }
   hint.source = no_source;
   version_[block] = version;
   lease_[block] = lease;
+  return newer;
 }
 
 }  // namespace rdmx::dsm

@@ -39,6 +39,12 @@ void Engine::FixedHome::merge_one(std::uint32_t block) {
   const std::size_t bytes = e.config_.block_bytes;
   const std::byte* mine = e.heap_.rw(block);
   const std::byte* twin = e.twin(block);
+  const RemoteLocator owner = e.meta_.owner_word(home_process, block);
+  // Causal misses (Config::causal_mutex): a merge counts itself in the
+  // word's low bits before its first byte lands, so that a fetch that may
+  // have read some of them finds the word changed after its get.
+  const std::uint64_t merging = e.config_.causal_mutex != Config::no_mutex ? 1 : 0;
+  if (merging != 0) fetch_add(owner, merging).get();
   // Remote diff merge: each changed run of bytes is its own put.
   std::size_t i = 0;
   bool sent = false;
@@ -61,7 +67,7 @@ void Engine::FixedHome::merge_one(std::uint32_t block) {
   if (sent) flush(home_process);
   e.write_timestamp(home_process, block);
   e.lease_[block] = 0;  // others may have merged runs we do not hold
-  const std::uint64_t was = fetch_add(e.meta_.owner_word(home_process, block), std::uint64_t{1} << 32).get();
+  const std::uint64_t was = fetch_add(owner, (std::uint64_t{1} << 32) - merging).get();
   // Our copy is current only if nobody else merged since we fetched it.
   if (word::version(was) == e.version_[block]) e.version_[block] = word::version(was) + 1;
   e.note(WriteNotice{block, home_process, word::version(was) + 1});

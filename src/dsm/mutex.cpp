@@ -69,6 +69,10 @@ void Engine::lock(std::uint32_t mutex) {
     throw Error(Errc::invalid_argument, "dsm::Mutex::lock: mutex " + std::to_string(mutex) +
                                             " is already held by this thread (DSM mutexes are not recursive: "
                                             "unlock it before locking it again)");
+  take(mutex, true);
+}
+
+void Engine::take(std::uint32_t mutex, bool run_calls) {
   const RemoteLocator where = meta_.mutex_word(mutex);
   std::uint64_t expected = mutex_free_[mutex].load(std::memory_order_relaxed);
   Backoff backoff;
@@ -96,7 +100,7 @@ void Engine::lock(std::uint32_t mutex) {
       last_check = now;
       probe_peers(what(), static_cast<std::uint32_t>(holder - 1));
     }
-    progress();
+    if (run_calls) progress();
     backoff(false);
   }
   acquire_mutex(mutex, expected);
@@ -129,6 +133,30 @@ void Engine::acquire_mutex(std::uint32_t mutex, std::uint64_t free_word) {
   }
   const DecodedSignature sig = decode(bytes, blocks_, processes_);
   acquire({&sig, 1}, job_.threads_per_process() <= 1);
+}
+
+// A causal miss found a version of a block released since our last
+// acquire. Its releaser held the causal mutex from before that release
+// until after its signature (or, with a directory, its invalidations)
+// was in place, so taking the mutex now acquires every write it released
+// (and, through its signature, what it had acquired), as a lock and unlock
+// of the mutex by the program would. Nothing is released: the mutex frees
+// as it was, its signature still the last releaser's. A thread that holds
+// the mutex acquired through it when it locked it.
+void Engine::acquire_causal() {
+  const std::uint32_t mutex = config_.causal_mutex;
+  if (holder_thread_[mutex].load(std::memory_order_relaxed) == this_thread_word()) return;
+  counters_.causal_misses.fetch_add(1, std::memory_order_relaxed);
+  take(mutex, false);  // in the fault path: no call runs (see fault())
+  // Freed as the lock found it: the stamp still dates the signature beside it.
+  const RemoteLocator where = meta_.mutex_word(mutex);
+  const std::uint64_t held = held_[mutex].load(std::memory_order_relaxed);
+  const std::uint64_t free_word = held & ~mutex_bits::holder_mask;
+  holder_thread_[mutex].store(0, std::memory_order_relaxed);
+  held_[mutex].store(0, std::memory_order_relaxed);
+  const std::uint64_t was = blocking_compare_swap(where, held, free_word);
+  if (was != held) throw not_held(mutex, was);
+  mutex_free_[mutex].store(free_word, std::memory_order_relaxed);
 }
 
 void Engine::unlock(std::uint32_t mutex) { unlock(mutex, nullptr, 0); }

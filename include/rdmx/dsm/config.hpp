@@ -73,6 +73,18 @@ struct Config {
   // Report bytes that two processes wrote between the same synchronizations
   // (RDMX_DSM_CHECK_RACES; floating home only).
   bool check_races = false;
+  // Causal misses: a miss that finds a block newer than every version this
+  // process acquired (another process released it since our last acquire)
+  // first acquires through this mutex, as its lock and unlock would,
+  // releasing nothing. A thread that sees a flag another process wrote and
+  // released under this mutex, and then reads data written before the flag
+  // with no acquire of its own between, sees that data. NPB LU's pipeline
+  // does so: it spins on flags under `omp flush` and reads its neighbour's
+  // rows after the loop, relying on x86's ordering. rdmx_omp sets its flush
+  // mutex; no_mutex (the default) is off: a program that synchronizes by its
+  // own acquires pays nothing.
+  static constexpr std::uint32_t no_mutex = 0xffffffff;
+  std::uint32_t causal_mutex = no_mutex;
   // Testing only: microseconds a directory release waits between taking a
   // block's sharers and telling them, as if descheduled there (the window
   // the tests widen). Processes may differ in it.

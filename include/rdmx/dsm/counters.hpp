@@ -22,6 +22,7 @@ struct Counters {
   std::uint64_t protects = 0;      // mprotect calls on the app view (each a system call and a TLB flush)
   std::uint64_t barriers = 0;      // process barriers (release, signature exchange, acquire)
   std::uint64_t locks = 0;         // mutex acquisitions
+  std::uint64_t causal_misses = 0; // misses that found a newer version and acquired first (Config::causal_mutex)
 };
 
 Counters counters();
