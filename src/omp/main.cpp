@@ -328,6 +328,7 @@ int run(int argc, char** argv) {
   // the faults and fits the write notices in the signature (docs/omp.md).
   if (!env::get("RDMX_DSM_BLOCK")) config.block_bytes = 16u << 10;
   const std::size_t block = config.block_bytes;
+  if (program_flushes()) config.causal_mutex = atomic_mutex;
   if (block == 0) throw Error(Errc::invalid_argument, "RDMX_DSM_BLOCK is 0");
   // The program's globals as its start-up left them, before anything else
   // runs: a refusal there is the same on every process.

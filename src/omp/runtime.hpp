@@ -163,6 +163,18 @@ void run_exit_handlers();
 // heap), not in the DSM's signal handler or on a private stack (off_heap).
 bool on_master_stack_now() noexcept;
 
+// The DSM mutexes (sync.cpp): atomics and flushes synchronize through the
+// first, unnamed critical sections through the second; named ones and
+// OpenMP locks share the rest.
+inline constexpr std::uint32_t atomic_mutex = 0, critical_mutex = 1, first_named = 2;
+
+// Whether the program contains a flush: rdmx_omp_object defines this
+// symbol in every object whose fence it made a call (weak, so absent from
+// a program that has none). Such a program may read data after seeing a
+// flag with no flush between (NPB LU does): its space makes misses causal
+// (dsm::Config::causal_mutex).
+bool program_flushes() noexcept;
+
 // The DSM mutexes that named critical sections and OpenMP locks share
 // (sync.cpp): `object`'s address, the same in every process (the program is
 // not position independent, and shared objects live in the DSM heap),

@@ -18,8 +18,6 @@
 
 namespace rdmx::omp {
 namespace {
-constexpr std::uint32_t atomic_mutex = 0, critical_mutex = 1, first_named = 2;
-
 // Atomics this thread is inside: an __atomic_* call within
 // GOMP_atomic_start/end already holds the mutex (if it was taken).
 thread_local std::uint32_t atomic_depth = 0;
@@ -188,6 +186,10 @@ void rdmx_omp_flush() {
 }
 
 }  // extern "C"
+
+// Defined (a byte, weak) by each program object that calls rdmx_omp_fence.
+extern "C" const char rdmx_omp_program_flushes __attribute__((weak));
+bool rdmx::omp::program_flushes() noexcept { return &rdmx_omp_program_flushes != nullptr; }
 
 // rdmx_omp_fence: rdmx_omp_flush called where the compiler expected one
 // instruction: every register it may hold a value in survives (the general
