@@ -15,6 +15,15 @@
 //    any length makes a thread that runs `slots` constructs ahead wait for
 //    the slowest, instead of taking its slot.
 // Static schedules need no slot: each thread computes its own iterations.
+//
+// `for ordered`: chunks run their ordered regions in iteration order. As in
+// libgomp, a chunk is the unit: the thread that runs a chunk holds the
+// turn from its first ordered region (or its chunk's end, if it runs none)
+// until it asks for its next chunk, and then passes it to the chunk that
+// follows. The turn is one word after the ring: in its top 24 bits the
+// ordered loops the job has finished (mod 2^24), in its low 40 bits the
+// first iteration of the chunk whose turn it is. A region's writes reach
+// the next chunk's thread through a flush at each end of it.
 #include <limits>
 
 #include "rdmx/core/backoff.hpp"
@@ -119,6 +128,39 @@ void finish(const Loop& loop) {
   }
 }
 
+// The turn of ordered loops (see the top): its word, and waiting for and
+// passing this thread's turn for its current chunk.
+RemoteLocator turn_word() {
+  const Runtime& rt = *runtime();
+  return rt.ring.slice(std::uint64_t{rt.slots} * 16, 8);
+}
+std::uint64_t turn_of(std::uint64_t ordinal, std::uint64_t iteration) {
+  return pack(generation(ordinal - 1), iteration);
+}
+void wait_turn(const Loop& loop, std::uint64_t iteration) {
+  const RemoteLocator word = turn_word();
+  const std::uint64_t mine = turn_of(loop.ordinal, iteration);
+  Backoff backoff;
+  while (fetch_add(word, 0).get() != mine) backoff(false);
+}
+// Only the turn's holder writes the word: a swap that finds another value
+// means the team's threads disagree on the loops.
+void pass_turn(Loop& loop) {
+  if (!loop.has_turn) wait_turn(loop, loop.first);
+  const std::uint64_t mine = turn_of(loop.ordinal, loop.first);
+  const std::uint64_t next =
+      loop.last == loop.iterations ? turn_of(loop.ordinal + 1, 0) : turn_of(loop.ordinal, loop.last);
+  if (compare_swap(turn_word(), mine, next).get() != mine)
+    fatal("for ordered: the turn moved while this thread held it: the team's threads did not all meet the same "
+          "ordered loops");
+  loop.in_chunk = false;
+  loop.has_turn = false;
+}
+
+// Ordered loops this thread has met in job-wide teams (every thread meets
+// the same ones, in the same order).
+thread_local std::uint64_t ordered_loops = 0;
+
 // The loop's values of iterations [first, last), as the compiler's types:
 // for unsigned long long, arithmetic modulo 2^64 steps down as well as up.
 void bounds(const Loop& loop, std::uint64_t first, std::uint64_t last, long* istart, long* iend) {
@@ -143,19 +185,42 @@ std::uint64_t chunk_size(const Loop& loop, std::uint64_t next, std::uint32_t thr
 }
 }  // namespace
 
-void start_loop(const LoopSpec& spec) {
+void start_loop(const LoopSpec& spec, bool ordered) {
   Loop& loop = team.loop;
   loop = Loop{};
   loop.spec = spec;
   if (loop.spec.schedule == Schedule::none) loop.spec.schedule = Schedule::fixed;
   loop.iterations = iteration_count(spec);
   if (loop.iterations > next_mask) fatal("a loop of %llu iterations: at most 2^40", (unsigned long long)loop.iterations);
-  if (team.shared) loop.construct = ++team.constructs;
+  if (!team.shared) return;  // one thread: its chunks come in order
+  loop.construct = ++team.constructs;
+  if (!ordered) return;
+  loop.ordered = true;
+  loop.ordinal = ++ordered_loops;
+  // A loop without iterations has no chunk to pass the turn on: thread 0
+  // passes it to the next loop once the previous one is done.
+  if (loop.iterations == 0 && team.num == 0) {
+    loop.in_chunk = true;
+    pass_turn(loop);
+  }
 }
 
 namespace {
 // This thread's next iterations [first, last) of the current loop.
+bool claim_range(std::uint64_t* first_out, std::uint64_t* last_out);
+
 bool next_range(std::uint64_t* first_out, std::uint64_t* last_out) {
+  Loop& loop = team.loop;
+  if (!loop.ordered) return claim_range(first_out, last_out);
+  if (loop.in_chunk) pass_turn(loop);
+  if (!claim_range(first_out, last_out)) return false;
+  loop.first = *first_out;
+  loop.last = *last_out;
+  loop.in_chunk = true;
+  return true;
+}
+
+bool claim_range(std::uint64_t* first_out, std::uint64_t* last_out) {
   Loop& loop = team.loop;
   const std::uint32_t threads = team.size;
   if (loop.spec.schedule == Schedule::fixed) {
@@ -359,6 +424,58 @@ RDMX_OMP_RUNTIME_SCHEDULES(RDMX_OMP_ULL_RUNTIME_LOOP)
 #undef RDMX_OMP_ULL_RUNTIME_LOOP
 #undef RDMX_OMP_RUNTIME_SCHEDULES
 #undef RDMX_OMP_SCHEDULES
+
+// `for ordered`: the same schedules; the ordered region of a chunk waits
+// for its turn and flushes at both ends (see the top).
+#define RDMX_OMP_ORDERED_LOOP(name, schedule)                                                       \
+  bool GOMP_loop_ordered_##name##_start(long start_, long end, long incr, long chunk, long* istart,  \
+                                        long* iend) {                                               \
+    start_loop(spec(schedule, start_, end, incr, chunk), true);                                     \
+    return next_chunk(istart, iend);                                                                \
+  }                                                                                                 \
+  bool GOMP_loop_ordered_##name##_next(long* istart, long* iend) { return next_chunk(istart, iend); } \
+  bool GOMP_loop_ull_ordered_##name##_start(bool up, unsigned long long start_, unsigned long long end, \
+                                            unsigned long long incr, unsigned long long chunk,      \
+                                            unsigned long long* istart, unsigned long long* iend) { \
+    start_loop(ull_spec(schedule, up, start_, end, incr, chunk), true);                             \
+    return next_chunk_ull(istart, iend);                                                            \
+  }                                                                                                 \
+  bool GOMP_loop_ull_ordered_##name##_next(unsigned long long* istart, unsigned long long* iend) {   \
+    return next_chunk_ull(istart, iend);                                                            \
+  }
+RDMX_OMP_ORDERED_LOOP(static, Schedule::fixed)
+RDMX_OMP_ORDERED_LOOP(dynamic, Schedule::dynamic)
+RDMX_OMP_ORDERED_LOOP(guided, Schedule::guided)
+#undef RDMX_OMP_ORDERED_LOOP
+
+bool GOMP_loop_ordered_runtime_start(long start_, long end, long incr, long* istart, long* iend) {
+  start_loop(runtime_spec(start_, end, incr), true);
+  return next_chunk(istart, iend);
+}
+bool GOMP_loop_ordered_runtime_next(long* istart, long* iend) { return next_chunk(istart, iend); }
+bool GOMP_loop_ull_ordered_runtime_start(bool up, unsigned long long start_, unsigned long long end,
+                                         unsigned long long incr, unsigned long long* istart,
+                                         unsigned long long* iend) {
+  LoopSpec s = runtime_spec(static_cast<long>(start_), static_cast<long>(end), static_cast<long>(incr));
+  s.ull = true;
+  s.up = up;
+  start_loop(s, true);
+  return next_chunk_ull(istart, iend);
+}
+bool GOMP_loop_ull_ordered_runtime_next(unsigned long long* istart, unsigned long long* iend) {
+  return next_chunk_ull(istart, iend);
+}
+
+void GOMP_ordered_start() {
+  Loop& loop = team.loop;
+  if (!loop.ordered || !loop.in_chunk || loop.has_turn) return;
+  wait_turn(loop, loop.first);
+  loop.has_turn = true;
+  rdmx_omp_flush();  // acquires what the previous chunks' ordered regions wrote
+}
+void GOMP_ordered_end() {
+  if (team.loop.ordered) rdmx_omp_flush();  // releases this region's writes before the turn passes
+}
 
 void GOMP_loop_end() { team_barrier(); }
 void GOMP_loop_end_nowait() {}

@@ -383,13 +383,15 @@ int run(int argc, char** argv) {
   if (job.rank() == 0) {
     // Each slot starts as if every thread had finished a construct of
     // generation 0 in it (loop.cpp): the claim word 0, the finished word
-    // the team's size.
-    ring = allocate_remote(0, std::size_t{rt.slots} * 16);
+    // the team's size. The turn word starts at the first ordered loop's
+    // first iteration: 0.
+    ring = allocate_remote(0, std::size_t{rt.slots} * 16 + 8);
     auto* words = reinterpret_cast<std::uint64_t*>(resolve(ring).address);
     for (std::uint32_t i = 0; i < rt.slots; ++i) {
       words[2 * i] = 0;
       words[2 * i + 1] = rt.total;
     }
+    words[2 * rt.slots] = 0;
   }
   rt.ring = job.allgather(ring)[0];
   reset_shared_heap({heap + own, config.heap_bytes - shared - own});

@@ -51,7 +51,7 @@ struct Runtime {
   std::span<std::byte> heap;  // the DSM heap: atomics there are serialized job-wide
   Region* region = nullptr;   // in the heap
   // Work-share slots on process 0 (two words each, loop.cpp), one per
-  // construct modulo `slots`.
+  // construct modulo `slots`, then the ordered loops' turn word.
   RemoteLocator ring;
   std::uint32_t slots = 0;
   std::uint32_t mutexes = 0;
@@ -76,6 +76,11 @@ struct Loop {
   bool guessed = false;
   std::uint64_t taken = 0;  // fixed schedule: chunks this thread took; one thread: iterations handed out
   bool finished = false;    // counted in its slot's finished word (loop.cpp)
+  // `for ordered` (loop.cpp): which ordered loop of the job (from 1), and
+  // the chunk this thread runs, [first, last), whether it holds the turn.
+  bool ordered = false;
+  std::uint64_t ordinal = 0, first = 0, last = 0;
+  bool in_chunk = false, has_turn = false;
 };
 
 struct Team {
@@ -187,7 +192,11 @@ void unlock_named(const void* object);
 const void* held_for(const void* object);
 
 void team_barrier();
-void start_loop(const LoopSpec& spec);
+// A flush of all memory (sync.cpp): on the DSM an acquire and a release
+// through the atomics' mutex, in a job-wide region of more than one process.
+extern "C" void rdmx_omp_flush();
+// `ordered`: a `for ordered` loop, whose chunks take turns (loop.cpp).
+void start_loop(const LoopSpec& spec, bool ordered = false);
 bool next_chunk(long* istart, long* iend);
 bool next_chunk_ull(unsigned long long* istart, unsigned long long* iend);
 bool single();

@@ -1,6 +1,6 @@
 /* Failure paths of rdmx_omp, one per argument:
- *   ordered  an unsupported construct met by every thread: each process
- *            names it and stops
+ *   doacross an unsupported construct (ordered depend) met by every
+ *            thread: each process names it and stops
  *   target   an unsupported construct in serial code (process 0 only)
  *   relock, unheld, uninitialized
  *            an OpenMP lock set twice by its holder, unset by a thread
@@ -35,13 +35,14 @@ int main(int argc, char** argv) {
   }
   printf("failure test %s on %d threads\n", mode, n);
   fflush(stdout);
-  if (strcmp(mode, "ordered") == 0) {
+  if (strcmp(mode, "doacross") == 0) {
     #pragma omp parallel
     {
-      #pragma omp for ordered
+      #pragma omp for ordered(1)
       for (int i = 0; i < 8; ++i) {
-        #pragma omp ordered
+        #pragma omp ordered depend(sink : i - 1)
         work(i);
+        #pragma omp ordered depend(source)
       }
     }
   } else if (strcmp(mode, "target") == 0) {
