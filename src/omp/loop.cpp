@@ -157,10 +157,6 @@ void pass_turn(Loop& loop) {
   loop.has_turn = false;
 }
 
-// Ordered loops this thread has met in job-wide teams (every thread meets
-// the same ones, in the same order).
-thread_local std::uint64_t ordered_loops = 0;
-
 // The loop's values of iterations [first, last), as the compiler's types:
 // for unsigned long long, arithmetic modulo 2^64 steps down as well as up.
 void bounds(const Loop& loop, std::uint64_t first, std::uint64_t last, long* istart, long* iend) {
@@ -196,13 +192,28 @@ void start_loop(const LoopSpec& spec, bool ordered) {
   loop.construct = ++team.constructs;
   if (!ordered) return;
   loop.ordered = true;
-  loop.ordinal = ++ordered_loops;
+  loop.ordinal = ++team.ordered_loops;
   // A loop without iterations has no chunk to pass the turn on: thread 0
   // passes it to the next loop once the previous one is done.
   if (loop.iterations == 0 && team.num == 0) {
     loop.in_chunk = true;
     pass_turn(loop);
   }
+}
+
+// Every thread of the last region finished each slot's construct: a slot's
+// finished word then counts the new team as done with it, keeping its
+// generation (the claim word's). Process 0 holds the ring; nothing else
+// touches it between regions.
+void size_work_shares(std::uint32_t size) {
+  Runtime& rt = *runtime();
+  if (rt.ring_team == size) return;
+  auto* words = reinterpret_cast<std::uint64_t*>(resolve(rt.ring).address);
+  for (std::uint32_t i = 0; i < rt.slots; ++i) {
+    const std::uint64_t claim = std::atomic_ref<std::uint64_t>(words[2 * i]).load(std::memory_order_acquire);
+    std::atomic_ref<std::uint64_t>(words[2 * i + 1]).store(pack(generation_of(claim), size), std::memory_order_release);
+  }
+  rt.ring_team = size;
 }
 
 namespace {

@@ -199,9 +199,8 @@ LoopSpec schedule_from_env() {
 
 // OMP_NUM_THREADS, nthreads-var: the first number of its list (libgomp's
 // form, one count per nesting level; inner regions run on one thread here).
-// 0 when unset. A region runs on every thread of the job or on one, so any
-// other count is refused once the job's size is known (check_num_threads),
-// rather than ignored.
+// 0 when unset. A count above the job's threads is refused once the job's
+// size is known (check_num_threads), rather than cut down silently.
 std::uint32_t num_threads_from_env() {
   const auto given = env::get("OMP_NUM_THREADS");
   if (!given) return 0;
@@ -220,13 +219,13 @@ std::uint32_t num_threads_from_env() {
   return count;
 }
 void check_num_threads(std::uint32_t wanted, const Job& job) {
-  if (wanted == 0 || wanted == 1 || wanted == job.total_threads()) return;
+  if (wanted <= job.total_threads()) return;
   // Every process reads the same variable and job size: the job's error.
   throw Error(Errc::invalid_argument,
-              "OMP_NUM_THREADS='" + env::get("OMP_NUM_THREADS").value_or("") + "': rdmx_omp runs a region on all " +
-                  std::to_string(job.total_threads()) + " threads of the job (" + std::to_string(job.size()) +
+              "OMP_NUM_THREADS='" + env::get("OMP_NUM_THREADS").value_or("") + "' asks for more threads than the " +
+                  std::to_string(job.total_threads()) + " of the job (" + std::to_string(job.size()) +
                   " processes x " + std::to_string(job.threads_per_process()) +
-                  ", --rdmx-threads) or on one; OMP_NUM_THREADS accepts 1 or " + std::to_string(job.total_threads()),
+                  ", --rdmx-threads); OMP_NUM_THREADS accepts 1 to " + std::to_string(job.total_threads()),
               Reach::shared_settings);
 }
 
@@ -394,6 +393,7 @@ int run(int argc, char** argv) {
     words[2 * rt.slots] = 0;
   }
   rt.ring = job.allgather(ring)[0];
+  rt.ring_team = rt.total;
   reset_shared_heap({heap + own, config.heap_bytes - shared - own});
   if (job.rank() == 0) {
     publish_globals(globals, image);

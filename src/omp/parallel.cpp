@@ -1,6 +1,7 @@
 // Parallel regions, barriers, the omp_* queries and fatal errors.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -37,6 +38,7 @@ thread_local Team team;
 thread_local bool in_job_region = false;
 namespace {
 thread_local std::uint32_t job_thread = 0;  // this thread's number in the job-wide region it is in
+thread_local std::uint32_t job_team = 1;    // that region's team size
 }  // namespace
 
 Runtime* runtime() noexcept { return current.load(std::memory_order_acquire); }
@@ -65,22 +67,62 @@ void unsupported(const char* construct) {
 void team_barrier() {
   if (!team.shared) return;
   runtime()->barriers.fetch_add(1, std::memory_order_relaxed);
+  ++team.barriers;
   off_heap([] { dsm::thread_barrier(); });
 }
 
+namespace {
+// The mark of region `number`'s last barrier, the team's `barrier`-th.
+std::uint64_t end_mark(std::uint64_t number, std::uint64_t barrier) {
+  if (barrier >= std::uint64_t{1} << 24) fatal("a region of part of the job met more than 2^24 barriers");
+  return number << 24 | barrier;
+}
+
+// A thread outside a region's team: the DSM's barriers are the whole job's,
+// so it meets each of the team's barriers until the one the master marked
+// last. The mark is written before that barrier, and a thread of the
+// master's process may read it after an earlier one, or after the last one
+// the master's next region may be under way: it ends at the barrier whose
+// number the mark names, whatever the master wrote since. Then it takes
+// over the team's count of work-sharing constructs, as if it had met them.
+void wait_out(const Region& region) {
+  Runtime& rt = *runtime();
+  for (std::uint64_t barrier = 1;; ++barrier) {
+    dsm::thread_barrier();
+    if (std::atomic_ref<std::uint64_t>(rt.region->end_mark).load(std::memory_order_acquire) ==
+        end_mark(region.number, barrier))
+      break;
+  }
+  team.constructs = rt.region->constructs;
+  team.ordered_loops = rt.region->ordered_loops;
+}
+}  // namespace
+
 void join(const Region& region, std::uint32_t global_thread) {
   Runtime& rt = *runtime();
+  if (global_thread >= region.size) {
+    wait_out(region);
+    return;
+  }
   rt.joins.fetch_add(1, std::memory_order_relaxed);
-  team = Team{global_thread, rt.total, true, 1, team.constructs, {}};
+  team = Team{global_thread, region.size, true, 1, team.constructs, team.ordered_loops, 0, {}};
   job_thread = global_thread;
+  job_team = region.size;
   in_job_region = true;
   if (global_thread != 0) receive_threadprivate(region);
   if (region.loop.schedule != Schedule::none) start_loop(region.loop);
   region.fn(region.data);
   in_job_region = false;
-  const std::uint64_t constructs = team.constructs;
+  if (global_thread == 0 && region.size < rt.total) {
+    rt.region->constructs = team.constructs;
+    rt.region->ordered_loops = team.ordered_loops;
+    std::atomic_ref<std::uint64_t>(rt.region->end_mark)
+        .store(end_mark(region.number, team.barriers + 1), std::memory_order_release);
+  }
+  const Team done = team;
   team = Team{};
-  team.constructs = constructs;
+  team.constructs = done.constructs;
+  team.ordered_loops = done.ordered_loops;
   off_heap([] { dsm::thread_barrier(); });
 }
 
@@ -101,19 +143,20 @@ void parallel(void (*fn)(void*), void* data, unsigned num_threads, const LoopSpe
     // Nested in a region, or one thread asked for: a team of this thread
     // alone (OpenMP's inactive region), work shares handed out locally.
     const Team outer = team;
-    team = Team{0, 1, false, outer.level + 1, outer.constructs, {}};
+    team = Team{0, 1, false, outer.level + 1, outer.constructs, outer.ordered_loops, 0, {}};
     if (loop.schedule != Schedule::none) start_loop(loop);
     fn(data);
     team = outer;
     return;
   }
-  if (wanted != rt.total)
-    fatal("a parallel region asks for %u threads: rdmx_omp runs a region on all %u threads of the job "
-          "(%u processes x %u) or on one",
-          wanted, rt.total, rt.processes, rt.threads);
+  // The job's threads are the thread limit (omp_get_thread_limit): a team
+  // of more gets them all, as OpenMP lets an implementation do.
+  const std::uint32_t size = std::min<std::uint32_t>(wanted, rt.total);
+  size_work_shares(size);
   rt.region->fn = fn;
   rt.region->data = data;
   rt.region->loop = loop;
+  rt.region->size = size;
   ++rt.region->number;
   publish_threadprivate(*rt.region);
   off_heap([] { dsm::thread_barrier(); });
@@ -144,8 +187,7 @@ int omp_get_num_procs() {
   Runtime* rt = runtime();
   return rt == nullptr ? 1 : static_cast<int>(rt->total);
 }
-// Honoured when it names all the job's threads or one (docs/omp.md); any
-// other count fails at the next parallel region, naming it.
+// The next regions' team size; above the job's threads, all of them.
 void omp_set_num_threads(int n) {
   if (n < 1) fatal("omp_set_num_threads(%d): the count must be positive", n);
   require("omp_set_num_threads").max_threads.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
@@ -154,14 +196,14 @@ void omp_set_num_threads(int n) {
 // one, at level 1; regions nested in it are teams of one.
 int omp_get_active_level() {
   const Runtime* rt = runtime();
-  return in_job_region && rt != nullptr && rt->total > 1 ? 1 : 0;
+  return in_job_region && rt != nullptr && job_team > 1 ? 1 : 0;
 }
 int omp_in_parallel() { return omp_get_active_level(); }
 int omp_get_level() { return static_cast<int>(team.level); }
 int omp_get_team_size(int level) {
   if (level < 0 || level > static_cast<int>(team.level)) return -1;
   const Runtime* rt = runtime();
-  return level == 1 && in_job_region && rt != nullptr ? static_cast<int>(rt->total) : 1;
+  return level == 1 && in_job_region && rt != nullptr ? static_cast<int>(job_team) : 1;
 }
 int omp_get_ancestor_thread_num(int level) {
   if (level < 0 || level > static_cast<int>(team.level)) return -1;

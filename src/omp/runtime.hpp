@@ -44,6 +44,13 @@ struct Region {
   std::uint64_t number = 0;      // regions the master has started
   void* threadprivate = nullptr;  // the master's threadprivate block as of this region's start
   void* copyprivate = nullptr;    // single copyprivate: the master's values, on its stack (loop.cpp)
+  // The team: the job's threads 0 .. size-1. The others wait out the region
+  // in its barriers (parallel.cpp): before the last one the master writes
+  // the work-share counts they take over, then the region's number and that
+  // barrier's (end_mark, one word).
+  std::uint32_t size = 0;
+  std::uint64_t constructs = 0, ordered_loops = 0;
+  std::uint64_t end_mark = 0;
 };
 
 struct Runtime {
@@ -54,6 +61,7 @@ struct Runtime {
   // construct modulo `slots`, then the ordered loops' turn word.
   RemoteLocator ring;
   std::uint32_t slots = 0;
+  std::uint32_t ring_team = 0;  // the team size the ring's finished words count (loop.cpp)
   std::uint32_t mutexes = 0;
   std::atomic<std::uint32_t> max_threads{1};  // nthreads-var (omp_set_num_threads)
   LoopSpec runtime_schedule;                  // OMP_SCHEDULE, for schedule(runtime)
@@ -88,7 +96,9 @@ struct Team {
   std::uint32_t size = 1;  // omp_get_num_threads
   bool shared = false;     // a team of the whole job (not one thread): work shares use the ring
   std::uint32_t level = 0;
-  std::uint64_t constructs = 0;  // work-sharing constructs this thread has met in job-wide teams
+  std::uint64_t constructs = 0;     // work-sharing constructs this thread has met in job-wide teams
+  std::uint64_t ordered_loops = 0;  // of them, `for ordered` loops
+  std::uint64_t barriers = 0;       // team barriers met in the current job-wide region
   Loop loop;
 };
 extern thread_local Team team;
@@ -197,6 +207,9 @@ void team_barrier();
 extern "C" void rdmx_omp_flush();
 // `ordered`: a `for ordered` loop, whose chunks take turns (loop.cpp).
 void start_loop(const LoopSpec& spec, bool ordered = false);
+// Between regions, on the master: makes the work-share ring count `size`
+// threads as a construct's whole team (loop.cpp).
+void size_work_shares(std::uint32_t size);
 bool next_chunk(long* istart, long* iend);
 bool next_chunk_ull(unsigned long long* istart, unsigned long long* iend);
 bool single();

@@ -5,7 +5,6 @@
  *   relock, unheld, uninitialized
  *            an OpenMP lock set twice by its holder, unset by a thread
  *            that does not hold it, set before omp_init_lock
- *   threads  num_threads() other than all threads or one
  *   exit     exit(3) from main on process 0: every process ends with 3
  *   die      the last thread dies inside a region: the others stop, naming
  *            the failed process, instead of waiting for it
@@ -57,9 +56,6 @@ int main(int argc, char** argv) {
     omp_unset_lock(&lock);
   } else if (strcmp(mode, "uninitialized") == 0) {
     omp_set_lock(&lock);
-  } else if (strcmp(mode, "threads") == 0) {
-    #pragma omp parallel num_threads(n + 1)
-    work(2);
   } else if (strcmp(mode, "exit") == 0) {
     exit(3);
   } else if (strcmp(mode, "die") == 0) {
