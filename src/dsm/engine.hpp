@@ -189,6 +189,7 @@ class Engine {
   // `free_word`: the mutex word as the lock found it free.
   void acquire_mutex(std::uint32_t mutex, std::uint64_t free_word);
   void check_mutex(std::uint32_t mutex, const char* what) const;
+  void free_mutex(std::uint32_t mutex, std::uint64_t held, std::uint64_t free_word);
   static Error not_held(std::uint32_t mutex, std::uint64_t word);
 
   // ---- waits on peers (engine.cpp) ----

@@ -140,23 +140,30 @@ void Engine::acquire_mutex(std::uint32_t mutex, std::uint64_t free_word) {
 // until after its signature (or, with a directory, its invalidations)
 // was in place, so taking the mutex now acquires every write it released
 // (and, through its signature, what it had acquired), as a lock and unlock
-// of the mutex by the program would. Nothing is released: the mutex frees
-// as it was, its signature still the last releaser's. A thread that holds
-// the mutex acquired through it when it locked it.
+// of the mutex by the program would. A thread that holds the mutex
+// acquired through it when it locked it.
+//
+// An acquire merges a dirty copy that it must drop (an early release). That
+// publishes the block's writes ahead of the ones this process made before
+// them: a flag's block merged while the rows written before the flag stay
+// dirty. A reader that then finds the flag's new version takes the mutex
+// and must find the rows released too, so such an acquire ends as the
+// program's unlock does, releasing everything. Otherwise nothing is
+// released: the mutex frees as it was, its signature still the last
+// releaser's.
 void Engine::acquire_causal() {
   const std::uint32_t mutex = config_.causal_mutex;
   if (holder_thread_[mutex].load(std::memory_order_relaxed) == this_thread_word()) return;
   counters_.causal_misses.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t merges = counters_.merges.load(std::memory_order_relaxed);
   take(mutex, false);  // in the fault path: no call runs (see fault())
-  // Freed as the lock found it: the stamp still dates the signature beside it.
-  const RemoteLocator where = meta_.mutex_word(mutex);
+  // Another thread's merge meanwhile counts too: a release too many, never one too few.
+  if (counters_.merges.load(std::memory_order_relaxed) != merges) {
+    unlock(mutex);
+    return;
+  }
   const std::uint64_t held = held_[mutex].load(std::memory_order_relaxed);
-  const std::uint64_t free_word = held & ~mutex_bits::holder_mask;
-  holder_thread_[mutex].store(0, std::memory_order_relaxed);
-  held_[mutex].store(0, std::memory_order_relaxed);
-  const std::uint64_t was = blocking_compare_swap(where, held, free_word);
-  if (was != held) throw not_held(mutex, was);
-  mutex_free_[mutex].store(free_word, std::memory_order_relaxed);
+  free_mutex(mutex, held, held & ~mutex_bits::holder_mask);
 }
 
 void Engine::unlock(std::uint32_t mutex) { unlock(mutex, nullptr, 0); }
@@ -190,10 +197,15 @@ void Engine::unlock(std::uint32_t mutex, const void* only, std::size_t bytes) {
       transmitter(where.process).fence();  // the signature lands before the lock word frees
     }
   }
+  free_mutex(mutex, held, free_word);
+}
+
+// Frees a mutex this thread holds (`held`, its word) as `free_word`.
+void Engine::free_mutex(std::uint32_t mutex, std::uint64_t held, std::uint64_t free_word) {
   // Cleared before the word frees: another thread of ours may take it next.
   holder_thread_[mutex].store(0, std::memory_order_relaxed);
   held_[mutex].store(0, std::memory_order_relaxed);
-  const std::uint64_t was = blocking_compare_swap(where, held, free_word);
+  const std::uint64_t was = blocking_compare_swap(meta_.mutex_word(mutex), held, free_word);
   if (was != held) throw not_held(mutex, was);
   mutex_free_[mutex].store(free_word, std::memory_order_relaxed);
 }
