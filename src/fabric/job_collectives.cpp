@@ -4,7 +4,9 @@
 #include "job_collectives.hpp"
 
 #include <cstring>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "rdmx/core/backoff.hpp"
 #include "rdmx/core/error.hpp"
@@ -15,6 +17,23 @@ namespace rdmx::fabric::detail {
 namespace {
 
 const char* name_of(JobCollectives::Kind kind) { return kind == JobCollectives::Kind::barrier ? "barrier" : "allgather"; }
+
+// "process 2 called barrier, processes 0 and 1 allgather": a mismatch's
+// blob, a Kind per process.
+std::string who_called(std::span<const std::byte> kinds) {
+  std::string text;
+  for (const auto kind : {JobCollectives::Kind::barrier, JobCollectives::Kind::allgather}) {
+    std::vector<std::size_t> callers;
+    for (std::size_t p = 0; p < kinds.size(); ++p)
+      if (static_cast<JobCollectives::Kind>(kinds[p]) == kind) callers.push_back(p);
+    if (callers.empty()) continue;
+    text += text.empty() ? (callers.size() == 1 ? "process " : "processes ") : (callers.size() == 1 ? ", process " : ", processes ");
+    for (std::size_t i = 0; i < callers.size(); ++i)
+      text += (i == 0 ? "" : i + 1 == callers.size() ? " and " : ", ") + std::to_string(callers[i]);
+    text += std::string(" called ") + name_of(kind);
+  }
+  return text;
+}
 
 // The release of one collective on one process, as a service call; the
 // blob travels as the call's buffer.
@@ -70,8 +89,10 @@ std::vector<std::vector<std::byte>> JobCollectives::enter(Runtime& rt, Kind kind
         const Released r = std::move(it->second);
         released_.erase(it);
         if (r.mismatch)
-          throw Error(Errc::invalid_argument, what + " met another collective on another process: every process must "
-                                                     "call the same collectives (Job::barrier, Job::allgather) in the same order");
+          throw Error(Errc::invalid_argument, what + " met another collective on another process (" +
+                                                  who_called(r.blob) +
+                                                  "): every process must call the same collectives (Job::barrier, "
+                                                  "Job::allgather) in the same order");
         std::vector<std::vector<std::byte>> all(processes_);
         std::size_t at = 0;
         for (auto& part : all) {
@@ -102,17 +123,23 @@ void JobCollectives::arrive(Runtime& rt, std::uint64_t epoch, std::uint32_t from
     if (open.arrived == 0) {
       open.kind = kind;
       open.parts.resize(processes_);
+      open.kinds.resize(processes_);
     } else if (open.kind != kind) {
       open.mismatch = true;
     }
+    open.kinds[from] = kind;
     open.parts[from].assign(bytes.begin(), bytes.end());
     if (++open.arrived < processes_) return;
     done = std::move(open);
     open_.erase(epoch);
   }
-  // Released outside the lock: sending may run calls that take it.
+  // Released outside the lock: sending may run calls that take it. A
+  // mismatch carries each process's kind instead of the parts, so that
+  // every process can say who called what.
   std::vector<std::byte> blob;
-  if (!done.mismatch) {
+  if (done.mismatch) {
+    for (const Kind k : done.kinds) blob.push_back(static_cast<std::byte>(k));
+  } else {
     for (const auto& part : done.parts) {
       const std::uint64_t size = part.size();
       const auto* s = reinterpret_cast<const std::byte*>(&size);

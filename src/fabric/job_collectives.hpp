@@ -57,6 +57,7 @@ class JobCollectives {
     Kind kind = Kind::barrier;
     bool mismatch = false;
     std::vector<std::vector<std::byte>> parts;
+    std::vector<Kind> kinds;  // what each process called
   };
   struct Released {
     bool mismatch = false;

@@ -2,7 +2,8 @@
 // fails in bounded time instead of waiting for ever. The last process ends
 // right after an allocation every process made, as argv[1] says:
 // - `return`: out of main, through ~Space, whose barrier meets the others'
-//   allocation: mismatched collectives, Errc::invalid_argument on all;
+//   allocation: mismatched collectives, Errc::invalid_argument on all,
+//   saying that process called barrier;
 // - `exit` (std::exit: no destructor of main's runs) or `kill` (SIGKILL):
 //   Errc::peer_failed, naming it.
 // Its own main: the job cannot end with a collective.
@@ -50,7 +51,9 @@ int main(int argc, char** argv) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const bool left = how == "return";
     const Errc expected = left ? Errc::invalid_argument : Errc::peer_failed;
-    const std::string says = left ? "met another collective" : "process " + std::to_string(leaver) + " has failed";
+    const std::string says = left ? "met another collective on another process (process " + std::to_string(leaver) +
+                                        " called barrier"
+                                  : "process " + std::to_string(leaver) + " has failed";
     if (e.code() != expected || std::string(e.what()).find(says) == std::string::npos)
       return fail(std::string("the allocation failed otherwise (expected ") + to_string(expected) + ", '" + says +
                   "'): " + to_string(e.code()) + ": " + e.what());

@@ -182,6 +182,11 @@ void mismatched(Job& job) {
     fail("mismatched collectives completed");
   } catch (const Error& e) {
     if (e.code() != Errc::invalid_argument) fail(std::string("mismatched collectives failed otherwise: ") + e.what());
+    // Every process learns who called what.
+    const std::string others = job.size() == 2 ? "process 1 called allgather" : "called allgather";
+    if (std::string(e.what()).find("process 0 called barrier") == std::string::npos ||
+        std::string(e.what()).find(others) == std::string::npos)
+      fail(std::string("the mismatch does not say who called what: ") + e.what());
   }
   const auto ranks = job.allgather(job.rank());
   for (std::uint32_t p = 0; p < job.size(); ++p)
