@@ -364,6 +364,12 @@ LoopSpec ull_spec(Schedule schedule, bool up, unsigned long long start, unsigned
   s.up = up;
   return s;
 }
+LoopSpec ull_runtime_spec(bool up, unsigned long long start, unsigned long long end, unsigned long long incr) {
+  LoopSpec s = runtime_spec(static_cast<long>(start), static_cast<long>(end), static_cast<long>(incr));
+  s.ull = true;
+  s.up = up;
+  return s;
+}
 bool start_ull(const LoopSpec& s, unsigned long long* istart, unsigned long long* iend) {
   start_loop(s);
   return next_chunk_ull(istart, iend);
@@ -423,10 +429,7 @@ RDMX_OMP_SCHEDULES(RDMX_OMP_ULL_LOOP)
   bool GOMP_loop_ull_##name##_start(bool up, unsigned long long start_, unsigned long long end,     \
                                     unsigned long long incr, unsigned long long* istart,            \
                                     unsigned long long* iend) {                                     \
-    LoopSpec s = runtime_spec(static_cast<long>(start_), static_cast<long>(end), static_cast<long>(incr)); \
-    s.ull = true;                                                                                   \
-    s.up = up;                                                                                      \
-    return start_ull(s, istart, iend);                                                              \
+    return start_ull(ull_runtime_spec(up, start_, end, incr), istart, iend);                       \
   }                                                                                                 \
   bool GOMP_loop_ull_##name##_next(unsigned long long* istart, unsigned long long* iend) {          \
     return next_chunk_ull(istart, iend);                                                            \
@@ -467,10 +470,7 @@ bool GOMP_loop_ordered_runtime_next(long* istart, long* iend) { return next_chun
 bool GOMP_loop_ull_ordered_runtime_start(bool up, unsigned long long start_, unsigned long long end,
                                          unsigned long long incr, unsigned long long* istart,
                                          unsigned long long* iend) {
-  LoopSpec s = runtime_spec(static_cast<long>(start_), static_cast<long>(end), static_cast<long>(incr));
-  s.ull = true;
-  s.up = up;
-  start_loop(s, true);
+  start_loop(ull_runtime_spec(up, start_, end, incr), true);
   return next_chunk_ull(istart, iend);
 }
 bool GOMP_loop_ull_ordered_runtime_next(unsigned long long* istart, unsigned long long* iend) {
