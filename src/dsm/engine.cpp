@@ -125,6 +125,7 @@ Engine::Engine(Job& job, Layer& layer, const Config& config)
   held_ = std::make_unique<std::atomic<std::uint64_t>[]>(config_.mutexes);
   mutex_free_ = std::make_unique<std::atomic<std::uint64_t>[]>(config_.mutexes);
   holder_thread_ = std::make_unique<std::atomic<std::uintptr_t>[]>(config_.mutexes);
+  merged_early_ = std::make_unique<std::atomic<bool>[]>(config_.mutexes);
   listed_ = std::make_unique<std::uint8_t[]>(blocks_);
   for (std::size_t b = 0; b < blocks_; ++b) {
     state_[b].store(BlockState::invalid, std::memory_order_relaxed);

@@ -188,6 +188,7 @@ class Engine {
   void take(std::uint32_t mutex, bool run_calls);
   // `free_word`: the mutex word as the lock found it free.
   void acquire_mutex(std::uint32_t mutex, std::uint64_t free_word);
+  void acquire_through(std::uint32_t mutex, std::uint64_t free_word);
   void check_mutex(std::uint32_t mutex, const char* what) const;
   void free_mutex(std::uint32_t mutex, std::uint64_t held, std::uint64_t free_word);
   static Error not_held(std::uint32_t mutex, std::uint64_t word);
@@ -266,6 +267,8 @@ class Engine {
   // Per mutex: the thread that locked it (this_thread_word(); 0: none), so
   // that a thread locking a mutex it holds is an error, not a wait for ever.
   std::unique_ptr<std::atomic<std::uintptr_t>[]> holder_thread_;
+  // Per mutex, while held: its acquire merged a block early (see unlock).
+  std::unique_ptr<std::atomic<bool>[]> merged_early_;
 
   AtomicCounters counters_;
   std::unique_ptr<SignalGuard> signals_;

@@ -113,6 +113,19 @@ void Engine::acquire_mutex(std::uint32_t mutex, std::uint64_t free_word) {
   // The lock word changed hands through UCX, not a C++ atomic: order this
   // thread's later accesses after it (all a one-process job needs).
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Another thread's merge meanwhile counts too: a release too many at the
+  // unlock, never one too few.
+  const std::uint64_t merges = counters_.merges.load(std::memory_order_relaxed);
+  merged_early_[mutex].store(false, std::memory_order_relaxed);
+  acquire_through(mutex, free_word);
+  if (counters_.merges.load(std::memory_order_relaxed) != merges)
+    merged_early_[mutex].store(true, std::memory_order_relaxed);
+}
+
+// What the mutex's last holder released, acquired: the directory's
+// mailboxes, then the signature beside the word unless its stamp says our
+// last barrier delivered it already.
+void Engine::acquire_through(std::uint32_t mutex, std::uint64_t free_word) {
   if (local()) return;
   invalidator_->acquired();
   // A signature from before our last barrier names nothing we have not
@@ -143,22 +156,15 @@ void Engine::acquire_mutex(std::uint32_t mutex, std::uint64_t free_word) {
 // of the mutex by the program would. A thread that holds the mutex
 // acquired through it when it locked it.
 //
-// An acquire merges a dirty copy that it must drop (an early release). That
-// publishes the block's writes ahead of the ones this process made before
-// them: a flag's block merged while the rows written before the flag stay
-// dirty. A reader that then finds the flag's new version takes the mutex
-// and must find the rows released too, so such an acquire ends as the
-// program's unlock does, releasing everything. Otherwise nothing is
-// released: the mutex frees as it was, its signature still the last
-// releaser's.
+// An acquire that merged a block early ends as an unlock does, releasing
+// everything (see unlock). Otherwise nothing is released: the mutex frees
+// as it was, its signature still the last releaser's.
 void Engine::acquire_causal() {
   const std::uint32_t mutex = config_.causal_mutex;
   if (holder_thread_[mutex].load(std::memory_order_relaxed) == this_thread_word()) return;
   counters_.causal_misses.fetch_add(1, std::memory_order_relaxed);
-  const std::uint64_t merges = counters_.merges.load(std::memory_order_relaxed);
   take(mutex, false);  // in the fault path: no call runs (see fault())
-  // Another thread's merge meanwhile counts too: a release too many, never one too few.
-  if (counters_.merges.load(std::memory_order_relaxed) != merges) {
+  if (merged_early_[mutex].load(std::memory_order_relaxed)) {
     unlock(mutex);
     return;
   }
@@ -176,7 +182,16 @@ void Engine::unlock(std::uint32_t mutex, const void* only, std::size_t bytes) {
   if ((held & mutex_bits::holder_mask) != rank_ + 1) throw not_held(mutex, blocking_fetch_add(where, 0));
   std::uint64_t free_word = held & ~mutex_bits::holder_mask;
   if (!local()) {
-    if (only == nullptr)
+    // An acquire may have to merge a dirty copy before it drops it (an early
+    // release), publishing that block's writes ahead of the ones this
+    // process made before them: a flag's block merged while the rows written
+    // before the flag stay dirty. A reader that finds the flag's new version
+    // and takes the causal mutex (Config::causal_mutex) must find the rows
+    // released too: after such an acquire the causal mutex releases
+    // everything, even for a release of one range (an atomic's).
+    const bool whole = only == nullptr || (mutex == config_.causal_mutex &&
+                                           merged_early_[mutex].load(std::memory_order_relaxed));
+    if (whole)
       release_all();
     else
       release_range(only, bytes);

@@ -20,7 +20,9 @@ class Mutex {
   // everything this process had acquired, but not its other writes, which
   // wait for its next release. For relaxed atomics on one variable, whose
   // ordering of other memory nobody may rely on; far cheaper than unlock()
-  // when many blocks are dirty. The range must lie in the shared heap.
+  // when many blocks are dirty. The range must lie in the shared heap. On
+  // the causal mutex (Config::causal_mutex) after a lock that merged a
+  // block early, it releases everything (docs/dsm.md, causal misses).
   void unlock_only(const void* address, std::size_t bytes);
   bool try_lock();
   std::uint32_t index() const noexcept { return index_; }
