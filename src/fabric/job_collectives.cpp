@@ -18,7 +18,7 @@ namespace {
 
 const char* name_of(JobCollectives::Kind kind) { return kind == JobCollectives::Kind::barrier ? "barrier" : "allgather"; }
 
-// "process 2 called barrier, processes 0 and 1 allgather": a mismatch's
+// "process 2 called barrier, processes 0 and 1 called allgather": a mismatch's
 // blob, a Kind per process.
 std::string who_called(std::span<const std::byte> kinds) {
   std::string text;
