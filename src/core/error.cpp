@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,14 +48,32 @@ namespace {
 // process alone.
 bool same_text(const char* a, const char* b) { return a != nullptr && b != nullptr && std::strcmp(a, b) == 0; }
 
+// Whether this process is a task of the srun job step that serves its
+// PMIx: Slurm's PMIx plugin names the step's namespace
+// slurm.pmix.<job>.<step>. A process that merely inherited SLURM_*
+// variables (mpirun inside an allocation or a step, whose daemons srun
+// started) belongs to another namespace.
+bool srun_task() {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const char* step = std::getenv("SLURM_STEP_ID");
+  if (job == nullptr || step == nullptr) return false;
+  const std::string step_namespace = std::string("slurm.pmix.") + job + "." + step;
+  return same_text(std::getenv("PMIX_NAMESPACE"), step_namespace.c_str());
+}
+
 // Whether every process of the job runs this program with these arguments
 // and these RDMX_* settings. Open MPI's mpirun hands one application
 // context (no "a : b") the same command line, and its own environment to
 // the processes on its host; scripts/run forwards every RDMX_* variable to
-// the other hosts as well (RDMX_SETTINGS_FORWARDED). Other launchers: not
-// known, so each process prints its own.
+// the other hosts as well (RDMX_SETTINGS_FORWARDED). srun hands every task
+// of a step the same environment (whatever --export names, it names for
+// all) and command line, except in a heterogeneous step ("a : b",
+// SLURM_HET_SIZE set), which has one per component; --multi-prog, one line
+// per task, leaves no trace in the tasks' environment (docs/slurm.md).
+// Other launchers: not known, so each process prints its own.
 bool started_alike() {
   if (std::getenv("PMIX_NAMESPACE") == nullptr) return true;
+  if (srun_task()) return std::getenv("SLURM_HET_SIZE") == nullptr;
   if (!same_text(std::getenv("OMPI_NUM_APP_CTX"), "1")) return false;
   return same_text(std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"), std::getenv("OMPI_COMM_WORLD_SIZE")) ||
          same_text(std::getenv("RDMX_SETTINGS_FORWARDED"), "1");
@@ -81,6 +100,11 @@ std::atomic<void (*)()> job_leaver{nullptr};
 // How long a process that leaves a job-wide error to process 0, before a
 // job exists to leave together, waits for the launcher to end it.
 constexpr auto launcher_wait = std::chrono::seconds(30);
+
+// The launcher ends the waiting processes with SIGTERM: they end with the
+// job's status, 1, as process 0 did, rather than as killed (srun would
+// report 143 for the job).
+void exit_on_terminate(int) { std::_Exit(1); }
 
 // An uncaught Error that every process meets ends the process as
 // exit_on_error does. Anything else goes to the handler before (by default
@@ -130,8 +154,10 @@ void exit_on_error(const std::exception& e) noexcept {
       }
     } else if (!first_process()) {
       // No job yet: process 0 says it and ends, and the launcher then ends
-      // the rest (mpirun does). Ending first could have process 0 killed
+      // the rest (mpirun does, and srun --kill-on-bad-exit; else they end
+      // when the wait runs out). Ending first could have process 0 killed
       // before it has said anything.
+      std::signal(SIGTERM, &exit_on_terminate);
       std::this_thread::sleep_for(launcher_wait);
     }
   }
