@@ -64,13 +64,25 @@ void Messenger::open_lane() {
   detail::Lane& lane = owner_.lane;
   if (ring_.empty() || ring_[cur_].mapped == nullptr || !overflow_.empty() || busy_ || dead()) return;
   if (lane.holder != nullptr && lane.holder != this) static_cast<Messenger*>(lane.holder)->close_lane();
+  lane = {detail::lane_key(dest_), reinterpret_cast<std::uintptr_t>(ring_[cur_].mapped) + write_, lane_limit(), this};
+}
+
+std::uintptr_t Messenger::lane_limit() const noexcept {
   const std::size_t limit = std::min(owner_.options.chunk_size, std::max(write_, published_ + owner_.options.publish_bytes));
-  const auto base = reinterpret_cast<std::uintptr_t>(ring_[cur_].mapped);
-  lane = {detail::lane_key(dest_), base + write_, base + limit, this};
+  return reinterpret_cast<std::uintptr_t>(ring_[cur_].mapped) + limit;
 }
 
 void Messenger::publish_lane() {
   if (written() != published_) publish();
+}
+
+void Messenger::publish_lane_now() {
+  if (!holds_lane() || written() == published_) return;
+  // As publish() does for an open lane, minus closing and reopening it: the
+  // lane is open only to a live destination without queued calls (open_lane).
+  write_ = written();
+  write_word(false, 0);  // waits for nothing that could run a call into the lane
+  owner_.lane.limit = lane_limit();
 }
 
 bool Messenger::dead() const { return owner_.job.process_failed(dest_.process); }

@@ -400,6 +400,11 @@ std::size_t process_calls() {
 
 void flush() { Messengers::current().flush(); }
 
+void publish_lane() {
+  Lane* lane = acting_lane();
+  if (lane != nullptr && lane->holder != nullptr) static_cast<Messenger*>(lane->holder)->publish_lane_now();
+}
+
 }  // namespace detail
 }  // namespace invoke
 }  // namespace rdmx

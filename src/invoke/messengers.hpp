@@ -84,6 +84,9 @@ class Messenger {
   void close_lane();
   // The lane's holder: publish what call() wrote into it, if anything.
   void publish_lane();
+  // The same without closing the lane: one store over shared memory, for a
+  // record whose answer its caller is about to wait for.
+  void publish_lane_now();
   ThreadId destination() const noexcept { return dest_; }
   // d ran one of this relayed messenger's markers (send_relay_marker).
   void relay_acked() noexcept { ++relay_acked_; }
@@ -156,6 +159,7 @@ class Messenger {
     Messenger& m;
   };
   bool holds_lane() const noexcept;
+  std::uintptr_t lane_limit() const noexcept;  // where the open lane ends: the next publish
   std::size_t written() const noexcept;  // write_, or how far call() has written into the lane
   void open_lane();
 

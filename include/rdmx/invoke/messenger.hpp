@@ -86,6 +86,9 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const BufferTrans
                std::span<const RemoteLocator> dest_buffers = {});
 std::size_t process_calls();
 void flush();
+// Make what this thread wrote into its lane (open_record) visible to the
+// lane's destination now, rather than at the next publish.
+void publish_lane();
 }  // namespace invoke::detail
 
 // The calling worker thread's messengers, one per destination thread,

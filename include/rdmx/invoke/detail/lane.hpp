@@ -67,21 +67,30 @@ inline Lane* acting_lane() noexcept {
 
 inline std::uint64_t lane_key(ThreadId t) noexcept { return std::uint64_t{t.process} << 32 | t.thread; }
 
+// Room for a plain call's record of `closure` bytes in the open lane to
+// `dest`, its header written; nullptr: the messenger must do it.
+inline std::byte* open_record(ThreadId dest, std::uint64_t function, std::size_t closure) noexcept {
+  if (closure > 0xffff) return nullptr;
+  const std::size_t size = sizeof(RecordHeader) + (closure + record_align - 1) / record_align * record_align;
+  Lane* lane = acting_lane();
+  if (lane == nullptr || lane->dest != lane_key(dest) || lane->limit - lane->at < size) return nullptr;
+  RecordHeader h{function, static_cast<std::uint32_t>(size), static_cast<std::uint16_t>(closure), kind_call, 0};
+  h.check = record_check(h);
+  auto* at = reinterpret_cast<std::byte*>(lane->at);
+  std::memcpy(at, &h, sizeof h);
+  lane->at += size;
+  return at + sizeof h;
+}
+
 // Writes func's record into the open lane; false: the messenger must do it.
 template <class F>
 inline bool write_in_lane(ThreadId dest, std::uint64_t function, const F& func) noexcept {
   if constexpr (sizeof(F) > 0xffff) {
     return false;
   } else {
-    constexpr std::size_t size = sizeof(RecordHeader) + (sizeof(F) + record_align - 1) / record_align * record_align;
-    Lane* lane = acting_lane();
-    if (lane == nullptr || lane->dest != lane_key(dest) || lane->limit - lane->at < size) return false;
-    RecordHeader h{function, static_cast<std::uint32_t>(size), static_cast<std::uint16_t>(sizeof(F)), kind_call, 0};
-    h.check = record_check(h);
-    auto* at = reinterpret_cast<std::byte*>(lane->at);
-    std::memcpy(at, &h, sizeof h);
-    std::memcpy(at + sizeof h, &func, sizeof(F));
-    lane->at += size;
+    std::byte* closure = open_record(dest, function, sizeof(F));
+    if (closure == nullptr) return false;
+    std::memcpy(closure, &func, sizeof(F));
     return true;
   }
 }
