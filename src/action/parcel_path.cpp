@@ -4,6 +4,7 @@
 // worker's protocol (parcel_send.cpp, parcel_pull.cpp).
 #include "parcel_path.hpp"
 
+#include <cstring>
 #include <string>
 
 #include "rdmx/core/error.hpp"
@@ -43,7 +44,7 @@ bool ParcelPath::one_sided(std::uint32_t process) {
 namespace {
 
 // A parcel message arrived on this worker thread: hand it to its protocol.
-void on_message(const Header& h, std::span<std::byte> data) {
+void on_message(const Header& h, std::span<const std::byte> data) {
   WorkerParcels& worker = current_worker();
   const ThreadId source{h.source_process, h.source_thread};
   const Received in{data, {}, worker.input_options(), source};
@@ -66,7 +67,47 @@ void on_message(const Header& h, std::span<std::byte> data) {
   }
 }
 
+// Up to this many bytes of header and message a parcel message is one
+// record of its own on the one-sided path (fused): a plain call whose
+// captures are the header and the message, which the destination reads in
+// place. Larger ones go as a call_buffer, whose record carries the message
+// as its buffer. The bound keeps the copy that the messenger needs when the
+// lane is closed on this thread's stack.
+constexpr std::size_t fused_limit = 2048;
+
+// Sends a fused record: straight into the open lane (shared memory: stores
+// into the destination's chunk, no library call), else through the
+// messenger, which writes it into its ring (RDMA: one write).
+void send_fused(ThreadId to, const Header& h, std::span<const std::byte> message, bool awaited) {
+  const std::uint64_t function = fabric::FunctionId<FusedRecord>::value;
+  const std::size_t size = sizeof h + message.size();
+  if (std::byte* at = invoke::detail::open_record(to, function, size)) [[likely]] {
+    std::memcpy(at, &h, sizeof h);
+    if (!message.empty()) std::memcpy(at + sizeof h, message.data(), message.size());
+    if (awaited) invoke::detail::publish_lane();
+    return;
+  }
+  alignas(Header) std::byte closure[fused_limit];
+  std::memcpy(closure, &h, sizeof h);
+  if (!message.empty()) std::memcpy(closure + sizeof h, message.data(), message.size());
+  fabric::Outgoing o;
+  o.destination = to;
+  o.function = function;
+  o.closure = closure;
+  o.closure_size = size;
+  invoke::detail::Mode mode;
+  mode.publish = awaited ? Publish::at_once : Publish::batched;
+  invoke::detail::send(o, mode);
+}
+
 }  // namespace
+
+void FusedRecord::invoke(fabric::Incoming& in) {
+  Header h;
+  if (in.closure_size < sizeof h) throw Error(Errc::protocol, "a parcel record of " + std::to_string(in.closure_size) + " bytes has no header");
+  std::memcpy(&h, in.closure, sizeof h);
+  on_message(h, {in.closure + sizeof h, in.closure_size - sizeof h});
+}
 
 // A one-sided call (one RDMA write) when the message fits the destination's
 // chunks comfortably and one-sided writes to its process are not emulated,
@@ -74,13 +115,19 @@ void on_message(const Header& h, std::span<std::byte> data) {
 // will wait on, is published at once: batched, a window of requests reached
 // the destination only when the caller began to wait, and their replies
 // came back only after the last had run (docs/results/kv.md).
-void transmit(ParcelPath& path, ThreadId to, const Header& h, std::span<const std::byte> message) {
-  auto call = [h](std::span<std::byte> data) { on_message(h, data); };
+bool transmit(ParcelPath& path, ThreadId to, const Header& h, std::span<const std::byte> message) {
   const bool awaited = h.kind == kind_reply || (h.flags & wants_reply) != 0;
-  if (message.size() <= path.eager_limit(to.process))
+  const std::size_t limit = path.eager_limit(to.process);  // 0: send-based calls only
+  if (limit != 0 && message.size() <= limit && sizeof h + message.size() <= fused_limit) {
+    send_fused(to, h, message, awaited);
+    return true;
+  }
+  auto call = [h](std::span<std::byte> data) { on_message(h, data); };
+  if (message.size() <= limit)
     MessengerGlobal(Policy::retry, awaited ? Publish::at_once : Publish::batched).call_buffer(to, call, message);
   else
     rdmx::call_buffer(to, call, message);  // returns once `message` may be reused
+  return false;
 }
 
 }  // namespace rdmx::parcel

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "rdmx/fabric/call_family.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "parcel_wire.hpp"
@@ -37,6 +38,13 @@ class ParcelPath {
 
 // One parcel message to thread `to` on the path `path` chooses; the
 // destination's worker receives it (its on_message) from its progress.
-void transmit(ParcelPath& path, ThreadId to, const Header& h, std::span<const std::byte> message);
+// Returns whether it went as a fused record.
+bool transmit(ParcelPath& path, ThreadId to, const Header& h, std::span<const std::byte> message);
+
+// The receiving end of a fused parcel record (transmit): its captures are
+// the Header, then the message.
+struct FusedRecord {
+  static void invoke(fabric::Incoming& in);
+};
 
 }  // namespace rdmx::parcel

@@ -75,7 +75,7 @@ class RequestResponder final : public Responder {
       e.archive = std::move(archive_);
     }
     try {
-      transmit(worker_.layer.path, to, h, message);
+      if (transmit(worker_.layer.path, to, h, message)) ++worker_.stats.fused;
     } catch (const Error& e) {
       worker_.forget(h.release);
       rdmx::log(rdmx::LogLevel::error, "process %u: a reply to %s could not be sent: %s\n", worker_.self.process,
@@ -128,7 +128,7 @@ void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Comp
     }
   }
   try {
-    transmit(worker.layer.path, dest, h, message);
+    if (transmit(worker.layer.path, dest, h, message)) ++worker.stats.fused;
   } catch (...) {
     // The caller fails its future with what is thrown, and runs the callback.
     if (Entry* e = worker.find(h.token); e != nullptr && e->callback && caller_callback != nullptr)

@@ -113,6 +113,7 @@ ProgressHook progress_hook() noexcept;
 // tests and benchmarks.
 struct Stats {
   std::uint64_t eager = 0;          // parcels sent whole, in one message
+  std::uint64_t fused = 0;          // eager ones sent as one-sided records of their own (action.md)
   std::uint64_t rendezvous = 0;     // parcels sent as a message plus chunks to pull
   std::uint64_t message_bytes = 0;  // bytes of the messages sent (header, inline bytes, chunk table)
   std::uint64_t chunk_bytes = 0;    // bytes left in chunks for the destinations to pull
