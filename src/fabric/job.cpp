@@ -101,6 +101,7 @@ std::uint32_t Job::helpers_per_process() const noexcept { return impl_->runtime.
 const ProcessInfo& Job::process_info(std::uint32_t rank) const { return impl_->runtime.info(rank); }
 Layout Job::layout() const { return impl_->runtime.layout(); }
 void Job::check_destination(ThreadId id) const { impl_->runtime.validate(id); }
+bool Job::process_left(std::uint32_t process) const noexcept { return impl_->runtime.job_collectives().left(process); }
 std::size_t Job::max_message() const noexcept { return impl_->runtime.max_message(); }
 
 int Job::numa_zone(std::uint32_t thread) const {

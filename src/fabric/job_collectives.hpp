@@ -47,6 +47,10 @@ class JobCollectives {
   // Peer `process` left the job having entered `entered` of these and
   // `worker_entered` of the worker collectives (rdmx::barrier and the like).
   void note_left(std::uint32_t process, std::uint64_t entered, std::uint64_t worker_entered);
+  // Whether peer `process` has told this process that it leaves the job.
+  bool left(std::uint32_t process) const noexcept {
+    return process < processes_ && left_[process].load(std::memory_order_acquire) != not_left;
+  }
   // The first process that left before entering job collective `epoch`
   // (worker: a worker collective), or -1.
   std::int64_t left_before(std::uint64_t epoch, bool worker) const noexcept;

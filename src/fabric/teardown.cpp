@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <string>
 #include <utility>
@@ -279,6 +280,13 @@ void Runtime::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   stop_helpers();
+  for (std::size_t i = 0; i < layer_count_.load(std::memory_order_acquire); ++i) {
+    try {
+      layer_list_[i].load(std::memory_order_relaxed)->leaving();
+    } catch (const std::exception& e) {  // leaving goes on: peers must still be told
+      rdmx::log(rdmx::LogLevel::warn, "process %u: leaving the job: %s\n", rank_, e.what());
+    }
+  }
   tell_leaving();
   const bool clean = quiesce();
   // Nothing is in flight any more. Peers now close their endpoints, which

@@ -101,6 +101,11 @@ class Job {
   bool process_failed(std::uint32_t process) const noexcept {
     return process < size_ && failed_[process].load(std::memory_order_acquire);
   }
+  // Whether `process` has started leaving the job (its rdmx::Job is being
+  // destroyed). It still serves calls until every process has left, but it
+  // runs no more of its program: a peer waiting for it to do something
+  // (enter a collective, say it is done with a resource) waits in vain.
+  bool process_left(std::uint32_t process) const noexcept;
   // The most bytes one call may carry (JobOptions::max_message, RDMX_MAX_MESSAGE).
   std::size_t max_message() const noexcept;
   // More worker threads on this machine (all its processes) than cores: idle

@@ -25,6 +25,12 @@ class Layer {
   // The thread acting as `worker` progresses: handle what arrived for it and
   // return how many things ran (0: idle, so waits may back off).
   virtual std::size_t poll(std::uint32_t /*worker*/) { return 0; }
+  // This process starts leaving the job (~Job), before its peers are told:
+  // stop the layer's own threads (they must not send while the job ends,
+  // nor touch its memory after), and say so if the program should have
+  // ended something of the layer's first. Called once, by the thread
+  // destroying the Job.
+  virtual void leaving() {}
   // Leaving the job, on behalf of `worker`: make what it sent visible to peers.
   virtual void flush(std::uint32_t /*worker*/) {}
   // Leaving the job: false while something `worker` received still waits on
