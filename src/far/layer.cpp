@@ -71,6 +71,16 @@ void FarLayer::process_failed(std::uint32_t process, const std::string&) {
   with_runtime([&](Runtime& r) { r.process_failed(process); });
 }
 
+void FarLayer::leaving() {
+  with_runtime([&](Runtime& r) {
+    rdmx::log(LogLevel::warn,
+              "far: process %u leaves the job with its far::Manager alive (end the Manager before its Job): its "
+              "servers stop waiting for it, and its objects are gone with the job",
+              job_.rank());
+    r.cache().evacuator().stop();
+  });
+}
+
 void FarLayer::end_manager(std::uint64_t manager, std::span<const std::uint32_t> servers, bool serving) {
   const std::uint32_t me = job_.rank();
   for (const std::uint32_t server : servers) {
@@ -90,18 +100,29 @@ void FarLayer::end_manager(std::uint64_t manager, std::span<const std::uint32_t>
     }
   }
   if (!serving) return;
+  // A process that left the job without ending its Manager never says it
+  // is done; it runs none of its program any more, so it is done.
+  const auto done = [&](std::uint32_t p) { return done_[p].load(std::memory_order_acquire) >= manager; };
   const auto waiting_for = [&](std::uint32_t p) {
-    return p != me && done_[p].load(std::memory_order_acquire) < manager && !job_.process_failed(p);
+    return p != me && !done(p) && !job_.process_failed(p) && !job_.process_left(p);
   };
   Backoff backoff;
   for (std::uint32_t p = 0; p < job_.size(); ++p)
     while (waiting_for(p)) backoff(fabric::serve_while_waiting(job_) != 0);
-  std::string failed;
-  for (std::uint32_t p = 0; p < job_.size(); ++p)
-    if (p != me && done_[p].load(std::memory_order_acquire) < manager) failed += (failed.empty() ? "" : ", ") + std::to_string(p);
+  std::string failed, left;
+  for (std::uint32_t p = 0; p < job_.size(); ++p) {
+    if (p == me || done(p)) continue;
+    std::string& list = job_.process_failed(p) ? failed : left;
+    list += (list.empty() ? "" : ", ") + std::to_string(p);
+  }
   if (!failed.empty())
     rdmx::log(LogLevel::warn, "far: process %u stops serving its far-memory region: process(es) %s failed before they were done with it",
               me, failed.c_str());
+  if (!left.empty())
+    rdmx::log(LogLevel::warn,
+              "far: process %u stops serving its far-memory region: process(es) %s left the job without ending their "
+              "far::Manager (a Manager must end before its Job)",
+              me, left.c_str());
 }
 
 void FarLayer::peer_done(std::uint32_t process, std::uint64_t manager) noexcept {

@@ -38,6 +38,14 @@ class FarLayer final : public fabric::Layer {
   // Returns once no hook below runs on `runtime` any more.
   void detach(Runtime& runtime) noexcept;
 
+  // The job is being left with a Manager still alive (it should have
+  // ended first): says so, and stops its evacuator, which must neither
+  // write back while the job ends nor touch the job's memory after. Its
+  // servers stop waiting for this process once told it leaves
+  // (Job::process_left), and the Manager, destroyed later, touches nothing
+  // of the job.
+  void leaving() override;
+
   // poll: nothing to serve. A server's side is the fabric's (one-sided
   // access needs no CPU; two-sided requests and offloaded work are calls its
   // service thread runs), a client's replies land through the fabric's own
@@ -66,8 +74,10 @@ class FarLayer final : public fabric::Layer {
   // Manager `manager` ends on this process, every transfer of it complete.
   // It tells each live server in `servers` (ranks) that it is done with its
   // region; when it serves one itself (`serving`), it then waits, serving
-  // calls, until every other process is done with it too or has failed,
-  // and logs the failed ones. Not a barrier: a barrier fails as soon as any
+  // calls, until every other process is done with it too, has failed, or
+  // has left the job without ending its Manager (its Job destroyed first:
+  // it will never say it is done), and logs those it stopped waiting for.
+  // Not a barrier: a barrier fails as soon as any
   // process has failed, and a server would then leave while its replicas
   // are still in use. Only live peers are waited for: one that dies
   // releases the server once the job learns of it (fabric.md, "Failures").

@@ -184,8 +184,17 @@ Manager::Manager(std::unique_ptr<Device> device, Config config) : resources_(std
 
 Manager::~Manager() {
   runtime_->cache().evacuator().stop();
-  detail::detach(*runtime_);
   Resources& r = *resources_;
+  if (r.job != nullptr && runtime_->layer.load() == nullptr) {
+    // Its Job was destroyed first (FarLayer::leaving said so): the cache's
+    // memory, the transports and the peers went with it, and the servers
+    // stopped waiting for this process. Nothing is left to tell or give
+    // back, and destroying the runtime would touch what is gone: it is let
+    // go, once, as the process ends.
+    static_cast<void>(runtime_.release());
+    return;
+  }
+  detail::detach(*runtime_);
   if (r.job == nullptr) return;
   // A server waits here until every client is done with its region.
   end_manager(*r.job, r.number, runtime_->config().servers, runtime_->serving());

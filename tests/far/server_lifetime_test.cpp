@@ -12,12 +12,19 @@
 //                          perhaps before the job knows of the loss.
 //   --clients-lost         2 or 3 processes: the only client (process 0)
 //                          dies mid-workload; every server leaves, naming it.
+//   --client-leaves        2 or 3 processes, one server (the last): client
+//                          0 destroys its Job with its Manager alive (the
+//                          Manager ends after the Job). The server stops
+//                          waiting for it, naming it; with 3, client 1 goes
+//                          on once process 0 has left, every object of its
+//                          own reads back, and the server still serves it.
 // Each survivor prints that it left the job cleanly once its Job is gone;
 // the test's shell counts those lines. Own main: processes die.
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -90,12 +97,33 @@ bool still_serving(const Job& job, std::uint32_t server) {
   return serving == 1;
 }
 
-int client(const Job& job, const std::string& scenario) {
+// `n` far objects, object i seeded i * stride + offset.
+Objects make_objects(std::uint64_t n, std::uint64_t stride, std::uint64_t offset) {
   Objects o;
-  for (std::uint64_t i = 0; i < 600; ++i) {
-    o.seeds.push_back(i * 13 + 5);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    o.seeds.push_back(i * stride + offset);
     o.pointers.push_back(make_unique<Object>(Object::of(o.seeds.back())));
   }
+  return o;
+}
+
+// Client 1 of --client-leaves: its workload runs after process 0 has left.
+int other_client(const Job& job) {
+  Objects o = make_objects(300, 7, 3);
+  std::mt19937_64 rng(31);
+  workload(o, 500, rng);
+  // Bounded by the test's timeout: process 0 leaves right after its workload.
+  while (!job.process_left(0)) progress();
+  workload(o, 1500, rng);
+  read_back(o);
+  if (!still_serving(job, job.size() - 1)) return fail("the server stopped serving client 1 once process 0 had left");
+  std::printf("far: client 1 went on after process 0 left, %zu objects read back\n", o.pointers.size());
+  return 0;
+}
+
+int client(const Job& job, const std::string& scenario) {
+  if (scenario == "--client-leaves" && job.rank() == 1) return other_client(job);
+  Objects o = make_objects(600, 13, 5);
   std::mt19937_64 rng(29);
   workload(o, 1500, rng);
   if (scenario == "--clients-lost") {
@@ -106,6 +134,12 @@ int client(const Job& job, const std::string& scenario) {
     std::printf("far: client 0 dies with %zu objects on the servers\n", o.pointers.size());
     std::fflush(stdout);
     raise(SIGKILL);
+  }
+  if (scenario == "--client-leaves") {
+    read_back(o);
+    std::printf("far: client 0 destroys its Job with its Manager alive\n");
+    std::fflush(stdout);
+    return 0;
   }
   if (scenario == "--replica-lost-at-end") {
     read_back(o);
@@ -121,22 +155,30 @@ int client(const Job& job, const std::string& scenario) {
   return 0;
 }
 
-int run(int argc, char** argv, std::uint32_t& rank) {
+// `kept`: a Manager that outlives the Job (--client-leaves, client 0).
+int run(int argc, char** argv, std::uint32_t& rank, std::unique_ptr<Manager>& kept) {
   Job job(argc, argv);
   rank = job.rank();
   const std::string scenario = argc > 1 ? argv[argc - 1] : "";
-  if (scenario != "--replica-lost" && scenario != "--replica-lost-at-end" && scenario != "--clients-lost")
-    return fail("expected --replica-lost, --replica-lost-at-end or --clients-lost");
-  if (job.size() != 3 && (scenario != "--clients-lost" || job.size() != 2)) return fail("runs with 3 processes (--clients-lost: 2 or 3)");
+  const bool leaves = scenario == "--client-leaves";
+  if (scenario != "--replica-lost" && scenario != "--replica-lost-at-end" && scenario != "--clients-lost" && !leaves)
+    return fail("expected --replica-lost, --replica-lost-at-end, --clients-lost or --client-leaves");
+  if (job.size() != 3 && (scenario != "--clients-lost" || job.size() != 2) && (!leaves || job.size() != 2))
+    return fail("runs with 3 processes (--clients-lost, --client-leaves: 2 or 3)");
   Config config;
   config.cache_bytes = 64 * 1024;
   config.region_bytes = 16 << 20;
-  config.servers = job.size() == 3 ? std::vector<std::uint32_t>{1, 2} : std::vector<std::uint32_t>{1};
+  if (leaves)
+    config.servers = {job.size() - 1};
+  else
+    config.servers = job.size() == 3 ? std::vector<std::uint32_t>{1, 2} : std::vector<std::uint32_t>{1};
   config.replication = config.servers.size();
-  Manager far(job, config);
-  if (far.serving()) return 0;  // as docs/far.md: a server serves until the Manager's destructor
+  auto far = std::make_unique<Manager>(job, config);
+  if (far->serving()) return 0;  // as docs/far.md: a server serves until the Manager's destructor
   try {
-    return client(job, scenario);
+    const int rc = client(job, scenario);
+    if (leaves && job.rank() == 0) kept = std::move(far);  // the misuse under test: ~Job first
+    return rc;
   } catch (const std::exception& e) {
     return fail(e.what());
   }
@@ -147,8 +189,10 @@ int run(int argc, char** argv, std::uint32_t& rank) {
 int main(int argc, char** argv) {
   std::uint32_t rank = 0;
   int rc = 1;
+  std::unique_ptr<Manager> kept;
   try {
-    rc = run(argc, argv, rank);
+    rc = run(argc, argv, rank, kept);
+    kept.reset();  // after its Job: it must touch nothing of the job
   } catch (const std::exception& e) {
     rc = fail(e.what());
   }
