@@ -51,6 +51,9 @@ Space::Space(Job& job, const Config& config)
     : engine_(std::make_unique<Engine>(job, fabric::layer<Layer>(job), config)) {}
 
 Space::~Space() {
+  // A peer still waiting in a barrier this process will not enter fails,
+  // naming it, instead of meeting the job barrier below.
+  engine_->tell_ended();
   // Peers may still fetch from our home copies until they, too, are done.
   try {
     Job::current().barrier();

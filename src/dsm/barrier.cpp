@@ -157,6 +157,7 @@ void Engine::await_flag(std::uint64_t& word, std::uint64_t target, std::uint32_t
   auto last_check = std::chrono::steady_clock::now();
   while (flag.load(std::memory_order_acquire) < target) {
     throw_if_failed(process, [] { return std::string("dsm::barrier"); });
+    throw_if_ended(target);
     backoff(progress() != 0);
     const auto t = std::chrono::steady_clock::now();
     if (t - last_check < std::chrono::milliseconds(5)) continue;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "rdmx/core/error.hpp"
+#include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/layer.hpp"
 #include "rdmx/fabric/rma.hpp"
@@ -146,7 +147,7 @@ Engine::Engine(Job& job, Layer& layer, const Config& config)
     }
     // Before the barrier: once past it, peers send this process their
     // barrier signatures, which find the engine through the layer.
-    layer_.open(*this);
+    space_ = layer_.open(*this);
     job_.barrier();
   } catch (...) {
     forget();
@@ -177,6 +178,34 @@ void Engine::throw_if_reported(std::uint32_t process, const std::string& what) c
   if (dead == Layer::no_process) return;
   throw Error(Errc::peer_failed,
               what + ": process " + std::to_string(dead) + " has failed (" + layer_.why(dead) + ")");
+}
+
+void Engine::throw_if_ended_before(std::uint64_t target) const {
+  const Layer::Ended e = layer_.ended_before(space_, target);
+  if (e.process == Layer::no_process) return;
+  // A peer that ended its Space after a failure this process has not
+  // heard of yet: the failure is the news.
+  if (e.failed != Layer::no_process && e.failed != rank_)
+    throw Error(Errc::peer_failed, "dsm::barrier: process " + std::to_string(e.failed) + " has failed (as process " +
+                                       std::to_string(e.process) + " saw before it ended its dsm::Space)");
+  throw Error(Errc::shut_down, "dsm::barrier (barrier " + std::to_string(target) + " of the space): process " +
+                                   std::to_string(e.process) + " has ended its dsm::Space after " + std::to_string(e.barriers) +
+                                   " barriers, without entering this one: every process must call the same barriers");
+}
+
+void Engine::tell_ended() noexcept {
+  if (local()) return;
+  const std::uint32_t me = rank_;
+  const std::uint64_t space = space_, barriers = epoch_;
+  const std::uint32_t failed = layer_.failed(Layer::no_process);
+  for (std::uint32_t p = 0; p < processes_; ++p) {
+    if (p == rank_ || job_.process_failed(p)) continue;
+    try {
+      call(ThreadId{p, service_thread},
+           [me, space, barriers, failed] { fabric::layer<Layer>().space_ended(me, space, barriers, failed); });
+    } catch (const Error&) {  // it failed just now: nothing waits there
+    }
+  }
 }
 
 void Engine::probe_peers(const std::string& what, std::uint32_t process) {

@@ -83,6 +83,11 @@ class Engine {
   // One process: the heap is plain shared memory among its threads (no
   // protection, faults, merges or notices); synchronizations only order.
   bool local() const noexcept { return processes_ == 1; }
+  // The Space ends on this process (~Space, before its closing barrier):
+  // tells every live peer how many barriers it passed, so that a peer
+  // waiting in a later one fails at once, naming it, instead of waiting for
+  // ever. Never throws.
+  void tell_ended() noexcept;
 
  private:
   class FloatingHome;
@@ -204,6 +209,14 @@ class Engine {
       throw_if_reported(process, what());
   }
   void throw_if_reported(std::uint32_t process, const std::string& what) const;
+  // Throws Errc::shut_down, naming it, if a peer has ended this Space
+  // before entering barrier `target`: whichever peer a barrier waits for,
+  // it cannot complete. One load while no process has ended a Space.
+  void throw_if_ended(std::uint64_t target) const {
+    if (layer_.endings() != 0) [[unlikely]]
+      throw_if_ended_before(target);
+  }
+  void throw_if_ended_before(std::uint64_t target) const;
   // Asks `process` (every_peer: every peer) whether it is alive, one get
   // each: a peer that died turns into Errc::peer_failed, naming `what`.
   void probe_peers(const std::string& what, std::uint32_t process = every_peer);
@@ -248,6 +261,7 @@ class Engine {
   std::mutex history_mutex_;
   Signature history_;  // notices produced or acquired since the last barrier
   std::uint64_t epoch_ = 0;  // barriers passed
+  std::uint64_t space_ = 0;  // this Space's number (Layer::open)
 
   // The barrier: every peer's one-sided operations are native (no process
   // reaches another over TCP), so it disseminates flags in log2(P) rounds

@@ -7,7 +7,8 @@ namespace rdmx::dsm {
 
 Layer::Layer(Job& job)
     : rank_(job.rank()), processes_(job.size()), failed_(std::make_unique<std::atomic<bool>[]>(job.size())),
-      why_(job.size()) {
+      why_(job.size()),
+      ended_(job.size()) {
   // Failures reported before the first Space made this layer.
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (job.process_failed(p)) process_failed(p, "process " + std::to_string(p) + " has failed");
@@ -32,10 +33,30 @@ Engine& Layer::require(const char* what) {
   return *engine;
 }
 
-void Layer::open(Engine& engine) {
+std::uint64_t Layer::open(Engine& engine) {
   Engine* none = nullptr;
   if (!engine_.compare_exchange_strong(none, &engine, std::memory_order_acq_rel))
     throw Error(Errc::invalid_argument, "dsm: this process already has a dsm::Space");
+  return ++spaces_;
+}
+
+void Layer::space_ended(std::uint32_t process, std::uint64_t space, std::uint64_t barriers, std::uint32_t failed) noexcept {
+  if (process >= processes_) return;
+  std::lock_guard lock(ended_mutex_);
+  ended_[process] = {process, space, barriers, failed, endings_.load(std::memory_order_relaxed) + 1};
+  endings_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+Layer::Ended Layer::ended_before(std::uint64_t space, std::uint64_t target) const {
+  // The first to have said so: the others may have ended theirs only
+  // because their own barrier failed on its account.
+  std::lock_guard lock(ended_mutex_);
+  Ended first;
+  for (std::uint32_t p = 0; p < processes_; ++p) {
+    const Ended& e = ended_[p];
+    if (p != rank_ && e.space == space && e.barriers < target && (first.process == no_process || e.order < first.order)) first = e;
+  }
+  return first;
 }
 
 void Layer::close(Engine& engine) noexcept {
