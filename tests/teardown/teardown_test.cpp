@@ -4,6 +4,7 @@
 // threads may leave Job::run in any order. Each scenario checks, after its
 // Job is gone, that every call ran exactly once, and prints
 // "teardown <scenario>: ok" on every process that got there.
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -134,14 +135,19 @@ void thread_throws(Job& job) {
 // collective it never enters: theirs fail with Errc::shut_down naming it,
 // in bounded time, instead of waiting for ever; then all leave together.
 // `which`: barrier, allgather (Job's), or worker (rdmx::barrier in Job::run).
-void peer_leaves(Job& job, const std::string& which) {
+// With `dies` it is killed instead (SIGKILL) and theirs fail with
+// Errc::peer_failed naming it; the survivors then leave together.
+void peer_leaves(Job& job, const std::string& which, bool dies = false) {
   const std::uint32_t leaver = job.size() - 1;
-  if (job.rank() == leaver) return;
+  if (job.rank() == leaver) {
+    if (dies) raise(SIGKILL);
+    return;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   std::string error;
   auto expect_left = [&](const Error& e) {
-    if (e.code() != Errc::shut_down) fail(std::string("the wait failed otherwise: ") + e.what());
-    const std::string named = "process " + std::to_string(leaver) + " has left the job";
+    if (e.code() != (dies ? Errc::peer_failed : Errc::shut_down)) fail(std::string("the wait failed otherwise: ") + e.what());
+    const std::string named = "process " + std::to_string(leaver) + (dies ? "" : " has left the job");
     if (std::string(e.what()).find(named) == std::string::npos) fail(std::string("the error does not say '") + named + "': " + e.what());
     error = e.what();
   };
@@ -225,6 +231,8 @@ int main(int argc, char** argv) {
       thread_throws(job);
     } else if (scenario.rfind("peer_leaves:", 0) == 0) {
       peer_leaves(job, scenario.substr(std::strlen("peer_leaves:")));
+    } else if (scenario.rfind("peer_dies:", 0) == 0) {
+      peer_leaves(job, scenario.substr(std::strlen("peer_dies:")), true);
     } else if (scenario == "mismatched") {
       mismatched(job);
     } else if (scenario == "spin") {
