@@ -6,9 +6,11 @@
 namespace rdmx::dsm {
 
 Layer::Layer(Job& job)
-    : rank_(job.rank()), processes_(job.size()), failed_(std::make_unique<std::atomic<bool>[]>(job.size())),
-      why_(job.size()),
-      ended_(job.size()) {
+    : rank_(job.rank()),
+      processes_(job.size()),
+      ended_(job.size()),
+      failed_(std::make_unique<std::atomic<bool>[]>(job.size())),
+      why_(job.size()) {
   // Failures reported before the first Space made this layer.
   for (std::uint32_t p = 0; p < processes_; ++p)
     if (job.process_failed(p)) process_failed(p, "process " + std::to_string(p) + " has failed");
