@@ -8,6 +8,10 @@
 //   async  rdmx::async(echo, {1, 0}, serialize_buffer<char>) returning its
 //          argument, waited for with get(): an eager parcel each way (the
 //          sizes here are below the zero-copy threshold)
+//   async_one_sided, async_send  the same with the path chosen per call
+//          (rdmx::parcel::Path): the one-sided ring or a UCX active message
+//          whatever the transport; `async` takes the automatic path, which
+//          these two measure the choice of
 //   call   the send-based call: rdmx::call_return of a lambda whose captures
 //          hold the bytes and that returns them (std::array<std::byte, size>)
 //   mpi    MPI_Send + MPI_Recv of `size` bytes each way (blocking ping-pong)
@@ -37,7 +41,8 @@
 // MPI median of this same run. scripts/bench latency runs once per Open MPI
 // pml (ob1, ucx) and adds `ratio`: value over the faster pml's median.
 //
-// Flags: --reps=N --iterations=N --sizes=1,8,64,256,1024 --variants=async,call,mpi,ucx,put
+// Flags: --reps=N --iterations=N --sizes=1,8,64,256,1024
+//        --variants=async,async_one_sided,async_send,call,mpi,ucx,put
 //        --quick
 // Environment: RDMX_BENCH_HOSTS, the number of hosts the job spans (the
 // `hosts` field; scripts/bench sets it).
@@ -71,7 +76,7 @@ using namespace rdmx::bench;
 namespace serial = rdmx::serial;
 
 constexpr std::array<std::size_t, 5> all_sizes{1, 8, 64, 256, 1024};
-const std::vector<std::string> all_variants{"async", "call", "mpi", "ucx", "put"};
+const std::vector<std::string> all_variants{"async", "async_one_sided", "async_send", "call", "mpi", "ucx", "put"};
 
 struct Options {
   unsigned reps = 5;
@@ -84,7 +89,7 @@ struct Options {
 [[noreturn]] void usage_error(const std::string& what) {
   throw rdmx::Error(rdmx::Errc::invalid_argument,
                     what + "\nusage: rdmx-bench-latency [--reps=N] [--iterations=N] [--sizes=1,8,...] "
-                           "[--variants=async,call,mpi,ucx,put] [--quick]");
+                           "[--variants=async,async_one_sided,async_send,call,mpi,ucx,put] [--quick]");
 }
 
 Options parse(int argc, char** argv) {
@@ -109,7 +114,7 @@ Options parse(int argc, char** argv) {
       o.variants = split(a.substr(11));
       for (const std::string& v : o.variants)
         if (std::find(all_variants.begin(), all_variants.end(), v) == all_variants.end())
-          usage_error("--variants: '" + v + "' is not async, call, mpi, ucx or put");
+          usage_error("--variants: '" + v + "' is not async, async_one_sided, async_send, call, mpi, ucx or put");
     }
     else
       usage_error("unknown argument '" + a + "'");
@@ -265,10 +270,11 @@ void set_phase(int phase, std::size_t size = 0, std::size_t rounds = 0) {
 
 std::uint64_t g_sink = 0;
 
-void time_async(std::vector<char>& bytes, std::size_t size, std::size_t rounds, std::vector<double>* times) {
+void time_async(rdmx::parcel::Path path, std::vector<char>& bytes, std::size_t size, std::size_t rounds,
+                std::vector<double>* times) {
   for (std::size_t i = 0; i < rounds; ++i) {
     const auto t0 = Clock::now();
-    auto back = rdmx::async(rdmx::action<&echo>, {1, 0}, serial::serialize_buffer<char>::reference(bytes.data(), size)).get();
+    auto back = rdmx::async(path, rdmx::action<&echo>, {1, 0}, serial::serialize_buffer<char>::reference(bytes.data(), size)).get();
     if (times != nullptr) times->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     if (back.size() != size) throw rdmx::Error(rdmx::Errc::protocol, "async echo returned " + std::to_string(back.size()) + " bytes");
     g_sink += static_cast<unsigned char>(back[size - 1]);
@@ -347,9 +353,12 @@ int caller(const Options& o, const std::string& pml, RawUcx& raw, RawPut& put) {
       for (const std::string& variant : o.variants) {
         std::vector<double> t;
         t.reserve(o.iterations);
-        if (variant == "async") {
-          time_async(bytes, size, warm, nullptr);
-          time_async(bytes, size, o.iterations, &t);
+        if (variant.starts_with("async")) {
+          const rdmx::parcel::Path path = variant == "async_send"        ? rdmx::parcel::Path::send
+                                          : variant == "async_one_sided" ? rdmx::parcel::Path::one_sided
+                                                                         : rdmx::parcel::Path::automatic;
+          time_async(path, bytes, size, warm, nullptr);
+          time_async(path, bytes, size, o.iterations, &t);
         } else if (variant == "call") {
           time_call(size, warm, nullptr);
           time_call(size, o.iterations, &t);

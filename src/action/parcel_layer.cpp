@@ -18,7 +18,7 @@ WorkerParcels::WorkerParcels(Job& job, Parcels& layer, std::uint32_t thread)
       landing(job.arena_near(thread)),
       large_landing(job.arena_near(thread).max_size()),
       landing_segment(job.arena_near(thread).segment_size()),
-      markers_(job, self, layer.path) {}
+      markers_(job, self) {}
 
 Parcels::Parcels(Job& job) : registrations(job.context()), path(job) {
   for (std::uint32_t t = 0; t < job.workers_per_process(); ++t)

@@ -135,7 +135,8 @@ class WorkerParcels {
   // The destination's side (parcel_send.cpp, parcel_pull.cpp).
   void run_request(const Header& h, const Received& in);
   void start_pull(const Header& h, std::span<const std::byte> data);
-  void send_failure(ThreadId to, std::uint64_t caller_token, Errc code, const std::string& text);
+  // The failure of `request` (its token, its path), answered to `to`.
+  void send_failure(ThreadId to, const Header& request, Errc code, const std::string& text);
   void send_release(ThreadId to, std::uint64_t token);
 
   std::size_t poll();

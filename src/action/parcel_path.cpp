@@ -17,7 +17,8 @@
 
 namespace rdmx::parcel {
 
-ParcelPath::ParcelPath(Job& job) : chosen_(job.size()), one_sided_limit_(MessengerOptions::from_env().chunk_size / 4) {
+ParcelPath::ParcelPath(Job& job)
+    : chosen_(job.size()), one_sided_limit_(MessengerOptions::from_env().chunk_size / 4), helpers_(job.helpers_per_process() != 0) {
   const std::string calls = rdmx_action_settings.word("RDMX_PARCEL_CALLS");
   if (calls == "send") forced_ = no;
   if (calls == "one-sided") forced_ = yes;
@@ -25,7 +26,23 @@ ParcelPath::ParcelPath(Job& job) : chosen_(job.size()), one_sided_limit_(Messeng
   // destination, but a parcel's state (its caller's entry, its pulls) lives
   // with its thread: with helpers, parcels go as send-based calls, which
   // their destination thread runs itself.
-  if (job.helpers_per_process() != 0) forced_ = no;
+  if (helpers_) forced_ = no;
+}
+
+std::uint8_t ParcelPath::flags_for(Path path) const {
+  switch (path) {
+    case Path::automatic:
+      return 0;
+    case Path::send:
+      return by_send;
+    case Path::one_sided:
+      if (helpers_)
+        throw Error(Errc::invalid_argument, "rdmx::parcel::Path::one_sided cannot be taken in a job with helper threads "
+                                            "(RDMX_HELPERS): a parcel's state lives with its destination thread, which "
+                                            "runs only send-based calls itself");
+      return by_one_sided;
+  }
+  throw Error(Errc::invalid_argument, "rdmx::parcel::Path " + std::to_string(static_cast<int>(path)) + " is not a path");
 }
 
 bool ParcelPath::one_sided(std::uint32_t process) {
@@ -110,14 +127,14 @@ void FusedRecord::invoke(fabric::Incoming& in) {
 }
 
 // A one-sided call (one RDMA write) when the message fits the destination's
-// chunks comfortably and one-sided writes to its process are not emulated,
-// else a send-based call. A reply, and a request whose future the caller
+// chunks comfortably and the caller's Path (or, automatic, the process-wide
+// choice) is one-sided, else a send-based call. A reply, and a request whose future the caller
 // will wait on, is published at once: batched, a window of requests reached
 // the destination only when the caller began to wait, and their replies
 // came back only after the last had run (docs/results/kv.md).
 bool transmit(ParcelPath& path, ThreadId to, const Header& h, std::span<const std::byte> message) {
   const bool awaited = h.kind == kind_reply || (h.flags & wants_reply) != 0;
-  const std::size_t limit = path.eager_limit(to.process);  // 0: send-based calls only
+  const std::size_t limit = path.eager_limit(to.process, h.flags);  // 0: send-based calls only
   if (limit != 0 && message.size() <= limit && sizeof h + message.size() <= fused_limit) {
     send_fused(to, h, message, awaited);
     return true;

@@ -94,7 +94,7 @@ void WorkerParcels::fail_pull(const Pull& p, Errc code, const std::string& text)
   if (h.kind == kind_request) {
     send_release(source, h.token);
     if (h.flags & wants_reply)
-      send_failure(source, h.token, code, text);
+      send_failure(source, h, code, text);
     else
       rdmx::log(rdmx::LogLevel::error, "process %u: a posted %s was dropped: %s\n", self.process, action_name(h.action).c_str(),
                    text.c_str());

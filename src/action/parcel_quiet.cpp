@@ -30,7 +30,6 @@ void QuietMarkers::quiet() {
   for (const auto& [key, to] : sent_)
     if (to.sent != to.confirmed) unconfirmed.emplace_back(thread_of(key), to.sent);
   if (unconfirmed.empty()) return;
-  bool one_sided = false;
   for (const auto& [dest, count] : unconfirmed) {
     if (job_.process_failed(dest.process))
       throw Error(Errc::peer_failed, "process " + std::to_string(dest.process) + " has failed: not every action " +
@@ -43,11 +42,11 @@ void QuietMarkers::quiet() {
     // Send-based, whatever path the parcels took: one small call per
     // destination and phase, answered the same way.
     rdmx::call(dest, [source = self_, count, token] { current_worker().markers().marker(source, count, token); });
-    one_sided = one_sided || path_.one_sided(dest.process);
   }
-  // Parcels sent as one-sided calls may still wait in this thread's
-  // messengers: publish them, or the destinations never see them.
-  if (one_sided) MessengerGlobal().flush();
+  // Parcels sent as one-sided calls (on any path, chosen per call) may
+  // still wait in this thread's messengers: publish them, or the
+  // destinations never see them.
+  MessengerGlobal().flush();
   sync.wait();
 }
 

@@ -16,13 +16,12 @@
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
-#include "parcel_path.hpp"
 
 namespace rdmx::parcel {
 
 class QuietMarkers {
  public:
-  QuietMarkers(Job& job, ThreadId self, ParcelPath& path) : job_(job), self_(self), path_(path) {}
+  QuietMarkers(Job& job, ThreadId self) : job_(job), self_(self) {}
 
   // A request went to `dest` (counted once it went: quiet() waits for as many to run).
   void count_request(ThreadId dest) { ++sent_to(dest).sent; }
@@ -83,7 +82,6 @@ class QuietMarkers {
 
   Job& job_;
   ThreadId self_;
-  ParcelPath& path_;
   std::unordered_map<std::uint64_t, SentTo> sent_;  // by destination thread (key_of)
   std::unordered_map<std::uint64_t, RanFrom> ran_;  // by source thread (key_of)
   std::pair<std::uint64_t, SentTo*> last_sent_{0, nullptr};

@@ -38,12 +38,12 @@ class RequestResponder final : public Responder {
       send_result();
     } catch (const Error& e) {
       // E.g. the result holds more pointer chunks than the registration budget.
-      worker_.send_failure(source(), h_.token, e.code(), "the result of " + action_name(h_.action) + " could not be sent: " + e.what());
+      worker_.send_failure(source(), h_, e.code(), "the result of " + action_name(h_.action) + " could not be sent: " + e.what());
     }
   }
   void fail(Errc code, const std::string& text) override {
     if (wants_result()) {
-      worker_.send_failure(source(), h_.token, code, text);
+      worker_.send_failure(source(), h_, code, text);
     } else {
       rdmx::log(rdmx::LogLevel::error, "process %u: a posted %s from %s failed (nobody waits for it): %s\n",
                 worker_.self.process, action_name(h_.action).c_str(), to_string(source()).c_str(), text.c_str());
@@ -67,8 +67,9 @@ class RequestResponder final : public Responder {
     h.source_process = worker_.self.process;
     h.source_thread = worker_.self.thread;
     h.kind = kind_reply;
+    h.flags = h_.flags & path_flags;  // back the way the request came
     if (chunks) {
-      h.flags = rendezvous;
+      h.flags |= rendezvous;
       h.release = worker_.add_entry(to.process, 0);
       Entry& e = *worker_.find(h.release);
       e.awaiting_release = true;
@@ -92,7 +93,7 @@ class RequestResponder final : public Responder {
 
 // ---- the caller's side ----
 
-void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Completion* completion,
+void send_request(Path path, ThreadId dest, std::uint64_t action, ArchiveLease& lease, Completion* completion,
                   SentCallback* callback) {
   WorkerParcels& worker = current_worker();
   worker.job.check_destination(dest);
@@ -112,7 +113,8 @@ void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& lease, Comp
   h.source_process = worker.self.process;
   h.source_thread = worker.self.thread;
   h.kind = kind_request;
-  h.flags = static_cast<std::uint8_t>((completion != nullptr ? wants_reply : 0) | (chunks ? rendezvous : 0));
+  h.flags = static_cast<std::uint8_t>((completion != nullptr ? wants_reply : 0) | (chunks ? rendezvous : 0) |
+                                      worker.layer.path.flags_for(path));
   if (completion != nullptr || chunks) {
     // Registered before sending: the answer can come back while we are still
     // in transmit (it progresses when the destination's ring is full).
@@ -169,13 +171,13 @@ void WorkerParcels::run_request(const Header& h, const Received& in) {
   markers_.count_ran({h.source_process, h.source_thread});
 }
 
-void WorkerParcels::send_failure(ThreadId to, std::uint64_t caller_token, Errc code, const std::string& text) {
+void WorkerParcels::send_failure(ThreadId to, const Header& request, Errc code, const std::string& text) {
   Header h;
-  h.token = caller_token;
+  h.token = request.token;
   h.source_process = self.process;
   h.source_thread = self.thread;
   h.kind = kind_reply;
-  h.flags = is_failure;
+  h.flags = is_failure | (request.flags & path_flags);
   h.errc = static_cast<std::uint16_t>(code);
   // Long texts are cut: a reply must fit a one-sided call.
   const std::size_t n = std::min(text.size(), std::size_t{16384});

@@ -14,7 +14,10 @@ enum Flag : std::uint8_t {
   wants_reply = 1,  // request: the caller waits for a reply
   rendezvous = 2,   // the archive has chunks to pull; release the sender afterwards
   is_failure = 4,   // reply: the message is the error text, errc the code
+  by_one_sided = 8, // the caller chose Path::one_sided: request and reply go so
+  by_send = 16,     // the caller chose Path::send
 };
+constexpr std::uint8_t path_flags = by_one_sided | by_send;
 
 struct Header {
   // The first word is read as the member `kind` selects: the two never

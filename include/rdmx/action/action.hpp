@@ -15,6 +15,7 @@
 //     std::vector<double> v(1 << 20);
 //     rdmx::async_cb(rdmx::action<&norm>, {1, 0}, [] { /* v may be changed now */ }, std::move(v));
 //     std::size_t n = g.get();                                  // progresses this thread
+//     auto h = rdmx::async(rdmx::parcel::Path::send, rdmx::action<&add>, {1, 0}, 6, 7);  // this call as a UCX active message
 //   });
 //
 // Actions: rdmx::action<&function> for a function, or a lambda without
@@ -327,8 +328,8 @@ void deliver(rdmx::detail::FutureStateBase& base, const parcel::Received& in) {
 }
 
 template <class A, class Callback, class... V>
-Future<typename action_traits<std::remove_cvref_t<A>>::result> send(const A& a, ThreadId dest, Callback* callback,
-                                                                     V&&... values) {
+Future<typename action_traits<std::remove_cvref_t<A>>::result> send(parcel::Path path, const A& a, ThreadId dest,
+                                                                     Callback* callback, V&&... values) {
   using T = action_traits<std::remove_cvref_t<A>>;
   using R = typename T::result;
   Promise<R> promise(parcel::progress_hook());
@@ -344,7 +345,7 @@ Future<typename action_traits<std::remove_cvref_t<A>>::result> send(const A& a, 
     parcel::ArchiveLease lease;
     save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(values)...);
     parcel::Completion completion{future.shared_state(), &deliver<R>};
-    parcel::send_request(dest, id_of(a), lease, &completion, sent ? &sent : nullptr);
+    parcel::send_request(path, dest, id_of(a), lease, &completion, sent ? &sent : nullptr);
   } catch (const Error& e) {
     // Nothing was sent: the buffers may be reused, and the future says why.
     if (sent) sent(&e);
@@ -367,12 +368,18 @@ std::uint64_t action_id(const A& a) {
 }
 
 // dest runs the action with `args`; the future completes with its result.
+// The parcel takes the path `path` (rdmx::parcel::Path; docs/action.md,
+// "Which path"), or, without it, the process-wide choice.
 template <class A, class... V>
-auto async(const A& a, ThreadId dest, V&&... args) {
+auto async(parcel::Path path, const A& a, ThreadId dest, V&&... args) {
   if constexpr (parcel::detail::callable<A, V...>())
-    return parcel::detail::send(a, dest, static_cast<std::nullptr_t*>(nullptr), std::forward<V>(args)...);
+    return parcel::detail::send(path, a, dest, static_cast<std::nullptr_t*>(nullptr), std::forward<V>(args)...);
   else
     return Future<void>();  // after the static_assert: no second error about the result
+}
+template <class A, class... V>
+auto async(const A& a, ThreadId dest, V&&... args) {
+  return async(parcel::Path::automatic, a, dest, std::forward<V>(args)...);
 }
 
 // As async, and `callback()` (or callback(const rdmx::Error*), nullptr on
@@ -381,24 +388,32 @@ auto async(const A& a, ThreadId dest, V&&... args) {
 // for a rendezvous one (before the action finishes), or with the error if
 // the parcel failed first.
 template <class A, class Callback, class... V>
-auto async_cb(const A& a, ThreadId dest, Callback callback, V&&... args) {
+auto async_cb(parcel::Path path, const A& a, ThreadId dest, Callback callback, V&&... args) {
   static_assert(std::is_invocable_v<Callback&> || std::is_invocable_v<Callback&, const Error*>,
                 "rdmx::async_cb: the callback takes () or (const rdmx::Error*)");
   if constexpr (parcel::detail::callable<A, V...>())
-    return parcel::detail::send(a, dest, &callback, std::forward<V>(args)...);
+    return parcel::detail::send(path, a, dest, &callback, std::forward<V>(args)...);
   else
     return Future<void>();
+}
+template <class A, class Callback, class... V>
+auto async_cb(const A& a, ThreadId dest, Callback callback, V&&... args) {
+  return async_cb(parcel::Path::automatic, a, dest, std::move(callback), std::forward<V>(args)...);
 }
 
 // Fire and forget: dest runs the action; nothing comes back (an exception
 // it throws is printed there). Throws what prevented sending.
 template <class A, class... V>
-void post(const A& a, ThreadId dest, V&&... args) {
+void post(parcel::Path path, const A& a, ThreadId dest, V&&... args) {
   if constexpr (parcel::detail::callable<A, V...>()) {
     parcel::ArchiveLease lease;
     parcel::detail::save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(args)...);
-    parcel::send_request(dest, parcel::detail::id_of(a), lease, nullptr, nullptr);
+    parcel::send_request(path, dest, parcel::detail::id_of(a), lease, nullptr, nullptr);
   }
+}
+template <class A, class... V>
+void post(const A& a, ThreadId dest, V&&... args) {
+  post(parcel::Path::automatic, a, dest, std::forward<V>(args)...);
 }
 
 }  // namespace rdmx

@@ -35,6 +35,16 @@
 
 namespace rdmx::parcel {
 
+// Which path a call's parcel messages take (docs/action.md, "Which path").
+// The reply of a request takes the path its request took.
+enum class Path : std::uint8_t {
+  automatic,  // as RDMX_PARCEL_CALLS says: by default one-sided unless the
+              // destination's process is reached over TCP only
+  one_sided,  // a record written into the destination's chunk ring (RDMA
+              // write; over TCP emulated by the destination's service thread)
+  send,       // a UCX active message, handled by the destination's worker
+};
+
 // A received parcel's archive, its chunks already pulled.
 struct Received {
   std::span<const std::byte> message;               // the flattened archive
@@ -102,8 +112,9 @@ class ArchiveLease {
 // `completion` null: nobody waits for a result (post). `callback` (may be
 // null) is run, or taken over to be run later. Throws rdmx::Error when
 // nothing could be sent (a bad destination, a dead peer, a full
-// registration budget); then *callback has not run and is left to the caller.
-void send_request(ThreadId dest, std::uint64_t action, ArchiveLease& archive, Completion* completion,
+// registration budget, Path::one_sided with helper threads); then
+// *callback has not run and is left to the caller.
+void send_request(Path path, ThreadId dest, std::uint64_t action, ArchiveLease& archive, Completion* completion,
                   SentCallback* callback);
 
 // What a future of a remote action does when waited on: the calling thread progresses.
