@@ -85,36 +85,44 @@ void on_message(const Header& h, std::span<const std::byte> data) {
 }
 
 // Up to this many bytes of header and message a parcel message is one
-// record of its own on the one-sided path (fused): a plain call whose
-// captures are the header and the message, which the destination reads in
-// place. Larger ones go as a call_buffer, whose record carries the message
-// as its buffer. The bound keeps the copy that the messenger needs when the
-// lane is closed on this thread's stack.
+// record of its own (fused): a plain call whose captures are the header and
+// the message, which the destination reads in place. On the one-sided path
+// a larger one goes as a call_buffer, whose record carries the message as
+// its buffer; on the send-based path as a call_buffer too, the message as
+// the active message's payload. The bound keeps the copy on this thread's
+// stack that a closed lane, or an active message's header, needs.
 constexpr std::size_t fused_limit = 2048;
 
-// Sends a fused record: straight into the open lane (shared memory: stores
-// into the destination's chunk, no library call), else through the
-// messenger, which writes it into its ring (RDMA: one write).
+// A fused record built on the stack, as the captures of one call.
+struct StackRecord {
+  alignas(Header) std::byte bytes[fused_limit];
+  fabric::Outgoing call(ThreadId to, const Header& h, std::span<const std::byte> message) {
+    std::memcpy(bytes, &h, sizeof h);
+    if (!message.empty()) std::memcpy(bytes + sizeof h, message.data(), message.size());
+    fabric::Outgoing o;
+    o.destination = to;
+    o.function = fabric::FunctionId<FusedRecord>::value;
+    o.closure = bytes;
+    o.closure_size = sizeof h + message.size();
+    return o;
+  }
+};
+
+// Sends a fused record one-sided: straight into the open lane (shared
+// memory: stores into the destination's chunk, no library call), else
+// through the messenger, which writes it into its ring (RDMA: one write).
 void send_fused(ThreadId to, const Header& h, std::span<const std::byte> message, bool awaited) {
   const std::uint64_t function = fabric::FunctionId<FusedRecord>::value;
-  const std::size_t size = sizeof h + message.size();
-  if (std::byte* at = invoke::detail::open_record(to, function, size)) [[likely]] {
+  if (std::byte* at = invoke::detail::open_record(to, function, sizeof h + message.size())) [[likely]] {
     std::memcpy(at, &h, sizeof h);
     if (!message.empty()) std::memcpy(at + sizeof h, message.data(), message.size());
     if (awaited) invoke::detail::publish_lane();
     return;
   }
-  alignas(Header) std::byte closure[fused_limit];
-  std::memcpy(closure, &h, sizeof h);
-  if (!message.empty()) std::memcpy(closure + sizeof h, message.data(), message.size());
-  fabric::Outgoing o;
-  o.destination = to;
-  o.function = function;
-  o.closure = closure;
-  o.closure_size = size;
+  StackRecord record;
   invoke::detail::Mode mode;
   mode.publish = awaited ? Publish::at_once : Publish::batched;
-  invoke::detail::send(o, mode);
+  invoke::detail::send(record.call(to, h, message), mode);
 }
 
 }  // namespace
@@ -128,16 +136,23 @@ void FusedRecord::invoke(fabric::Incoming& in) {
 
 // A one-sided call (one RDMA write) when the message fits the destination's
 // chunks comfortably and the caller's Path (or, automatic, the process-wide
-// choice) is one-sided, else a send-based call. A reply, and a request whose future the caller
-// will wait on, is published at once: batched, a window of requests reached
-// the destination only when the caller began to wait, and their replies
-// came back only after the last had run (docs/results/kv.md).
+// choice) is one-sided, else a send-based call (one active message). Small
+// messages go fused on either path. A reply, and a request whose future the
+// caller will wait on, is published at once: batched, a window of requests
+// reached the destination only when the caller began to wait, and their
+// replies came back only after the last had run (docs/results/kv.md).
 bool transmit(ParcelPath& path, ThreadId to, const Header& h, std::span<const std::byte> message) {
   const bool awaited = h.kind == kind_reply || (h.flags & wants_reply) != 0;
   const std::size_t limit = path.eager_limit(to.process, h.flags);  // 0: send-based calls only
-  if (limit != 0 && message.size() <= limit && sizeof h + message.size() <= fused_limit) {
+  const std::size_t record = sizeof h + message.size();
+  if (limit != 0 && message.size() <= limit && record <= fused_limit) {
     send_fused(to, h, message, awaited);
     return true;
+  }
+  if (limit == 0 && record <= fused_limit && record <= fabric::max_captures()) {
+    StackRecord stack;
+    fabric::send_call(stack.call(to, h, message));
+    return false;
   }
   auto call = [h](std::span<std::byte> data) { on_message(h, data); };
   if (message.size() <= limit)

@@ -283,6 +283,8 @@ void send_call(const Outgoing& c) {
   issue(c, c.destination, c.kind, c.destination.process, 1);
 }
 
+std::size_t max_captures() { return Runtime::current().max_closure(); }
+
 void broadcast_call(const Outgoing& c) {
   Runtime& rt = Runtime::current();
   // The root of the tree is this process's service thread; every worker

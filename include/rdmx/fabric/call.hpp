@@ -28,6 +28,9 @@ inline constexpr std::size_t receive_reserved_bytes = 1024;
 
 void send_call(const Outgoing& call);
 void broadcast_call(const Outgoing& call);
+// The most bytes of captures a send-based call carries in this job: UCX's
+// largest active-message header on any worker, less rdmx's call header.
+std::size_t max_captures();
 // Whether the calling thread's next send_call would wait (progressing) for
 // earlier sends to leave first: it has as many queued inside UCX as flow
 // control allows. For paths that must not wait, to queue the call instead.
