@@ -61,6 +61,11 @@ Layer::Ended Layer::ended_before(std::uint64_t space, std::uint64_t target) cons
   return first;
 }
 
+bool Layer::ended(std::uint32_t process, std::uint64_t space) const {
+  std::lock_guard lock(ended_mutex_);
+  return process < processes_ && ended_[process].space == space;
+}
+
 void Layer::close(Engine& engine) noexcept {
   Engine* open = &engine;
   engine_.compare_exchange_strong(open, nullptr, std::memory_order_acq_rel);

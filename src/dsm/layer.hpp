@@ -60,6 +60,8 @@ class Layer final : public fabric::Layer {
   // entering its barrier `target` (1 for the first); process no_process
   // when none.
   Ended ended_before(std::uint64_t space, std::uint64_t target) const;
+  // Whether `process` has said it ended Space `space`.
+  bool ended(std::uint32_t process, std::uint64_t space) const;
 
   // How many processes have been reported failed: while none has, one load
   // tells a wait it has nothing to check.

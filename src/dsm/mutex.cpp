@@ -2,6 +2,7 @@
 // compare-and-swap, and beside it the signature an unlock leaves for the
 // next holder.
 #include "engine.hpp"
+#include "layer.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -77,6 +78,9 @@ void Engine::take(std::uint32_t mutex, bool run_calls) {
   std::uint64_t expected = mutex_free_[mutex].load(std::memory_order_relaxed);
   Backoff backoff;
   auto last_check = std::chrono::steady_clock::now();
+  // A holder known to have ended this Space or left the job before the
+  // last compare-and-swap was issued (none yet: no_process).
+  std::uint32_t gone_before = Layer::no_process;
   for (;;) {
     const std::uint64_t seen = blocking_compare_swap(where, expected, expected | (rank_ + 1));
     if (seen == expected) break;
@@ -90,6 +94,17 @@ void Engine::take(std::uint32_t mutex, bool run_calls) {
                                       std::to_string(seen));
     // The holder's unlock keeps its stamp or sets its epoch's; guess the former.
     expected = seen & ~mutex_bits::holder_mask;
+    // A holder that ended this Space or left the job runs none of its
+    // program any more, so it never unlocks. Its note that it did so came
+    // after every unlock it made had completed: a word that still names it
+    // when read after the note is its last.
+    const auto holder_process = static_cast<std::uint32_t>(holder - 1);
+    if (holder_process == gone_before) throw holder_gone(mutex, holder_process);
+    if (holder_process != rank_ &&
+        (job_.process_left(holder_process) || (layer_.endings() != 0 && layer_.ended(holder_process, space_)))) {
+      gone_before = holder_process;
+      continue;  // read it once more, now
+    }
     // A holder that died never unlocks: the lock fails as soon as the
     // fabric reports it failed, and touching it every few milliseconds
     // turns a death the fabric has not seen into Errc::peer_failed here.
@@ -223,6 +238,16 @@ void Engine::free_mutex(std::uint32_t mutex, std::uint64_t held, std::uint64_t f
   const std::uint64_t was = blocking_compare_swap(meta_.mutex_word(mutex), held, free_word);
   if (was != held) throw not_held(mutex, was);
   mutex_free_[mutex].store(free_word, std::memory_order_relaxed);
+}
+
+Error Engine::holder_gone(std::uint32_t mutex, std::uint32_t holder) const {
+  const std::string how = job_.process_left(holder) && !layer_.ended(holder, space_)
+                              ? "has left the job (its rdmx::Job was destroyed)"
+                              : "has ended its dsm::Space";
+  return Error(Errc::shut_down, "dsm::Mutex::lock: mutex " + std::to_string(mutex) + " is held by process " +
+                                    std::to_string(holder) + ", which " + how +
+                                    " without unlocking it: nobody will unlock it (unlock every mutex before ending "
+                                    "the Space)");
 }
 
 Error Engine::not_held(std::uint32_t mutex, std::uint64_t word) {

@@ -11,6 +11,7 @@
 #include "rdmx/core/error.hpp"
 #include "rdmx/core/log.hpp"
 #include "rdmx/fabric/call.hpp"
+#include "collectives.hpp"
 #include "runtime.hpp"
 
 namespace rdmx {
@@ -120,10 +121,12 @@ void Job::run(const std::function<void(ThreadId)>& fn) {
   std::atomic<std::uint32_t> finished{0};
   auto body = [&](std::uint32_t slot) {
     rt.bind_current_thread(slot);
+    std::string left = "had returned from Job::run's function";
     try {
       fn(ThreadId{rank(), slot});
     } catch (...) {
       const std::string what = describe_exception(std::current_exception());
+      left = "had left Job::run's function with an exception (" + what.substr(0, 100) + ")";
       rdmx::log(rdmx::LogLevel::error, "process %u, thread %u: exception escaped Job::run: %s\n", rank(), slot, what.c_str());
       if (rt.on_thread_exception() == ThreadException::end_process) {
         rdmx::log(rdmx::LogLevel::error, "process %u: ending the process (JobOptions::on_thread_exception)\n", rank());
@@ -135,11 +138,15 @@ void Job::run(const std::function<void(ThreadId)>& fn) {
     }
     // Done, but the other threads of this process and its peers may still
     // call this thread and wait for it: keep serving until all are done.
+    // A collective another thread enters now is one this thread never
+    // will: it stands in, so that the collective fails everywhere, saying
+    // why, instead of waiting for ever.
     finished.fetch_add(1, std::memory_order_acq_rel);
     Backoff backoff;
     while (finished.load(std::memory_order_acquire) < rt.threads()) {
       std::size_t ran = 0;
       try {
+        rt.collectives().stand_in(slot, left);
         ran = progress();
       } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, serving goes on
         rdmx::log(rdmx::LogLevel::error, "process %u, thread %u: %s\n", rank(), slot, e.what());

@@ -200,6 +200,102 @@ void mismatched(Job& job) {
   job.barrier();
 }
 
+// Worker threads that meet in different collectives: process 0's thread 0
+// calls broadcast_value, process 1's thread 0 allreduce, and every other
+// thread barrier, after a pause, so that the root sees the disagreement
+// before most of them have arrived. Every thread gets Errc::invalid_argument
+// saying who called what, once all have come; the next collectives, the
+// same on all, start in step and complete.
+void worker_mismatched(Job& job) {
+  std::atomic<std::uint32_t> failed{0};
+  job.run([&](ThreadId me) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      if (me.process == 0 && me.thread == 0) {
+        (void)broadcast_value(std::uint32_t{7}, ThreadId{0, 0});
+      } else if (me.process == 1 && me.thread == 0) {
+        (void)allreduce(std::uint64_t{1}, op::sum{});
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        rdmx::barrier();
+      }
+      fail("mismatched collectives completed on " + to_string(me));
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (e.code() != Errc::invalid_argument) fail("mismatched collectives failed otherwise: " + what);
+      for (const char* said : {"process 0 thread 0 called broadcast_value<4 bytes>", "process 1 thread 0 called allreduce<8 bytes>",
+                               " called barrier"})
+        if (what.find(said) == std::string::npos) fail(std::string("the mismatch does not say '") + said + "': " + what);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (me.thread == 0) std::printf("process %u: the mismatch failed after %.2f s: %s\n", me.process, s, what.c_str());
+      failed.fetch_add(1);
+    }
+    const std::uint64_t total = allreduce(std::uint64_t{1}, op::sum{});
+    if (total != job.total_threads()) fail("the allreduce after the mismatch gave " + std::to_string(total));
+    rdmx::barrier();
+  });
+  if (failed.load() != job.threads_per_process()) fail(std::to_string(failed.load()) + " threads saw the mismatch");
+  job.barrier();
+}
+
+// Two threads per process. Thread 1 of the last process leaves Job::run's
+// function between two collectives (`how`: `throws` or `returns`) while
+// every other thread enters the second. With on_thread_exception =
+// end_process (`throws:end_process`) the process ends and every other
+// process's collective fails with Errc::peer_failed, naming it. Otherwise
+// its own threads stand in for it: the collective fails on every thread
+// with Errc::shut_down, saying which thread left and how; Job::run rethrows
+// the exception on its process; the next collectives start in step.
+void worker_leaves(Job& job, const std::string& how) {
+  if (job.threads_per_process() != 2) fail("worker_leaves needs --rdmx-threads=2");
+  const ThreadId leaver{job.size() - 1, 1};
+  const bool ends = how == "throws:end_process";
+  std::atomic<std::uint32_t> failed{0};
+  try {
+    job.run([&](ThreadId me) {
+      rdmx::barrier();
+      if (me == leaver) {
+        if (how == "returns") return;
+        throw std::runtime_error("deliberate failure between two collectives");
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        rdmx::barrier();
+        fail("a barrier completed without " + to_string(leaver));
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (ends) {
+          if (e.code() != Errc::peer_failed || what.find("process " + std::to_string(leaver.process)) == std::string::npos)
+            fail("the barrier failed otherwise: " + what);
+          std::printf("teardown worker_leaves:%s: ok (the survivor saw after %.2f s: %s)\n", how.c_str(), s, what.c_str());
+          std::fflush(stdout);
+          return;  // the survivors then leave together, without the dead one
+        }
+        const std::string said = "process " + std::to_string(leaver.process) + " thread 1 had " +
+                                 (how == "returns" ? "returned from Job::run's function"
+                                                   : "left Job::run's function with an exception (deliberate failure");
+        if (e.code() != Errc::shut_down || what.find(said) == std::string::npos)
+          fail("the barrier failed otherwise (expected shut_down, '" + said + "'): " + what);
+        if (me.thread == 0) std::printf("process %u: the barrier failed after %.2f s: %s\n", me.process, s, what.c_str());
+        failed.fetch_add(1);
+      }
+    });
+    if (ends) return;
+    if (job.rank() == leaver.process && how != "returns") fail("Job::run did not rethrow the worker's exception");
+  } catch (const std::runtime_error& e) {
+    if (job.rank() != leaver.process || std::string(e.what()) != "deliberate failure between two collectives") throw;
+  }
+  const std::uint32_t expected = job.rank() == leaver.process ? 1 : 2;
+  if (failed.load() != expected) fail(std::to_string(failed.load()) + " threads saw the barrier fail");
+  // In step again, at both levels.
+  job.barrier();
+  job.run([&](ThreadId) {
+    const std::uint64_t total = allreduce(std::uint64_t{1}, op::sum{});
+    if (total != job.total_threads()) fail("the allreduce after the failure gave " + std::to_string(total));
+  });
+}
+
 // Every process records its pid in directory argv[2] and spins in a poll
 // loop for ever; tests/teardown/orphan.sh kills the launcher and checks that
 // every process ends by itself.
@@ -218,7 +314,10 @@ int main(int argc, char** argv) {
   std::uint64_t expected = 0;
   std::uint32_t rank = 0;
   {
-    Job job(argc, argv);
+    Job::Options options;
+    if (scenario.rfind("worker_leaves:", 0) == 0 && scenario != "worker_leaves:throws:end_process")
+      options.on_thread_exception = ThreadException::rethrow;
+    Job job(argc, argv, options);
     rank = job.rank();
     if (job.size() < 2) fail("needs at least 2 processes");
     if (scenario.rfind("leave_mid_burst:", 0) == 0) {
@@ -235,6 +334,10 @@ int main(int argc, char** argv) {
       peer_leaves(job, scenario.substr(std::strlen("peer_dies:")), true);
     } else if (scenario == "mismatched") {
       mismatched(job);
+    } else if (scenario == "worker_mismatched") {
+      worker_mismatched(job);
+    } else if (scenario.rfind("worker_leaves:", 0) == 0) {
+      worker_leaves(job, scenario.substr(std::strlen("worker_leaves:")));
     } else if (scenario == "spin") {
       spin(argc > 2 ? argv[2] : ".");
     } else {

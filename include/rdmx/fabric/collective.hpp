@@ -19,6 +19,12 @@
 // rdmx/fabric/quiet.hpp, or Notify::consumed and Synchronizer::wait,
 // futures), then meet at the barrier.
 //
+// Threads that call different collectives (another kind, type or size),
+// and a thread that has left Job::run's function (returned, or thrown)
+// while the other threads of its process enter one, fail that collective
+// on every thread once all have come to it, with an error that says who
+// called what; the next collective starts in step.
+//
 // Values are trivially copyable. Contributions are combined at one root
 // (process 0's service thread) in arrival order, so every thread gets the
 // same result; for floating point that order may differ between runs.
@@ -26,6 +32,7 @@
 // T(T, T), a captureless lambda for instance.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <span>
@@ -57,12 +64,16 @@ namespace fabric::detail {
 inline constexpr std::size_t max_collective_value = 256;
 
 // One collective of the calling worker thread: its sequence number (every
-// worker counts its own; all count alike) and how many workers take part.
+// worker counts its own; all count alike), how many workers take part, and
+// who calls what ("allreduce<8 bytes>"), for the error if they disagree.
 struct Ticket {
   std::uint64_t epoch;
   std::uint32_t participants;
+  ThreadId from;
+  std::array<char, 40> what;
 };
-Ticket next_collective(const char* what);
+// `bytes`: the size of the value the caller contributes (0: none).
+Ticket next_collective(const char* what, std::size_t bytes);
 // Folds `value` into the accumulator `acc`, both a T's bytes.
 using Combine = void (*)(std::byte* acc, const std::byte* value);
 // At the root (process 0's service thread): folds `value` into collective
@@ -89,8 +100,9 @@ struct Contribution {
   void operator()() const { contribute(ticket, std::as_bytes(std::span(&value, 1)), &combine<T, Op>); }
 };
 
+// `shown`: the value's size as the caller sees it, for a mismatch's error.
 template <class T, class Op>
-T all_combine(T value, const char* what) {
+T all_combine(T value, const char* what, std::size_t shown = sizeof(T)) {
   static_assert(std::is_trivially_copyable_v<T>, "rdmx: collectives combine trivially copyable values");
   static_assert(sizeof(T) <= max_collective_value,
                 "rdmx: a collective's value is at most 256 bytes (reduce larger data with calls)");
@@ -98,7 +110,7 @@ T all_combine(T value, const char* what) {
                 "rdmx: a collective's operation must be stateless (rdmx::op::sum, min, max, or a captureless lambda)");
   static_assert(std::is_convertible_v<std::invoke_result_t<const Op&, const T&, const T&>, T>,
                 "rdmx: a collective's operation must take two values and return one of the same type");
-  const Ticket ticket = next_collective(what);
+  const Ticket ticket = next_collective(what, shown);
   call(ThreadId{0, service_thread}, Contribution<T, Op>{ticket, value});
   await_collective(ticket, std::as_writable_bytes(std::span(&value, 1)), what);
   return value;
@@ -117,7 +129,7 @@ struct KeepRoot {
 }  // namespace fabric::detail
 
 // Every worker thread of the job waits here until all have arrived.
-inline void barrier() { fabric::detail::all_combine<unsigned char, op::max>(0, "barrier"); }
+inline void barrier() { fabric::detail::all_combine<unsigned char, op::max>(0, "barrier", 0); }
 
 // Every worker thread contributes `value`; each gets op folded over all of them.
 template <class T, class Op>
@@ -134,7 +146,7 @@ T broadcast_value(const T& value, ThreadId root) {
     throw Error(Errc::invalid_argument, "broadcast_value: the root " + to_string(root) + " is not a worker thread of the job");
   const ThreadId me = this_thread();
   const Offer mine{value, me.process == root.process && me.thread == root.thread};
-  return fabric::detail::all_combine<Offer, fabric::detail::KeepRoot>(mine, "broadcast_value").value;
+  return fabric::detail::all_combine<Offer, fabric::detail::KeepRoot>(mine, "broadcast_value", sizeof(T)).value;
 }
 
 }  // namespace rdmx
