@@ -33,6 +33,12 @@ struct ReleaseFailed {
   }
 };
 
+// Collective `epoch` failed without this process's threads (Collectives::skip).
+struct Skip {
+  std::uint64_t epoch;
+  void operator()() const { Runtime::current().collectives().skip(epoch); }
+};
+
 // A worker that left Job::run's function, stood in for (Collectives::stand_in).
 struct Absence {
   Ticket ticket;
@@ -101,8 +107,13 @@ void Collectives::fold(const Ticket& ticket, std::string_view doing, std::span<c
   if (ticket.from.process >= rt.size() || ticket.from.thread >= threads || ticket.participants != rt.size() * threads)
     throw Error(Errc::protocol, "a collective's contribution from " + to_string(ticket.from) + " names no worker thread");
   Open done;
+  bool complete = false;
   {
     std::lock_guard lock(mutex_);
+    if (auto late = broken_.find(ticket.epoch); late != broken_.end()) {
+      if (--late->second == 0) broken_.erase(late);
+      return;  // failed before it came (break_cross_waits): its thread takes the failure
+    }
     Open& open = open_[ticket.epoch];
     if (open.arrived == 0) open.doer.assign(ticket.participants, ~0u);
     // What it did, as the others did it: the first of each kind is kept.
@@ -122,9 +133,16 @@ void Collectives::fold(const Ticket& ticket, std::string_view doing, std::span<c
     if (open.doing.size() > 1) open.mismatch = true;
     // Every participant's contribution, whatever it was: released any
     // earlier, the late ones would open this collective again, for good.
-    if (++open.arrived < ticket.participants) return;
-    done = std::move(open);
-    open_.erase(ticket.epoch);
+    complete = ++open.arrived == ticket.participants;
+    if (complete) {
+      done = std::move(open);
+      open_.erase(ticket.epoch);
+    }
+  }
+  if (!complete) {
+    // Outside the lock: it reads the job collectives' state.
+    if (rt.job_collectives().waited_outside_run()) break_cross_waits(rt);
+    return;
   }
   // Released outside the lock: sending may run calls that take it.
   if (done.mismatch || done.absent) {
@@ -138,8 +156,76 @@ void Collectives::fold(const Ticket& ticket, std::string_view doing, std::span<c
   to_every_process([&](ThreadId service) { call(service, r); });
 }
 
+void Collectives::break_cross_waits(Runtime& rt) {
+  const JobCollectives::Waiting job = rt.job_collectives().waiting();
+  if (job.arrived.empty()) return;
+  const std::uint32_t threads = rt.threads();
+  struct Broken {
+    std::uint64_t epoch;
+    std::vector<std::uint32_t> outside;  // waiting in the job collective outside Job::run, threads missing here
+    std::vector<std::uint32_t> here;     // threads here, not in the job collective
+  };
+  std::vector<Broken> broken;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = open_.begin(); it != open_.end();) {
+      Broken b{it->first, {}, {}};
+      for (std::uint32_t p = 0; p < job.arrived.size(); ++p) {
+        bool some_here = false, some_missing = false;
+        for (std::uint32_t t = 0; t < threads; ++t) {
+          const std::size_t i = std::size_t{p} * threads + t;
+          (i < it->second.doer.size() && it->second.doer[i] != ~0u ? some_here : some_missing) = true;
+        }
+        if (some_missing && job.outside_run[p]) b.outside.push_back(p);
+        if (some_here && !job.arrived[p]) b.here.push_back(p);
+      }
+      if (b.outside.empty() || b.here.empty()) {
+        ++it;
+        continue;
+      }
+      // Threads of the other processes may still come to it: their
+      // contributions are dropped, not taken for a new collective.
+      std::uint32_t late = 0;
+      for (std::size_t i = 0; i < it->second.doer.size(); ++i)
+        if (it->second.doer[i] == ~0u && !job.outside_run[i / threads]) ++late;
+      if (late != 0) broken_[it->first] = late;
+      broken.push_back(std::move(b));
+      it = open_.erase(it);
+    }
+  }
+  auto list = [](const std::vector<std::uint32_t>& ps) {
+    std::string text = ps.size() == 1 ? "process " : "processes ";
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      text += (i == 0 ? "" : i + 1 == ps.size() ? " and " : ", ") + std::to_string(ps[i]);
+    return text;
+  };
+  // Outside the lock: sending may run calls that take it. The skips go
+  // first: calls from this thread to another run in order.
+  for (const Broken& b : broken) {
+    for (std::uint32_t p : b.outside) {
+      try {
+        call(ThreadId{p, service_thread}, Skip{b.epoch});
+      } catch (const Error&) {  // it failed or left meanwhile: nothing of it waits
+      }
+    }
+    const std::string text = list(b.outside) + " waits in Job::" + job.name + " outside Job::run, so its worker threads "
+                             "enter no collective before that one completes, and it waits for " + list(b.here) +
+                             ", whose worker threads wait in this one";
+    const std::span<const std::byte> bytes{reinterpret_cast<const std::byte*>(text.data()), text.size()};
+    to_every_process([&](ThreadId service) { call_buffer(service, ReleaseFailed{b.epoch, Errc::shut_down}, bytes); });
+  }
+}
+
+void Collectives::skip(std::uint64_t epoch) {
+  std::lock_guard lock(mutex_);
+  for (std::uint32_t w = 0; w < workers_; ++w)
+    if (epochs_[w].load(std::memory_order_acquire) < epoch) epochs_[w].store(epoch, std::memory_order_release);
+  skipped_.insert(epoch);
+}
+
 void Collectives::store(std::uint64_t epoch, Released r) {
   std::lock_guard lock(mutex_);
+  if (skipped_.erase(epoch) != 0) return;  // its threads never take it
   released_[epoch] = std::move(r);
   if (epoch > released_up_to_.load(std::memory_order_relaxed)) released_up_to_.store(epoch, std::memory_order_release);
 }

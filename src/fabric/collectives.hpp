@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +16,10 @@
 
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/collective.hpp"
+
+namespace rdmx::fabric {
+class Runtime;
+}
 
 namespace rdmx::fabric::detail {
 
@@ -46,6 +51,17 @@ class Collectives {
   // and the next one starts in step. Called from the worker's wait at the
   // end of Job::run; does nothing while no other worker is ahead.
   void stand_in(std::uint32_t worker, std::string_view why);
+  // At the root: fails every open collective that waits for the worker
+  // threads of a process that waits in Job::barrier or Job::allgather
+  // outside Job::run (so they enter none before that one completes), while
+  // a process whose threads wait here has not entered that one: both would
+  // wait for ever. The processes left out skip the failed collective, so
+  // that the next starts in step.
+  void break_cross_waits(Runtime& rt);
+  // This process's worker threads, outside Job::run, take no part in
+  // collective `epoch`, which failed without them: their next is the one
+  // after it, and its release is not kept.
+  void skip(std::uint64_t epoch);
 
  private:
   struct Open {
@@ -68,6 +84,8 @@ class Collectives {
   std::mutex mutex_;
   std::map<std::uint64_t, Open> open_;
   std::map<std::uint64_t, Released> released_;
+  std::set<std::uint64_t> skipped_;  // failed without this process's threads: releases not kept
+  std::map<std::uint64_t, std::uint32_t> broken_;  // at the root: failed early, contributions still to come
   // The latest epoch released here: a waiter polls this, not the mutex
   // (a server waiting in a barrier checks once per progress round). Epochs
   // are released in order: one starts only after every thread took the last.

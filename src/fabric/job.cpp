@@ -115,6 +115,11 @@ std::string Job::describe() const { return impl_->runtime.describe(); }
 
 void Job::run(const std::function<void(ThreadId)>& fn) {
   auto& rt = impl_->runtime;
+  rt.run_begins();
+  struct Ends {
+    fabric::Runtime& rt;
+    ~Ends() { rt.run_ends(); }
+  } ends{rt};
   std::vector<std::thread> threads;
   std::exception_ptr first_error;
   std::mutex error_mutex;

@@ -3,6 +3,7 @@
 // them once the last has arrived.
 #include "job_collectives.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <string>
@@ -11,6 +12,7 @@
 #include "rdmx/core/backoff.hpp"
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/call.hpp"
+#include "collectives.hpp"
 #include "runtime.hpp"
 
 namespace rdmx::fabric::detail {
@@ -48,9 +50,10 @@ struct Arrival {
   std::uint64_t epoch;
   std::uint32_t from;
   JobCollectives::Kind kind;
+  bool outside_run;
   void operator()(std::span<std::byte> bytes) const {
     Runtime& rt = Runtime::current();
-    rt.job_collectives().arrive(rt, epoch, from, kind, bytes);
+    rt.job_collectives().arrive(rt, epoch, from, kind, outside_run, bytes);
   }
 };
 
@@ -80,7 +83,7 @@ std::vector<std::vector<std::byte>> JobCollectives::enter(Runtime& rt, Kind kind
       if (rt.process_failed(p)) throw Error(Errc::peer_failed, what + ": process " + std::to_string(p) + " has failed");
   };
   check_peers();
-  call_buffer(ThreadId{0, service_thread}, Arrival{epoch, rt.rank(), kind}, mine);
+  call_buffer(ThreadId{0, service_thread}, Arrival{epoch, rt.rank(), kind, !rt.in_run()}, mine);
   Backoff backoff;
   for (;;) {
     {
@@ -111,12 +114,13 @@ std::vector<std::vector<std::byte>> JobCollectives::enter(Runtime& rt, Kind kind
   }
 }
 
-void JobCollectives::arrive(Runtime& rt, std::uint64_t epoch, std::uint32_t from, Kind kind,
+void JobCollectives::arrive(Runtime& rt, std::uint64_t epoch, std::uint32_t from, Kind kind, bool outside_run,
                             std::span<const std::byte> bytes) {
   if (rt.rank() != 0 || from >= processes_)
     throw Error(Errc::protocol, "a job collective's contribution from process " + std::to_string(from) +
                                     " reached process " + std::to_string(rt.rank()));
   Open done;
+  bool complete = false;
   {
     std::lock_guard lock(mutex_);
     Open& open = open_[epoch];
@@ -124,14 +128,29 @@ void JobCollectives::arrive(Runtime& rt, std::uint64_t epoch, std::uint32_t from
       open.kind = kind;
       open.parts.resize(processes_);
       open.kinds.resize(processes_);
+      open.arrived_from.resize(processes_);
+      open.outside_run.resize(processes_);
     } else if (open.kind != kind) {
       open.mismatch = true;
     }
     open.kinds[from] = kind;
     open.parts[from].assign(bytes.begin(), bytes.end());
-    if (++open.arrived < processes_) return;
-    done = std::move(open);
-    open_.erase(epoch);
+    open.arrived_from[from] = true;
+    open.outside_run[from] = outside_run;
+    if (outside_run) outside_run_open_.fetch_add(1, std::memory_order_acq_rel);
+    complete = ++open.arrived == processes_;
+    if (complete) {
+      done = std::move(open);
+      open_.erase(epoch);
+      const auto outside = static_cast<std::uint32_t>(std::count(done.outside_run.begin(), done.outside_run.end(), true));
+      outside_run_open_.fetch_sub(outside, std::memory_order_acq_rel);
+    }
+  }
+  if (!complete) {
+    // A process that waits here outside Job::run may be what worker
+    // threads elsewhere wait for (outside the lock: it reads waiting()).
+    if (outside_run) rt.collectives().break_cross_waits(rt);
+    return;
   }
   // Released outside the lock: sending may run calls that take it. A
   // mismatch carries each process's kind instead of the parts, so that
@@ -154,6 +173,13 @@ void JobCollectives::arrive(Runtime& rt, std::uint64_t epoch, std::uint32_t from
     } catch (const Error&) {  // it failed or left meanwhile: its peers learn that on their own
     }
   }
+}
+
+JobCollectives::Waiting JobCollectives::waiting() {
+  std::lock_guard lock(mutex_);
+  if (open_.empty()) return {};
+  const Open& open = open_.begin()->second;
+  return Waiting{name_of(open.kind), open.arrived_from, open.outside_run};
 }
 
 void JobCollectives::release(std::uint64_t epoch, bool mismatch, std::span<const std::byte> blob) {

@@ -39,8 +39,21 @@ class JobCollectives {
   // How many collectives this process has entered (told to peers when it leaves).
   std::uint64_t entered() const noexcept { return entered_; }
 
-  // At the root: `from`'s contribution to collective `epoch`.
-  void arrive(Runtime& rt, std::uint64_t epoch, std::uint32_t from, Kind kind, std::span<const std::byte> bytes);
+  // At the root: `from`'s contribution to collective `epoch`; `outside_run`:
+  // it was entered outside Job::run.
+  void arrive(Runtime& rt, std::uint64_t epoch, std::uint32_t from, Kind kind, bool outside_run,
+              std::span<const std::byte> bytes);
+  // At the root: who waits in the oldest open collective, and which of them
+  // entered it outside Job::run (their worker threads then enter no worker
+  // collective before it completes). Empty vectors when none is open.
+  struct Waiting {
+    const char* name = "";
+    std::vector<bool> arrived, outside_run;  // [process]
+  };
+  Waiting waiting();
+  // Whether any process waits in an open collective outside Job::run (a
+  // check without the lock, for the worker collectives' root).
+  bool waited_outside_run() const noexcept { return outside_run_open_.load(std::memory_order_acquire) != 0; }
   // On every process: collective `epoch` ended with `blob` (every
   // contribution, sizes first), or with a mismatch (empty blob).
   void release(std::uint64_t epoch, bool mismatch, std::span<const std::byte> blob);
@@ -62,6 +75,7 @@ class JobCollectives {
     bool mismatch = false;
     std::vector<std::vector<std::byte>> parts;
     std::vector<Kind> kinds;  // what each process called
+    std::vector<bool> arrived_from, outside_run;  // [process]
   };
   struct Released {
     bool mismatch = false;
@@ -73,6 +87,7 @@ class JobCollectives {
   std::map<std::uint64_t, Open> open_;          // at the root
   std::map<std::uint64_t, Released> released_;  // here, until taken
   std::unique_ptr<std::atomic<std::uint64_t>[]> left_, worker_left_;  // [process]: entered when it left
+  std::atomic<std::uint32_t> outside_run_open_{0};  // at the root: arrivals outside Job::run still open
 };
 
 }  // namespace rdmx::fabric::detail

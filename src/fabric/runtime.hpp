@@ -95,6 +95,11 @@ class Runtime {
   PendingReplies& pending() { return pending_; }
   detail::Collectives& collectives() { return *collectives_; }
   detail::JobCollectives& job_collectives() { return *job_collectives_; }
+  // Job::run is active in this process (entered and not yet returned):
+  // outside it no worker thread of this process enters a collective.
+  bool in_run() const noexcept { return runs_.load(std::memory_order_acquire) != 0; }
+  void run_begins() noexcept { runs_.fetch_add(1, std::memory_order_acq_rel); }
+  void run_ends() noexcept { runs_.fetch_sub(1, std::memory_order_acq_rel); }
   void report_dropped(const CallHeader& header, const std::string& why);
   // At RDMX_LOG=info, the transports UCX chose towards `process`, once per
   // peer: `endpoint` is the first this process wired to it (every thread's
@@ -213,6 +218,7 @@ class Runtime {
   PendingReplies pending_;
   std::unique_ptr<detail::Collectives> collectives_;
   std::unique_ptr<detail::JobCollectives> job_collectives_;
+  std::atomic<std::uint32_t> runs_{0};
   static Runtime* current_;
   mutable std::mutex arenas_mutex_;
   std::map<int, std::unique_ptr<memory::Arena>> arenas_;

@@ -296,6 +296,47 @@ void worker_leaves(Job& job, const std::string& how) {
   });
 }
 
+// The last process's worker threads return from Job::run at once and it
+// enters Job::barrier, while every other process's threads, still in
+// Job::run, enter a worker barrier, after a pause on some threads so that
+// both orders of arrival at the root occur. Neither could complete: every
+// waiting thread gets Errc::shut_down naming the process outside Job::run.
+// Then the Job::barrier completes, and a worker allreduce, the last
+// process's threads included, starts in step.
+void worker_meets_job(Job& job) {
+  const std::uint32_t last = job.size() - 1;
+  std::atomic<std::uint32_t> failed{0};
+  if (job.rank() == last) {
+    job.run([](ThreadId) {});
+    job.barrier();
+  } else {
+    job.run([&](ThreadId me) {
+      if ((me.process + me.thread) % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        rdmx::barrier();
+        fail("a worker barrier completed without process " + std::to_string(last) + "'s threads");
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        const std::string said = "process " + std::to_string(last) + " waits in Job::barrier outside Job::run";
+        if (e.code() != Errc::shut_down || what.find(said) == std::string::npos)
+          fail("the worker barrier failed otherwise (expected shut_down, '" + said + "'): " + what);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (me.thread == 0) std::printf("process %u: the barrier failed after %.2f s: %s\n", me.process, s, what.c_str());
+        failed.fetch_add(1);
+      }
+    });
+    if (failed.load() != job.threads_per_process()) fail(std::to_string(failed.load()) + " threads saw the barrier fail");
+    job.barrier();
+  }
+  job.run([&](ThreadId) {
+    const std::uint64_t total = allreduce(std::uint64_t{1}, op::sum{});
+    if (total != job.total_threads()) fail("the allreduce after the failure gave " + std::to_string(total));
+    rdmx::barrier();
+  });
+  job.barrier();
+}
+
 // Every process records its pid in directory argv[2] and spins in a poll
 // loop for ever; tests/teardown/orphan.sh kills the launcher and checks that
 // every process ends by itself.
@@ -338,6 +379,8 @@ int main(int argc, char** argv) {
       worker_mismatched(job);
     } else if (scenario.rfind("worker_leaves:", 0) == 0) {
       worker_leaves(job, scenario.substr(std::strlen("worker_leaves:")));
+    } else if (scenario == "worker_meets_job") {
+      worker_meets_job(job);
     } else if (scenario == "spin") {
       spin(argc > 2 ? argv[2] : ".");
     } else {
