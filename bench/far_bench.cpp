@@ -191,7 +191,7 @@ double server_cpu_seconds(std::uint32_t server) {
     timespec t{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-  }, &seconds, sync);
+  }, rdmx::into(seconds, sync));
   sync.wait();
   return seconds;
 }

@@ -111,11 +111,11 @@ std::uint64_t g_sink = 0;           // keeps the captures observable
 
 void set_phase(int phase, std::uint64_t size = 0, std::uint64_t messages = 0) {
   rdmx::Synchronizer sync;
-  rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [=] {
+  rdmx::call(rdmx::ThreadId{1, 0}, [=] {
     g_phase_arg[0] = size;
     g_phase_arg[1] = messages;
     g_phase = phase;
-  }, sync);
+  }, rdmx::when_run(sync));
   sync.wait();
 }
 
@@ -145,7 +145,7 @@ ucs_status_t on_stream(void* arg, const void*, std::size_t, void* data, std::siz
 // has seen the last (rank 1 must be in phase_raw, progressing its worker).
 double run_am(transfer::Worker& own, transfer::Endpoint& ep, AmPeer& peer, std::size_t size, std::size_t n) {
   rdmx::Synchronizer sync;
-  rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [n] { g_am_expected = g_am_counted + n; }, sync);
+  rdmx::call(rdmx::ThreadId{1, 0}, [n] { g_am_expected = g_am_counted + n; }, rdmx::when_run(sync));
   sync.wait();
   const std::vector<std::byte> payload(size, std::byte{1});  // alive until rank 1 has read it all
   const std::uint64_t want = peer.pongs + 1;
@@ -167,7 +167,7 @@ double run_am(transfer::Worker& own, transfer::Endpoint& ep, AmPeer& peer, std::
 void drain_rank1(const char* variant) {
   rdmx::Synchronizer sync;
   std::uint64_t received = 0;
-  rdmx::MessengerGlobal().call_return(rdmx::ThreadId{1, 0}, [] { return g_received; }, &received, sync);
+  rdmx::MessengerGlobal().call_return(rdmx::ThreadId{1, 0}, [] { return g_received; }, rdmx::into(received, sync));
   sync.wait();
   if (received != g_made)
     throw rdmx::Error(rdmx::Errc::protocol, std::string("after ") + variant + ": rank 1 ran " + std::to_string(received) +
@@ -220,7 +220,7 @@ double run_send(std::size_t n) {
     if ((i & 15) == 15) rdmx::progress();  // sends UCX queued wait for our progress
   }
   rdmx::Synchronizer sync;
-  rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] {}, sync);
+  rdmx::call(rdmx::ThreadId{1, 0}, [] {}, rdmx::when_run(sync));
   sync.wait();
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -480,7 +480,7 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       const auto t0 = Clock::now();
       for (std::size_t i = 0; i < n; ++i) {
         rdmx::Synchronizer sync;
-        m.call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] { ++g_received; }, &sync);
+        m.call(rdmx::ThreadId{1, 0}, [] { ++g_received; }, rdmx::when_run(sync));
         sync.wait();
       }
       g_made += n;
@@ -492,7 +492,7 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       rdmx::MessengerGlobal m;
       const auto t0 = Clock::now();
       for (std::size_t i = 0; i < n; ++i) {
-        m.call(rdmx::ThreadId{1, 0}, [] { ++g_received; }, remote_sync);
+        m.call(rdmx::ThreadId{1, 0}, [] { ++g_received; }, rdmx::when_run(remote_sync));
         remote_sync->wait();
       }
       g_made += n;
@@ -502,7 +502,7 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       const auto t0 = Clock::now();
       for (std::size_t i = 0; i < n; ++i) {
         rdmx::Synchronizer sync;
-        rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] { ++g_received; }, sync);
+        rdmx::call(rdmx::ThreadId{1, 0}, [] { ++g_received; }, rdmx::when_run(sync));
         sync.wait();
       }
       g_made += n;
@@ -559,9 +559,9 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
       const auto t0 = Clock::now();
       for (std::size_t i = 0; i < n; ++i) {
         rdmx::Synchronizer sync;
-        if (how == 0) m.broadcast_buffer<rdmx::Notify::consumed>(f, data, &sync);
-        if (how == 1) m.broadcast_buffer(f, orig_at, sync);
-        if (how == 2) m.broadcast_buffer<rdmx::Notify::consumed>(f, data, dest, &sync);
+        if (how == 0) m.broadcast_buffer(f, data, rdmx::when_run(sync));
+        if (how == 1) m.broadcast_buffer(f, orig_at, rdmx::when_run(sync));
+        if (how == 2) m.broadcast_buffer(f, data, dest, rdmx::when_run(sync));
         sync.wait();
       }
       g_made += n;
@@ -595,7 +595,7 @@ int caller(const Options& o, transfer::Worker& own, transfer::Endpoint& ep, ucp_
   // Every call ran exactly once.
   rdmx::Synchronizer sync;
   std::uint64_t received = 0;
-  rdmx::call_return(rdmx::ThreadId{1, 0}, [] { return g_received; }, &received, sync);
+  rdmx::call_return(rdmx::ThreadId{1, 0}, [] { return g_received; }, rdmx::into(received, sync));
   sync.wait();
   set_phase(phase_stop);
   if (received != g_made) {

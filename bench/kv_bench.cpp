@@ -9,8 +9,8 @@
 // all of them before the next batch (OSU's message-rate shape):
 //   get  returns the key's value;  put  stores a value and is acknowledged.
 // The same program is written with each rdmx call kind:
-//   send       rdmx::call_return / rdmx::call<Notify::consumed> (UCX active messages)
-//   one_sided  MessengerGlobal::call_return / call<consumed> (RDMA writes into rings)
+//   send       rdmx::call_return / rdmx::call with when_run (UCX active messages)
+//   one_sided  MessengerGlobal::call_return / call with when_run (RDMA writes into rings)
 //   async      rdmx::async of an action, a Future per request
 // and with MPI: MPI_Isend of the request, MPI_Irecv of the reply; servers
 // loop on MPI_Recv(MPI_ANY_SOURCE) and answer with MPI_Send.
@@ -171,8 +171,8 @@ void batch_send(const Roles& roles, KeyStream& keys, bool get, unsigned window) 
   for (unsigned i = 0; i < window; ++i) {
     const std::uint64_t k = asked[i] = keys.next();
     const rdmx::ThreadId owner{roles.server_rank(k), 0};
-    if (get) rdmx::call_return(owner, [k] { return kv_get(k); }, &got[i], sync);
-    else rdmx::call<rdmx::Notify::consumed>(owner, [k] { kv_put(k, value_of(k)); }, sync);
+    if (get) rdmx::call_return(owner, [k] { return kv_get(k); }, rdmx::into(got[i], sync));
+    else rdmx::call(owner, [k] { kv_put(k, value_of(k)); }, rdmx::when_run(sync));
   }
   sync.wait();
   if (get)
@@ -188,8 +188,8 @@ void batch_one_sided(const Roles& roles, KeyStream& keys, bool get, unsigned win
   for (unsigned i = 0; i < window; ++i) {
     const std::uint64_t k = asked[i] = keys.next();
     const rdmx::ThreadId owner{roles.server_rank(k), 0};
-    if (get) messenger.call_return(owner, [k] { return kv_get(k); }, &got[i], sync);
-    else messenger.call<rdmx::Notify::consumed>(owner, [k] { kv_put(k, value_of(k)); }, &sync);
+    if (get) messenger.call_return(owner, [k] { return kv_get(k); }, into(got[i], sync));
+    else messenger.call(owner, [k] { kv_put(k, value_of(k)); }, when_run(sync));
   }
   messenger.flush();
   sync.wait();

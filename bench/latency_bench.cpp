@@ -258,11 +258,11 @@ void answer(RawUcx& raw, RawPut& put) {
 // Rank 0: rank 1 runs `phase` once it has answered this call.
 void set_phase(int phase, std::size_t size = 0, std::size_t rounds = 0) {
   rdmx::Synchronizer sync;
-  rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [=] {
+  rdmx::call(rdmx::ThreadId{1, 0}, [=] {
     g_mpi_size = size;
     g_mpi_rounds = rounds;
     g_phase = phase;
-  }, sync);
+  }, rdmx::when_run(sync));
   sync.wait();
 }
 
@@ -290,7 +290,7 @@ void time_call(std::size_t rounds, std::vector<double>* times) {
     bytes[0] = static_cast<std::byte>(i);
     const auto t0 = Clock::now();
     rdmx::Synchronizer sync;
-    rdmx::call_return(rdmx::ThreadId{1, 0}, [bytes] { return bytes; }, &back, sync);
+    rdmx::call_return(rdmx::ThreadId{1, 0}, [bytes] { return bytes; }, rdmx::into(back, sync));
     sync.wait();
     if (times != nullptr) times->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     if (back[0] != bytes[0]) throw rdmx::Error(rdmx::Errc::protocol, "call_return brought back other bytes");
@@ -423,7 +423,7 @@ int caller(const Options& o, const std::string& pml, RawUcx& raw, RawPut& put) {
       const std::array<std::byte, 1> b{static_cast<std::byte>(i)};
       std::array<std::byte, 1> back{};
       rdmx::Synchronizer sync;
-      rdmx::call_return(me, [b] { return b; }, &back, sync);
+      rdmx::call_return(me, [b] { return b; }, rdmx::into(back, sync));
       sync.wait();
       g_sink += std::to_integer<unsigned>(back[0]);
     });
@@ -431,7 +431,7 @@ int caller(const Options& o, const std::string& pml, RawUcx& raw, RawPut& put) {
       const std::array<std::byte, 1> b{static_cast<std::byte>(i)};
       std::array<std::byte, 1> back{};
       rdmx::Synchronizer sync;
-      rdmx::MessengerGlobal().call_return(me, [b] { return b; }, &back, sync);
+      rdmx::MessengerGlobal().call_return(me, [b] { return b; }, rdmx::into(back, sync));
       sync.wait();
       g_sink += std::to_integer<unsigned>(back[0]);
     });

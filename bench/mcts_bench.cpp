@@ -126,7 +126,7 @@ double job_cpu_seconds() {
   std::vector<double> each(job.size());
   Synchronizer sync;
   for (std::uint32_t p = 1; p < job.size(); ++p)
-    call_return(ThreadId{p, 0}, [] { return process_cpu_seconds(); }, &each[p], sync);
+    call_return(ThreadId{p, 0}, [] { return process_cpu_seconds(); }, into(each[p], sync));
   each[0] = process_cpu_seconds();
   sync.wait();
   double total = 0;

@@ -106,7 +106,7 @@ void call_everyone(Job& job, ThreadId me) {
   Synchronizer sync;
   for (std::uint32_t p = 0; p < job.size(); ++p) {
     if (p == me.process) continue;
-    for (std::uint32_t t = 0; t < job.threads_per_process(); ++t) call<Notify::consumed>(ThreadId{p, t}, [] {}, sync);
+    for (std::uint32_t t = 0; t < job.threads_per_process(); ++t) call(ThreadId{p, t}, [] {}, when_run(sync));
   }
   sync.wait();
 }
@@ -118,7 +118,7 @@ void message_everyone(Job& job, ThreadId me) {
   for (std::uint32_t p = 0; p < job.size(); ++p) {
     if (p == me.process) continue;
     for (std::uint32_t t = 0; t < job.threads_per_process(); ++t)
-      messenger.call<Notify::consumed>(ThreadId{p, t}, [] {}, &sync);
+      messenger.call(ThreadId{p, t}, [] {}, when_run(sync));
   }
   messenger.flush();
   sync.wait();

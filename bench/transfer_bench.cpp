@@ -174,7 +174,7 @@ double run_auto(transfer::Transmitter& tx, memory::CircularAllocator& ring, ucp_
 
 void set_phase(int phase) {
   rdmx::Synchronizer sync;
-  rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [phase] { g_phase = phase; }, sync);
+  rdmx::call(rdmx::ThreadId{1, 0}, [phase] { g_phase = phase; }, rdmx::when_run(sync));
   sync.wait();
 }
 
@@ -192,7 +192,7 @@ double run_send_n(std::size_t n) {
     if ((i & 15) == 15) rdmx::progress();
   }
   rdmx::Synchronizer sync;
-  rdmx::call<rdmx::Notify::consumed>(rdmx::ThreadId{1, 0}, [] {}, sync);
+  rdmx::call(rdmx::ThreadId{1, 0}, [] {}, rdmx::when_run(sync));
   sync.wait();
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -340,7 +340,7 @@ int sender(rdmx::Job& job, const Options& o, transfer::Worker& worker, transfer:
     // Every call ran exactly once (they run in order, so all have by now).
     rdmx::Synchronizer sync;
     std::uint64_t received = 0;
-    rdmx::call_return(rdmx::ThreadId{1, 0}, [] { return g_received; }, &received, sync);
+    rdmx::call_return(rdmx::ThreadId{1, 0}, [] { return g_received; }, rdmx::into(received, sync));
     sync.wait();
     if (received != sent) {
       std::fprintf(stderr, "rdmx-bench-transfer: rank 1 executed %llu calls, %llu were sent\n",

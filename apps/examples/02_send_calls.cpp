@@ -28,36 +28,36 @@ int main(int argc, char** argv) {
     const std::uint32_t me = job.rank(), next = (me + 1) % job.size();
     const rdmx::ThreadId peer{next, 0};  // thread 0 of the next process: its main thread
 
-    // 1. call: the peer adds to its total. Notify::consumed counts `sync`
-    // down once the lambda has run there; wait() serves calls addressed to
+    // 1. call: the peer adds to its total. when_run counts `sync` down
+    // once the lambda has run there; wait() serves calls addressed to
     // this thread meanwhile, so two processes calling each other never deadlock.
     rdmx::Synchronizer sync;
-    for (std::uint64_t i = 1; i <= 100; ++i) rdmx::call<rdmx::Notify::consumed>(peer, [i] { total += i; }, sync);
+    for (std::uint64_t i = 1; i <= 100; ++i) rdmx::call(peer, [i] { total += i; }, rdmx::when_run(sync));
     sync.wait();
 
-    // 2. call_return: a question answered there, written back into `seen`.
-    // Calls from one thread to another run in order, so it sees all 100 adds.
-    std::uint64_t seen = 0;
-    rdmx::call_return(peer, [] { return total; }, &seen, sync);
-    sync.wait();
+    // 2. call_return: a question answered there, as a future. Calls from
+    // one thread to another run in order, so it sees all 100 adds.
+    const std::uint64_t seen = rdmx::call_return(peer, [] { return total; }).get();
     if (seen != 5050) return fail("call_return did not see the 100 calls before it");
     const std::uint64_t added = seen;
 
     // 3. call_buffer: bulk data travels as the payload, not in the captures.
     std::vector<std::uint32_t> data(1 << 16);
     std::iota(data.begin(), data.end(), 0u);
-    rdmx::call_buffer<rdmx::Notify::consumed>(peer, [](std::span<std::byte> bytes) {
+    rdmx::call_buffer(peer, [](std::span<std::byte> bytes) {
       const std::span<const std::uint32_t> values(reinterpret_cast<const std::uint32_t*>(bytes.data()), bytes.size() / 4);
       total = std::accumulate(values.begin(), values.end(), std::uint64_t{0});
-    }, std::as_bytes(std::span(data)), sync);
+    }, std::as_bytes(std::span(data)), rdmx::when_run(sync));
     sync.wait();
-    rdmx::call_return(peer, [] { return total; }, &seen, sync);
+    // The answer written into the caller's object instead: no allocation.
+    std::uint64_t summed = 0;
+    rdmx::call_return(peer, [] { return total; }, rdmx::into(summed, sync));
     sync.wait();
-    if (seen != std::uint64_t{65535} * 65536 / 2) return fail("call_buffer's payload arrived changed");
+    if (summed != std::uint64_t{65535} * 65536 / 2) return fail("call_buffer's payload arrived changed");
 
     // 4. Failures come back to the caller: what the remote lambda throws
     // surfaces in wait() as Errc::remote_exception, with its message.
-    rdmx::call<rdmx::Notify::consumed>(peer, [] { throw std::runtime_error("no such key"); }, sync);
+    rdmx::call(peer, [] { throw std::runtime_error("no such key"); }, rdmx::when_run(sync));
     try {
       sync.wait();
       return fail("a remote exception was not reported");

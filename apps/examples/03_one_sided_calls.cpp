@@ -32,10 +32,8 @@ int main(int argc, char** argv) {
       // The messengers are the thread's; this object is only a handle to them.
       rdmx::MessengerGlobal messenger;
       const rdmx::ThreadId peer{(me.process + 1) % n, me.thread};
-      rdmx::Synchronizer sync;
-      rdmx::ThreadId answered{};
-      messenger.call_return(peer, [] { return rdmx::this_thread(); }, &answered, sync);
-      sync.wait();  // progresses: runs the calls other threads sent here meanwhile
+      // get() progresses: runs the calls other threads sent here meanwhile.
+      const rdmx::ThreadId answered = messenger.call_return(peer, [] { return rdmx::this_thread(); }).get();
       check(answered == peer, me, "call_return was answered by another thread");
 
       // 2. An aggregator: every thread sends 1000 tiny calls to every other

@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
       for (std::uint32_t phase = 1; phase <= 3; ++phase) {
         tally = 0;
         rdmx::barrier();  // nobody sends this phase's calls before every tally is reset
-        // Fire and forget, over both paths: send-based (Notify::sent, the
-        // default) and one-sided. Nothing waits for any single call.
+        // Fire and forget, over both paths: send-based (no completion: the
+        // call returns once sent) and one-sided. Nothing waits for any single call.
         rdmx::MessengerGlobal messenger;
         std::uint64_t sent = 0;
         for (std::uint32_t t = 0; t < all; ++t) {

@@ -400,10 +400,10 @@ void Engine<G>::run(ThreadId me, const std::function<void()>& driver) {
     auto release = [this] {
       Synchronizer sync;
       for (std::uint32_t i = 1; i < total_threads(); ++i)
-        rdmx::call<Notify::consumed>(
+        rdmx::call(
             thread_at(i),
             [t = thread_at(i).thread] { Engine::current().releases_[t].fetch_add(1, std::memory_order_release); },
-            sync);
+            rdmx::when_run(sync));
       sync.wait();
     };
     try {
@@ -765,7 +765,7 @@ typename Engine<G>::Result Engine<G>::search_tree(const G& position, Budget budg
   std::vector<Stats> stats(n);
   Synchronizer sync;
   for (std::uint32_t i = 1; i < n; ++i)
-    rdmx::call_return(thread_at(i), [] { return Engine::current().finish(true); }, &stats[i], sync);
+    rdmx::call_return(thread_at(i), [] { return Engine::current().finish(true); }, rdmx::into(stats[i], sync));
   stats[0] = finish(true);
   sync.wait();
   for (const Stats& s : stats) s.add_to(r);
@@ -837,7 +837,7 @@ typename Engine<G>::Result Engine<G>::search_local(const G& position, Budget bud
         return out;
       };
       count_call(thread_at(i), sizeof run_share + (rave ? sizeof(LeafShare) : sizeof(std::uint32_t)));
-      rdmx::call_return(thread_at(i), run_share, &shares[i], sync);
+      rdmx::call_return(thread_at(i), run_share, rdmx::into(shares[i], sync));
     }
     std::uint32_t won = playouts(leaf, p / n + (0 < p % n), w.rng, amaf);
     sync.wait();
@@ -908,7 +908,7 @@ typename Engine<G>::Result Engine<G>::search_root(const G& position, Budget budg
   Synchronizer sync;
   for (std::uint32_t i = 1; i < n; ++i)
     rdmx::call_return(thread_at(i), [position, share] { return Engine::current().root_search(position, share); },
-                      &stats[i], sync);
+                      rdmx::into(stats[i], sync));
   stats[0] = root_search(position, share);
   sync.wait();
   Result r;

@@ -204,4 +204,10 @@ std::size_t progress() {
   return current_context->progress();
 }
 
+namespace fabric {
+ProgressHook progress_hook() noexcept {
+  return ProgressHook{[](void*) { return rdmx::progress() != 0; }, nullptr};
+}
+}  // namespace fabric
+
 }  // namespace rdmx

@@ -16,7 +16,7 @@ void quiet() {
   // later one fail to go, they are still waited for before it goes.
   Synchronizer sync;
   try {
-    for (const ThreadId dest : context->contacted_workers()) call<Notify::consumed>(dest, [] {}, sync);
+    for (const ThreadId dest : context->contacted_workers()) call(dest, [] {}, when_run(sync));
   } catch (const Error&) {
     try {
       sync.wait();

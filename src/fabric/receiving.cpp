@@ -337,7 +337,8 @@ void ThreadContext::check_receive_path(bool idle) {
     }
     auto answer = std::make_shared<std::atomic<int>>(0);
     static constexpr auto nothing = [] {};
-    const Outgoing probe = outgoing<CallWrapper>(ThreadId{peer, service_thread}, CallKind::call, nothing, nullptr, Notify::consumed);
+    Outgoing probe = outgoing<CallWrapper>(ThreadId{peer, service_thread}, CallKind::call, nothing, Completion{});
+    probe.notify = Notify::consumed;  // answered through the token below
     try {
       probe_.token = runtime_.pending().add(peer, 1, [answer](const Error* failure, std::span<const std::byte>) {
         answer->store(failure == nullptr ? 1 : 2, std::memory_order_release);

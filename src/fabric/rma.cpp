@@ -43,7 +43,7 @@ void check_access(const RemoteLocator& where, const char* what) {
     Synchronizer sync;
     call_return(ThreadId{where.process, service_thread}, [region, offset, length]() -> std::uint32_t {
       return fabric::Runtime::current().access_allowed(region, offset, length) ? 1u : 0u;
-    }, &allowed, sync);
+    }, into(allowed, sync));
     sync.wait();
   }
   if (allowed == 0)
@@ -88,7 +88,7 @@ const ThreadContext::RemoteRegion& ThreadContext::remote_region(std::uint32_t pr
       std::memcpy(out.rkey, r->packed_rkey().data(), out.rkey_length);
     }
     return out;
-  }, &info, sync);
+  }, into(info, sync));
   sync.wait();
   if (info.known == 0)
     throw Error(Errc::invalid_argument, "process " + std::to_string(process) + " has no registered region " + std::to_string(region));
@@ -117,7 +117,7 @@ RemoteLocator allocate_remote(std::uint32_t process, std::size_t bytes, std::opt
     RemoteLocator out = block.locator(r.rank());
     out.length = bytes;
     return out;
-  }, &where, sync);
+  }, into(where, sync));
   try {
     sync.wait();
   } catch (const Error& e) {
@@ -133,7 +133,7 @@ void free_remote(const RemoteLocator& memory) {
   const RemoteLocator where = memory;
   call_return(ThreadId{memory.process, service_thread}, [where]() -> std::uint32_t {
     return fabric::Runtime::current().forget_allocation(where) ? 1u : 0u;
-  }, &ok, sync);
+  }, into(ok, sync));
   sync.wait();
   if (ok == 0)
     throw Error(Errc::invalid_argument, "free_remote: process " + std::to_string(memory.process) +

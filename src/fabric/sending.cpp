@@ -222,7 +222,7 @@ void ThreadContext::send_reply(ThreadId destination, std::uint64_t token, const 
 
 namespace {
 
-// Count the call on its Synchronizer and, for Notify::consumed, register the
+// Count the call on its Synchronizer and, for when_run, register the
 // reply(ies) it waits for; undo both if sending throws.
 void issue(const Outgoing& c, ThreadId destination, CallKind kind, std::uint32_t reply_process, std::int64_t replies) {
   Runtime& rt = Runtime::current();

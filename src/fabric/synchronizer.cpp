@@ -25,6 +25,16 @@ void Synchronizer::rethrow() const {
   throw Error(code_, message_);
 }
 
+Errc Synchronizer::error_code() const {
+  std::lock_guard lock(mutex_);
+  return code_;
+}
+
+std::string Synchronizer::error_message() const {
+  std::lock_guard lock(mutex_);
+  return message_;
+}
+
 void Synchronizer::expect_rdma_answer_from(std::uint32_t process) {
   if (process < 64) {
     const std::uint64_t bit = std::uint64_t{1} << process;

@@ -80,7 +80,7 @@ class JobDevice : public Device {
       call.closure = work.args.data();
       call.closure_size = work.args.size();
       call.sync = &sync;
-      call.notify = Notify::consumed;
+      call.notify = fabric::Notify::consumed;
       // The fabric checks the size of a reply it copies somewhere: an empty
       // one expected gets a place too, so that a reply of any other size is
       // refused (Errc::protocol), as the in-process device refuses it.
@@ -254,7 +254,7 @@ class TwoSidedDevice final : public JobDevice {
     call.closure = &request;
     call.closure_size = sizeof request;
     call.sync = &sync;
-    call.notify = Notify::consumed;
+    call.notify = fabric::Notify::consumed;
     call.result = t.local;
     call.result_size = t.bytes;
     fabric::send_call(call);
@@ -262,10 +262,10 @@ class TwoSidedDevice final : public JobDevice {
   void store(std::size_t server, std::uint64_t offset, const void* local, std::size_t bytes) override {
     const std::uint64_t at = offset;  // relative to the served region
     Synchronizer sync;
-    call_buffer<Notify::consumed>(ThreadId{regions_[server].process, service_thread}, [at](std::span<std::byte> data) {
+    call_buffer(ThreadId{regions_[server].process, service_thread}, [at](std::span<std::byte> data) {
       std::span<std::byte> target = detail::served(at, data.size());
       std::memcpy(target.data(), data.data(), data.size());
-    }, std::span(static_cast<const std::byte*>(local), bytes), sync);
+    }, std::span(static_cast<const std::byte*>(local), bytes), when_run(sync));
     sync.wait();
   }
 };

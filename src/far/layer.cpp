@@ -89,7 +89,7 @@ void FarLayer::end_manager(std::uint64_t manager, std::span<const std::uint32_t>
       // Consumed, not only sent: a server that fails meanwhile is known
       // here, and nothing is left for ~Job to deliver.
       Synchronizer sync;
-      call<Notify::consumed>(ThreadId{server, service_thread}, [me, manager] { fabric::layer<FarLayer>().peer_done(me, manager); }, sync);
+      call(ThreadId{server, service_thread}, [me, manager] { fabric::layer<FarLayer>().peer_done(me, manager); }, when_run(sync));
       sync.wait();
     } catch (const Error& e) {
       // A dead server waits for nobody; any other failure leaves this

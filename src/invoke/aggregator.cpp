@@ -55,7 +55,7 @@ void Aggregator::shutdown() {
     // Counted for the destination thread, whichever thread runs it (a helper).
     state.messenger(dest).append(fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, [phase = phase_] {
       invoke::Messengers::destination().count_shutdown(phase);
-    }, nullptr, Notify::sent), last);
+    }, Completion{}), last);
   }
   shut_down_ = true;
   state.flush();

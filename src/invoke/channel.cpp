@@ -348,7 +348,7 @@ void Channel::forward_broadcast(WorkerState& runner, const wire::RecordHeader& h
           const wire::Target& t = forward.targets[child];
           reference.where = RemoteLocator{o.destination.process, t.region, t.offset, rb->length};
           o.sync = &written;
-          o.notify = Notify::sent;
+          o.notify = fabric::Notify::sent;
         }
         runner.messenger(o.destination).append(o, {0, Policy::retry}, rb != nullptr ? &reference : nullptr, &forward);
       } catch (const Error& e) {

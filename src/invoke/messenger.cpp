@@ -171,7 +171,7 @@ std::uint32_t Messenger::add_chunks(std::uint32_t count, bool first) {
       layer.worker(dest_thread).announce(std::move(a));
       r.count = granted;
       return r;
-    }, &reply, sync);
+    }, into(reply, sync));
     try {
       sync.wait();
     } catch (const Error& e) {
@@ -242,7 +242,7 @@ std::size_t Messenger::record_size(const fabric::Outgoing& call, const detail::B
     throw Error(Errc::invalid_argument, buffer->how == detail::BufferTransfer::written
                                             ? "call_buffer: the destination buffer must be in the destination's process"
                                             : "call_buffer: the buffer to read must be in the caller's process");
-  const bool ext = call.kind != fabric::CallKind::call || (call.sync != nullptr && call.notify == Notify::consumed);
+  const bool ext = call.kind != fabric::CallKind::call || (call.sync != nullptr && call.notify == fabric::Notify::consumed);
   const std::size_t fixed = sizeof(wire::RecordHeader) + (ext ? sizeof(wire::Extension) : 0) +
                             (buffer != nullptr ? sizeof(wire::RemoteBuffer) : 0) +
                             (call.kind == fabric::CallKind::broadcast ? sizeof(wire::BroadcastRoot) : 0) +
@@ -269,7 +269,7 @@ void Messenger::serialize(const fabric::Outgoing& call, const detail::BufferTran
   h.function = call.function;
   h.size = static_cast<std::uint32_t>(size);
   h.closure_size = static_cast<std::uint16_t>(call.closure_size);
-  const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
+  const bool consumed = call.sync != nullptr && call.notify == fabric::Notify::consumed;
   // A buffer the destination reads tells the caller when it has read it.
   const bool read = buffer != nullptr && buffer->how == detail::BufferTransfer::read;
   std::uint8_t flags = call.kind == fabric::CallKind::buffer      ? wire::kind_buffer
@@ -339,7 +339,7 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::BufferT
   const transfer::EpochTag tag =
       tx_->post_put(call.data.data(), call.data.size(), rdmx::resolve(buffer->where.slice(0, call.data.size())));
   unlanded_ = tag;
-  if (call.sync != nullptr && call.notify == Notify::sent) {
+  if (call.sync != nullptr && call.notify == fabric::Notify::sent) {
     call.sync->add();
     owner_.notify_when_free(*tx_, dest_.process, tag, call.sync);
   }
@@ -349,7 +349,7 @@ bool Messenger::answered(const fabric::Outgoing& call, const detail::BufferTrans
   // The caller hears back through the record: when consumed, or when a
   // buffer the destination reads has been read.
   return call.sync != nullptr &&
-         (call.notify == Notify::consumed || (buffer != nullptr && buffer->how == detail::BufferTransfer::read));
+         (call.notify == fabric::Notify::consumed || (buffer != nullptr && buffer->how == detail::BufferTransfer::read));
 }
 
 void Messenger::owe(const fabric::Outgoing& call) {
@@ -714,7 +714,7 @@ void Messenger::send_relay_marker() {
   const auto marker = [s = owner_.self, d = dest_] {
     rdmx::call(s, [d] { Messengers::current().messenger(d).relay_acked(); });
   };
-  const fabric::Outgoing o = fabric::outgoing<fabric::CallWrapper>(dest_, fabric::CallKind::call, marker, nullptr, Notify::sent);
+  const fabric::Outgoing o = fabric::outgoing<fabric::CallWrapper>(dest_, fabric::CallKind::call, marker, Completion{});
   alignas(8) std::byte record[128];
   const std::size_t size = record_size(o, nullptr, nullptr);
   if (size > sizeof record) throw Error(Errc::protocol, "a relay marker of " + std::to_string(size) + " bytes");

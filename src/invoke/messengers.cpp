@@ -292,14 +292,14 @@ void Messengers::flush(std::uint32_t worker) { workers_[worker]->publish_all(); 
 
 void Messengers::quiet(std::uint32_t worker) {
   // One-sided calls from one thread to another run in the order they were
-  // made, so a marker with Notify::consumed after everything else, one per
+  // made, so a marker with when_run after everything else, one per
   // messenger, runs last. The markers sent refer to `sync`: should a later
   // one fail to go, they are still waited for before it goes.
   Synchronizer sync;
   MessengerGlobal messenger;
   try {
     for (const ThreadId dest : workers_[worker]->messenger_destinations())
-      messenger.call<Notify::consumed>(dest, [] {}, &sync);
+      messenger.call(dest, [] {}, when_run(sync));
   } catch (const Error&) {
     try {
       messenger.flush();
@@ -351,7 +351,7 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const BufferTrans
   WorkerState& state = Messengers::current();
   if (buffer != nullptr && buffer->where.process != state.self.process)
     throw Error(Errc::invalid_argument, "broadcast_buffer: the buffer to read must be in the caller's process");
-  const bool consumed = call.sync != nullptr && call.notify == Notify::consumed;
+  const bool consumed = call.sync != nullptr && call.notify == fabric::Notify::consumed;
   Forward forward{state.self, consumed ? reinterpret_cast<std::uint64_t>(call.sync) : 0};
   // Into destination buffers: the table of every thread's buffer travels
   // down the tree with the call, checked here once.
@@ -381,7 +381,7 @@ bool broadcast(const fabric::Outgoing& call, const Mode& mode, const BufferTrans
   // The root sends the call to itself: running it there fans it out.
   fabric::Outgoing o = call;
   o.destination = state.self;
-  // Notify::sent into destination buffers: when the root's own buffer is
+  // when_sent into destination buffers: when the root's own buffer is
   // written, `call.data` is free (the tree forwards from the buffers).
   if (dest_buffers.empty() || consumed) o.sync = nullptr;
   if (!state.messenger(state.self).append(o, mode, buffer, &forward)) return false;

@@ -124,7 +124,7 @@ struct RemoteReply {
 };
 static_assert(sizeof(RemoteReply) == 24);
 
-// buffer_read_sent: the caller's Notify::sent counts down once the buffer is
+// buffer_read_sent: the caller's when_sent counts down once the buffer is
 // read (the Extension's sync), not after the call ran.
 enum : std::uint32_t { buffer_written = 0, buffer_read = 1, buffer_read_sent = 2 };
 

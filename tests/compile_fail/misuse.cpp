@@ -49,7 +49,11 @@ void uses(rdmx::ThreadId to, rdmx::Synchronizer& sync) {
   rdmx::MessengerGlobal().call_buffer(to, [](int) {}, std::span<const std::byte>{});
 #elif defined(RDMX_CASE_call_return_type)
   long wide = 0;
-  rdmx::call_return(to, [] { return 1; }, &wide, sync);
+  rdmx::call_return(to, [] { return 1; }, rdmx::into(wide, sync));
+#elif defined(RDMX_CASE_call_return_future_result)
+  auto f = rdmx::call_return(to, [] { return std::string(); });
+#elif defined(RDMX_CASE_call_completion)
+  rdmx::call(to, [x] { (void)x; }, sync);
 #else
   rdmx::Future<int> f = rdmx::async([](int y) { return y + 1; }, to, 2);
   rdmx::post(rdmx::action<&add>, to, 1, 2);
@@ -57,8 +61,11 @@ void uses(rdmx::ThreadId to, rdmx::Synchronizer& sync) {
   rdmx::call(to, [x] { (void)x; });
   rdmx::call(to, [] { work(); });
   rdmx::MessengerGlobal().call_buffer(to, [](std::span<std::byte>) {}, std::span<const std::byte>{});
-  rdmx::call_return(to, [] { return 1; }, &out, sync);
+  rdmx::call_return(to, [] { return 1; }, rdmx::into(out, sync));
+  rdmx::Future<int> g = rdmx::call_return(to, [] { return 1; });
+  rdmx::call(to, [x] { (void)x; }, rdmx::when_run(sync));
   (void)f;
+  (void)g;
   (void)&open_up;
   (void)&make_opaque;
 #endif

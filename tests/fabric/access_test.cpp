@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     call_return(ThreadId{0, service_thread}, [] {
       memory::Block block = Job::current().arena().allocate_chunk(512);
       return local_locator(block.data, 512);
-    }, &offered, sync);
+    }, into(offered, sync));
     sync.wait();
     if (refused([&] { put(bytes, RemoteLocator{offered.process, offered.region, offered.offset + 256, 256}).get(); }))
       fail("a put into offered memory was refused");

@@ -30,7 +30,7 @@ int call_return_round_trips(int n) {
   for (int i = 0; i < n; ++i) {
     std::array<std::uint64_t, 2> sent{static_cast<std::uint64_t>(i), ~static_cast<std::uint64_t>(i)}, back{};
     Synchronizer sync;
-    call_return(peer(), [sent] { return sent; }, &back, sync);
+    call_return(peer(), [sent] { return sent; }, into(back, sync));
     sync.wait();
     wrong += back != sent;
   }
@@ -40,7 +40,7 @@ int call_return_round_trips(int n) {
 int consumed_round_trips(int n) {
   for (int i = 0; i < n; ++i) {
     Synchronizer sync;
-    call<Notify::consumed>(peer(), [i] { (void)i; }, sync);
+    call(peer(), [i] { (void)i; }, when_run(sync));
     sync.wait();
   }
   return 0;  // nothing comes back to check

@@ -4,6 +4,8 @@
 #include <array>
 #include <atomic>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,7 +30,7 @@ TEST(Calls, ConsumedNotificationMeansItRan) {
   Synchronizer sync;
   const std::uint32_t me = job().rank();
   for (std::uint32_t p = 0; p < job().size(); ++p)
-    call<Notify::consumed>(ThreadId{p, 0}, [me] { received_from[me].fetch_add(1); }, sync);
+    call(ThreadId{p, 0}, [me] { received_from[me].fetch_add(1); }, when_run(sync));
   sync.wait();
   EXPECT_EQ(sync.operations_left(), 0);
   job().barrier();
@@ -48,7 +50,7 @@ TEST(Calls, FifoPerSenderUnderLoad) {
       last_sequence[me].store(i);
     };
     if (i == n)
-      call<Notify::consumed>(ThreadId{next_process(), 0}, f, sync);
+      call(ThreadId{next_process(), 0}, f, when_run(sync));
     else
       call(ThreadId{next_process(), 0}, f);
     if (i % 256 == 0) progress();  // serve the peer that is flooding us
@@ -62,7 +64,7 @@ TEST(Calls, FifoPerSenderUnderLoad) {
 
 TEST(Calls, SentNotificationCountsDown) {
   Synchronizer sync;
-  for (int i = 0; i < 100; ++i) call<Notify::sent>(ThreadId{next_process(), 0}, [] {}, sync);
+  for (int i = 0; i < 100; ++i) call(ThreadId{next_process(), 0}, [] {}, when_sent(sync));
   sync.wait();
   EXPECT_EQ(sync.operations_left(), 0);
   job().barrier();
@@ -77,13 +79,49 @@ TEST(Calls, CallReturnWritesResultBack) {
   std::vector<Answer> answers(job().size());
   for (std::uint32_t p = 0; p < job().size(); ++p) {
     std::uint64_t x = 1000 + p;
-    call_return(ThreadId{p, 0}, [x] { return Answer{Job::current().rank(), x * x}; }, &answers[p], sync);
+    call_return(ThreadId{p, 0}, [x] { return Answer{Job::current().rank(), x * x}; }, into(answers[p], sync));
   }
   sync.wait();
   for (std::uint32_t p = 0; p < job().size(); ++p) {
     EXPECT_EQ(answers[p].process, p);
     EXPECT_EQ(answers[p].square, (1000u + p) * (1000u + p));
   }
+  job().barrier();
+}
+
+// call_return's future: the value; what the callee threw; a continuation;
+// when_all over several, each completed by its own reply while the caller
+// waits on the joint future; futures dropped before their replies land.
+TEST(Calls, CallReturnFutures) {
+  const std::uint32_t n = job().size(), me = job().rank();
+  std::vector<Future<std::uint64_t>> futures;
+  for (std::uint32_t p = 0; p < n; ++p) {
+    const std::uint64_t x = 1000 + p;
+    futures.push_back(call_return(ThreadId{p, 0}, [x, me] { return x * x + me + Job::current().rank(); }));
+  }
+  std::vector<Future<std::uint64_t>> all = when_all(std::move(futures)).get();
+  for (std::uint32_t p = 0; p < n; ++p) EXPECT_EQ(all[p].get(), (1000u + p) * (1000u + p) + me + p);
+
+  Future<std::uint64_t> doubled = call_return(ThreadId{next_process(), 0}, [] { return std::uint64_t{21}; })
+                                      .then([](std::uint64_t& v) { return v * 2; });
+  EXPECT_EQ(doubled.get(), 42u);
+
+  Future<int> failing = call_return(ThreadId{next_process(), 0}, []() -> int { throw std::out_of_range("no such row"); });
+  try {
+    (void)failing.get();
+    ADD_FAILURE() << "the callee's exception did not fail the future";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::remote_exception);
+    EXPECT_NE(std::string(e.what()).find("no such row"), std::string::npos) << e.what();
+  }
+
+  static std::atomic<int> dropped_ran{0};
+  dropped_ran = 0;
+  job().barrier();
+  for (int i = 0; i < 200; ++i) (void)call_return(ThreadId{next_process(), 0}, [i] { return dropped_ran.fetch_add(1) + i; });
+  // Calls from one thread to another run in order: this one runs after them.
+  const int ran_before = call_return(ThreadId{next_process(), 0}, [] { return dropped_ran.load(); }).get();
+  EXPECT_EQ(ran_before, 200);
   job().barrier();
 }
 
@@ -100,7 +138,7 @@ TEST(Calls, CallReturnCarriesLargeResults) {
     Big b;
     for (std::uint32_t i = 0; i < 16384; ++i) b.words[i] = i * 7 + from;
     return b;
-  }, big.get(), sync);
+  }, into(*big, sync));
   sync.wait();
   for (std::uint32_t i = 0; i < 16384; ++i) ASSERT_EQ(big->words[i], i * 7 + from) << i;
   job().barrier();
@@ -114,7 +152,7 @@ TEST(Calls, CallBufferSmallAndRendezvous) {
     std::uint64_t got = 0;
     static std::uint64_t checksum_seen;  // written by the destination thread, read back by call_return
     Synchronizer sync;
-    call_buffer<Notify::consumed>(ThreadId{next_process(), 0}, [](std::span<std::byte> bytes) {
+    call_buffer(ThreadId{next_process(), 0}, [](std::span<std::byte> bytes) {
       std::uint64_t sum = 0;
       for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
         std::uint32_t v;
@@ -122,10 +160,10 @@ TEST(Calls, CallBufferSmallAndRendezvous) {
         sum += v;
       }
       checksum_seen = sum;
-    }, std::as_bytes(std::span(data)), sync);
+    }, std::as_bytes(std::span(data)), when_run(sync));
     sync.wait();
     // The destination recorded the checksum; ask for it.
-    call_return(ThreadId{next_process(), 0}, [] { return checksum_seen; }, &got, sync);
+    call_return(ThreadId{next_process(), 0}, [] { return checksum_seen; }, into(got, sync));
     sync.wait();
     EXPECT_EQ(got, expect) << "payload of " << size << " bytes";
     job().barrier();
@@ -136,7 +174,7 @@ TEST(Calls, BroadcastReachesEveryThreadOnce) {
   broadcast_hits = 0;
   job().barrier();
   Synchronizer sync;
-  broadcast<Notify::consumed>([] { broadcast_hits.fetch_add(1); }, sync);
+  broadcast([] { broadcast_hits.fetch_add(1); }, when_run(sync));
   // Other worker threads of this process are idle in this test: run their share.
   // Every thread serves until all P broadcasts reached all t local threads.
   const std::uint64_t expected = job().size() * job().threads_per_process();
@@ -162,11 +200,11 @@ TEST(Calls, BroadcastBufferCarriesTheBytesToEveryThread) {
     std::vector<std::byte> bytes(base + job().rank());
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7 + job().rank());
     Synchronizer sync;
-    broadcast_buffer<Notify::consumed>([base, root = job().rank()](std::span<std::byte> got) {
+    broadcast_buffer([base, root = job().rank()](std::span<std::byte> got) {
       bool ok = got.size() == base + root;
       for (std::size_t i = 0; ok && i < got.size(); ++i) ok = got[i] == static_cast<std::byte>(i * 7 + root);
       (ok ? good : bad).fetch_add(1);
-    }, bytes, sync);
+    }, bytes, when_run(sync));
     const std::uint64_t expected = job().size() * job().threads_per_process();
     job().run([&](ThreadId) {
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -188,7 +226,7 @@ TEST(Calls, WorkerThreadsTalkToEachOther) {
     Synchronizer sync;
     for (std::uint32_t p = 0; p < job().size(); ++p)
       for (std::uint32_t th = 0; th < t; ++th)
-        call<Notify::consumed>(ThreadId{p, th}, [] { hits.fetch_add(1); }, sync);
+        call(ThreadId{p, th}, [] { hits.fetch_add(1); }, when_run(sync));
     sync.wait();
     (void)me;
     // Keep serving until each local thread has been called by every thread of the job.
@@ -219,7 +257,7 @@ TEST(CallErrors, OversizedCapturesAndPayloadsAreRejected) {
   std::array<char, 8192> big{};
   Synchronizer sync;
   try {
-    call(ThreadId{next_process(), 0}, [big] { (void)big; }, sync);
+    call(ThreadId{next_process(), 0}, [big] { (void)big; }, when_sent(sync));
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::message_too_large);
@@ -230,7 +268,7 @@ TEST(CallErrors, OversizedCapturesAndPayloadsAreRejected) {
 
 TEST(CallErrors, RemoteExceptionReachesTheCaller) {
   Synchronizer sync;
-  call<Notify::consumed>(ThreadId{next_process(), 0}, [] { throw std::out_of_range("boom from far away"); }, sync);
+  call(ThreadId{next_process(), 0}, [] { throw std::out_of_range("boom from far away"); }, when_run(sync));
   try {
     sync.wait();
     FAIL();
@@ -248,7 +286,7 @@ TEST(CallErrors, UnknownFunctionIdIsReportedNotRun) {
   o.destination = ThreadId{next_process(), 0};
   o.function = 0xdeadbeefcafef00dull;  // no such function anywhere
   o.sync = &sync;
-  o.notify = Notify::consumed;
+  o.notify = fabric::Notify::consumed;
   fabric::send_call(o);
   try {
     sync.wait();
@@ -271,7 +309,7 @@ TEST(Calls, ShortLivedThreadsSendThroughTheServiceWorker) {
   for (int i = 0; i < threads; ++i)
     pool.emplace_back([&] {
       Synchronizer sync;
-      for (int k = 0; k < calls; ++k) call<Notify::consumed>(ThreadId{next_process(), 0}, [] { hits.fetch_add(1); }, sync);
+      for (int k = 0; k < calls; ++k) call(ThreadId{next_process(), 0}, [] { hits.fetch_add(1); }, when_run(sync));
       sync.wait();
       finished.fetch_add(1);
     });
@@ -281,23 +319,23 @@ TEST(Calls, ShortLivedThreadsSendThroughTheServiceWorker) {
   EXPECT_EQ(hits.load(), std::uint64_t{threads} * calls);
 }
 
-// Notify::sent means the payload may be reused: overwriting it right after
+// when_sent means the payload may be reused: overwriting it right after
 // must not change what the destination receives, rendezvous sizes included.
 TEST(Calls, SentMeansTheBufferMayBeReused) {
   static std::uint64_t seen_first = 0, seen_last = 0;
   for (std::size_t size : {std::size_t{256}, std::size_t{8 << 20}}) {
     std::vector<std::uint64_t> data(size / 8, 0x1111);
     Synchronizer sent;
-    call_buffer<Notify::sent>(ThreadId{next_process(), 0}, [](std::span<std::byte> bytes) {
+    call_buffer(ThreadId{next_process(), 0}, [](std::span<std::byte> bytes) {
       std::memcpy(&seen_first, bytes.data(), 8);
       std::memcpy(&seen_last, bytes.data() + bytes.size() - 8, 8);
-    }, std::as_bytes(std::span(data)), sent);
+    }, std::as_bytes(std::span(data)), when_sent(sent));
     sent.wait();
     std::fill(data.begin(), data.end(), 0x2222);  // reuse the buffer at once
     std::uint64_t first = 0, last = 0;
     Synchronizer ask;
-    call_return(ThreadId{next_process(), 0}, [] { return seen_first; }, &first, ask);
-    call_return(ThreadId{next_process(), 0}, [] { return seen_last; }, &last, ask);
+    call_return(ThreadId{next_process(), 0}, [] { return seen_first; }, into(first, ask));
+    call_return(ThreadId{next_process(), 0}, [] { return seen_last; }, into(last, ask));
     ask.wait();
     EXPECT_EQ(first, 0x1111u) << size << " bytes";
     EXPECT_EQ(last, 0x1111u) << size << " bytes";

@@ -40,8 +40,8 @@ TEST(Collective, BarrierSeparatesPhases) {
       Synchronizer sync;
       const std::uint32_t i = index_of(me);
       for (std::uint32_t p = 0; p < job().size(); ++p)
-        call<Notify::consumed>(ThreadId{p, static_cast<std::uint32_t>((me.thread + round) % job().threads_per_process())},
-                               [i, round] { round_seen[i].store(round); }, sync);
+        call(ThreadId{p, static_cast<std::uint32_t>((me.thread + round) % job().threads_per_process())},
+                               [i, round] { round_seen[i].store(round); }, when_run(sync));
       sync.wait();
       rdmx::barrier();
       for (std::uint32_t w = 0; w < workers(); ++w)

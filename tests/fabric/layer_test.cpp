@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
       const std::uint64_t before = mine.polls(me.thread);
       rdmx::barrier();
       Synchronizer sync;
-      call<Notify::consumed>(ThreadId{(me.process + 1) % job.size(), me.thread}, [] {}, sync);
+      call(ThreadId{(me.process + 1) % job.size(), me.thread}, [] {}, when_run(sync));
       sync.wait();
       check(mine.polls(me.thread) > before, "waiting polls the layer for worker " + std::to_string(me.thread));
       // quiet() asks the layer, as this worker, once per call.

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
@@ -60,14 +61,21 @@ int main(int argc, char** argv) {
     return released.load() ? 0 : fail("bystander was never released");
   }
 
-  // Rank 0: call the victim in a loop until the failure surfaces.
+  // Rank 0: call the victim in a loop until the failure surfaces. The
+  // victim dies running the first call, a call_return whose future is still
+  // pending then.
   const auto start = Clock::now();
+  Future<int> in_flight = call_return(ThreadId{1, 0}, [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    raise(SIGKILL);
+    return 0;
+  });
   std::string message;
   std::uint64_t calls = 0;
   while (Clock::now() - start < std::chrono::seconds(30)) {
     try {
       Synchronizer sync;
-      call<Notify::consumed>(ThreadId{1, 0}, [] {}, sync);
+      call(ThreadId{1, 0}, [] {}, when_run(sync));
       sync.wait();
       ++calls;
     } catch (const Error& e) {
@@ -79,7 +87,20 @@ int main(int argc, char** argv) {
   if (message.empty()) return fail("no error within 30 s of the victim's death");
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 
+  try {
+    (void)in_flight.get();
+    return fail("a call_return future survived the death of the process running it");
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) return fail(e.what());
+  }
+
   // Later operations towards the dead process fail at once.
+  try {
+    (void)call_return(ThreadId{1, 0}, [] { return 1; });
+    return fail("a call_return to a dead process was accepted");
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) return fail(e.what());
+  }
   try {
     call(ThreadId{1, 0}, [] {});
     return fail("a call to a dead process was accepted");
@@ -119,7 +140,7 @@ int main(int argc, char** argv) {
   // Everyone else is still reachable.
   for (std::uint32_t p = 2; p < job.size(); ++p) {
     Synchronizer sync;
-    call<Notify::consumed>(ThreadId{p, 0}, [] { released.store(true); }, sync);
+    call(ThreadId{p, 0}, [] { released.store(true); }, when_run(sync));
     sync.wait();
   }
   std::printf("peer failure detected after %.0f ms and %llu successful calls: %s\n", ms,

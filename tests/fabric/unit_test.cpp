@@ -62,7 +62,7 @@ TEST(SingleProcessJob, CallsItself) {
   EXPECT_EQ(job.launcher(), "none");
   static int hits = 0;
   Synchronizer sync;
-  call<Notify::consumed>(ThreadId{0, 0}, [] { ++hits; }, sync);
+  call(ThreadId{0, 0}, [] { ++hits; }, when_run(sync));
   sync.wait();
   EXPECT_EQ(hits, 1);
   EXPECT_THROW(call(ThreadId{1, 0}, [] {}), Error);
@@ -144,14 +144,14 @@ TEST(SingleProcessJob, PayloadLargerThanTheMaximumIsRejected) {
   static int runs = 0;
   Synchronizer sync;
   try {
-    call_buffer<Notify::consumed>(ThreadId{0, 0}, [](std::span<std::byte>) { ++runs; }, big, sync);
+    call_buffer(ThreadId{0, 0}, [](std::span<std::byte>) { ++runs; }, big, when_run(sync));
     FAIL() << "a 2048-byte payload passed a 1024-byte maximum";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::message_too_large);
     EXPECT_NE(std::string(e.what()).find("RDMX_MAX_MESSAGE"), std::string::npos) << e.what();
   }
   EXPECT_EQ(sync.operations_left(), 0);
-  call_buffer<Notify::consumed>(ThreadId{0, 0}, [](std::span<std::byte> b) { runs += b.size() == 1024 ? 1 : 100; }, fits, sync);
+  call_buffer(ThreadId{0, 0}, [](std::span<std::byte> b) { runs += b.size() == 1024 ? 1 : 100; }, fits, when_run(sync));
   sync.wait();
   EXPECT_EQ(runs, 1);
 }

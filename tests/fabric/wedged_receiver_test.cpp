@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     for (auto until = Clock::now() + std::chrono::seconds(120); !called.load() && Clock::now() < until;) progress();
     if (!called.load()) return fail("rank 0's call never arrived");
     Synchronizer sync;
-    call<Notify::consumed>(ThreadId{0, 0}, [] {}, sync);
+    call(ThreadId{0, 0}, [] {}, when_run(sync));
     try {
       sync.wait();
       std::printf("rank 1: rank 0 answered\n");
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   const auto call_start = Clock::now();
   Synchronizer sync;
   try {
-    call<Notify::consumed>(ThreadId{1, 0}, [] { called.store(true); }, sync);
+    call(ThreadId{1, 0}, [] { called.store(true); }, when_run(sync));
     if (!sync.wait_for(60'000)) return fail("the call to a live process hung for 60 s");
     std::printf("rank 0: live process answered after %.0f ms (receive path not blocked)\n", ms_since(call_start));
   } catch (const Error& e) {

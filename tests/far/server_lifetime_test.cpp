@@ -91,7 +91,7 @@ bool still_serving(const Job& job, std::uint32_t server) {
     } catch (const Error&) {
       return 0;
     }
-  }, &serving, sync);
+  }, into(serving, sync));
   // Generous: a loaded machine answers in milliseconds.
   if (!sync.wait_for(60000)) throw Error(Errc::protocol, "server " + std::to_string(server) + "'s idle worker did not answer in 60 s");
   return serving == 1;

@@ -48,7 +48,7 @@ bool reach(std::uint32_t self, std::uint32_t peer, std::uint64_t round, std::str
   try {
     if (round % 2 == 0) {
       Synchronizer sync;
-      call<Notify::consumed>(ThreadId{peer, 0}, [] {}, sync);
+      call(ThreadId{peer, 0}, [] {}, when_run(sync));
       sync.wait();
     } else {
       Future<int> f = async(action<&add>, {peer, 0}, static_cast<int>(peer), 1);

@@ -24,7 +24,7 @@ int round_trips(int n) {
   for (int i = 0; i < n; ++i) {
     std::array<std::uint64_t, 2> sent{static_cast<std::uint64_t>(i), ~static_cast<std::uint64_t>(i)}, back{};
     Synchronizer sync;
-    messenger.call_return(peer(), [sent] { return sent; }, &back, sync);
+    messenger.call_return(peer(), [sent] { return sent; }, into(back, sync));
     sync.wait();
     wrong += back != sent;
   }

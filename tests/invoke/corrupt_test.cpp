@@ -25,7 +25,7 @@ std::atomic<int> ran_after{0};
 void break_channel(ThreadId dest, std::uint64_t (*make_word)(const invoke::Messenger&)) {
   MessengerGlobal messenger;
   Synchronizer sync;
-  messenger.call<Notify::consumed>(dest, [] {}, &sync);
+  messenger.call(dest, [] {}, when_run(sync));
   sync.wait();
   invoke::Messenger& m = invoke::Messengers::current().messenger(dest);
   static std::uint64_t word;

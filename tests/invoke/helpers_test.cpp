@@ -78,8 +78,8 @@ TEST(Helpers, RunTheCallsOfBusyWorkers) {
       });
     Synchronizer sync;
     std::uint32_t ran_on = 0;
-    messenger.call_return(dest, [] { return this_thread().thread; }, &ran_on, sync);
-    messenger.call<Notify::consumed>(dest, [] {}, &sync);
+    messenger.call_return(dest, [] { return this_thread().thread; }, into(ran_on, sync));
+    messenger.call(dest, [] {}, when_run(sync));
     messenger.flush();
     EXPECT_TRUE(busy_until([&] { return got[me.thread].load() == n; })) << "thread " << me.thread << " got "
                                                                          << got[me.thread].load() << " of " << n;
@@ -112,8 +112,8 @@ TEST(Helpers, CallBuffersReachBusyWorkers) {
       if (!ok) disorder.fetch_add(1);
       got[t].fetch_add(1);
     };
-    messenger.call_buffer<Notify::consumed>(dest, check, local_locator(block.data, data.size()), &sync);
-    messenger.call_buffer<Notify::consumed>(dest, check, std::span<const std::byte>(data), &sync);
+    messenger.call_buffer(dest, check, local_locator(block.data, data.size()), when_run(sync));
+    messenger.call_buffer(dest, check, std::span<const std::byte>(data), when_run(sync));
     messenger.flush();
     EXPECT_TRUE(busy_until([&] { return got[me.thread].load() == 2; }));
     sync.wait();
@@ -134,7 +134,7 @@ TEST(Helpers, BroadcastAndAggregatorShutdown) {
   job().run([&](ThreadId me) {
     Synchronizer sync;
     if (job().rank() == 0 && me.thread == 0)
-      MessengerGlobal().broadcast<Notify::consumed>([] { runs.fetch_add(1); }, &sync);
+      MessengerGlobal().broadcast([] { runs.fetch_add(1); }, when_run(sync));
     Aggregator aggregator(Aggregation::trad);
     for (std::uint32_t i = 0; i < 1000; ++i) aggregator.call({next, me.thread}, [t = me.thread] { got[t].fetch_add(1); });
     aggregator.shutdown();  // one signal to {next, me.thread}

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -34,7 +35,7 @@ std::atomic<std::uint64_t> executed{0};
 std::atomic<bool> parked{false};
 void park_until(std::atomic<bool>& go) {
   Synchronizer sync;
-  call<Notify::sent>(ThreadId{0, service_thread}, [] { parked = true; }, sync);
+  call(ThreadId{0, service_thread}, [] { parked = true; }, when_sent(sync));
   sync.wait();
   while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
@@ -73,9 +74,9 @@ std::uint64_t against_parked_receiver(const std::function<std::uint64_t(const st
     release();
     // A consumed notification through the same messenger runs after them all.
     Synchronizer sync;
-    MessengerGlobal().call<Notify::consumed>({1, 0}, [total] {
+    MessengerGlobal().call({1, 0}, [total] {
       if (in_order_got.load() != total) in_order_disorder.fetch_add(1);
-    }, &sync);
+    }, when_run(sync));
     sync.wait();
   } else if (job().rank() == 1) {
     park_until(go);
@@ -181,7 +182,7 @@ TEST(Messenger, InlinedAndMessengerCallsKeepOrder) {
         }
         case 1: {  // through the messenger, waited for (serves calls meanwhile)
           Synchronizer sync;
-          messenger.call<Notify::consumed>(dest, [from, i, dest] { seen(from, i, dest); }, &sync);
+          messenger.call(dest, [from, i, dest] { seen(from, i, dest); }, when_run(sync));
           sync.wait();
           break;
         }
@@ -225,12 +226,12 @@ TEST(Messenger, ConsumedNotificationAndCallReturn) {
       messenger.call_return(thread_at(g), [x] {
         served[call_destination().thread].fetch_add(1);
         return x * x + call_destination().thread;
-      }, &answers[g], sync);
+      }, into(answers[g], sync));
       std::atomic<int>* counter = me.process == thread_at(g).process ? &ran : nullptr;
-      messenger.call<Notify::consumed>(thread_at(g), [counter] {
+      messenger.call(thread_at(g), [counter] {
         served[call_destination().thread].fetch_add(1);
         if (counter != nullptr) counter->fetch_add(1);
-      }, &sync);
+      }, when_run(sync));
     }
     sync.wait();
     EXPECT_EQ(sync.operations_left(), 0);
@@ -240,6 +241,50 @@ TEST(Messenger, ConsumedNotificationAndCallReturn) {
       EXPECT_EQ(answers[g], x * x + thread_at(g).thread) << "from thread " << g;
     }
     while (served[me.thread].load() < static_cast<int>(2 * total)) messenger.process_calls();
+  });
+  job().barrier();
+}
+
+// Every completion on every path: call_return as a future over a messenger
+// and an aggregator, and completions in registered memory given to the
+// paths that answer them by message (send-based, aggregated).
+TEST(Messenger, EveryCompletionOnEveryPath) {
+  static std::vector<std::atomic<int>> served;
+  served = std::vector<std::atomic<int>>(job().threads_per_process());
+  job().barrier();
+  job().run([&](ThreadId me) {
+    MessengerGlobal messenger;
+    Aggregator aggregator(Aggregation::ovfl);
+    RemoteObject<Synchronizer> remote_sync;
+    const std::uint32_t total = job().total_threads();
+    std::vector<Future<std::uint64_t>> futures;
+    std::vector<std::unique_ptr<RemoteObject<std::uint64_t>>> sent_back;
+    for (std::uint32_t g = 0; g < total; ++g) {
+      const std::uint64_t x = 2000 + global(me) * 7 + g;
+      auto square = [x] {
+        served[call_destination().thread].fetch_add(1);
+        return x * x;
+      };
+      futures.push_back(messenger.call_return(thread_at(g), square));
+      futures.push_back(aggregator.call_return(thread_at(g), square));
+      sent_back.push_back(std::make_unique<RemoteObject<std::uint64_t>>(0));
+      call_return(thread_at(g), [x] {
+        served[this_thread().thread].fetch_add(1);
+        return x + 1;
+      }, into(*sent_back.back(), remote_sync));
+      aggregator.call(thread_at(g), [] { served[call_destination().thread].fetch_add(1); }, when_run(remote_sync));
+    }
+    aggregator.flush();
+    std::vector<Future<std::uint64_t>> done = when_all(std::move(futures)).get();
+    remote_sync->wait();
+    for (std::uint32_t g = 0; g < total; ++g) {
+      const std::uint64_t x = 2000 + global(me) * 7 + g;
+      EXPECT_EQ(done[2 * g].get(), x * x) << "messenger, thread " << g;
+      EXPECT_EQ(done[2 * g + 1].get(), x * x) << "aggregator, thread " << g;
+      EXPECT_EQ(**sent_back[g], x + 1) << "send-based into a RemoteObject, thread " << g;
+    }
+    aggregator.shutdown();
+    while (served[me.thread].load() < static_cast<int>(4 * total)) messenger.process_calls();
   });
   job().barrier();
 }
@@ -271,12 +316,12 @@ TEST(Messenger, AnswersByRdmaIntoRemoteObjects) {
           Answer a{x * x, call_destination().process, call_destination().thread, {}};
           std::snprintf(a.text, sizeof a.text, "answer %llu", static_cast<unsigned long long>(x));
           return a;
-        }, *answers.back(), sync);
+        }, into(*answers.back(), sync));
         std::atomic<int>* counter = me.process == thread_at(g).process ? &ran : nullptr;
         messenger.call(thread_at(g), [counter] {
           served[call_destination().thread].fetch_add(1);
           if (counter != nullptr) counter->fetch_add(1);
-        }, sync);
+        }, when_run(sync));
       }
     }
     sync->wait();
@@ -296,7 +341,7 @@ TEST(Messenger, AnswersByRdmaIntoRemoteObjects) {
     messenger.call(thread_at((global(me) + 1) % total), [] {
       served[call_destination().thread].fetch_add(1);
       throw std::runtime_error("no answer by RDMA");
-    }, failing);
+    }, when_run(failing));
     try {
       failing->wait();
       ADD_FAILURE() << "no exception";
@@ -321,12 +366,12 @@ TEST(Messenger, CallBufferCarriesItsBytes) {
   const bool local = dest.process == job().rank();
   for (std::size_t size = 0; size < data.size(); size += 37) {
     for (std::size_t i = 0; i < size; ++i) data[i] = static_cast<std::byte>(i * 31 + size);
-    messenger.call_buffer<Notify::consumed>(dest, [size, local, bad_p, good_p](std::span<std::byte> got) {
+    messenger.call_buffer(dest, [size, local, bad_p, good_p](std::span<std::byte> got) {
       bool ok = got.size() == size;
       for (std::size_t i = 0; ok && i < size; ++i) ok = got[i] == static_cast<std::byte>(i * 31 + size);
       if (local) (ok ? good_p : bad_p)->fetch_add(1);
       if (!ok) { std::fprintf(stderr, "buffer mismatch: got %zu bytes, want %zu\n", got.size(), size); std::abort(); }  // fails the test on that process
-    }, std::span(data).first(size), &sync);
+    }, std::span(data).first(size), when_run(sync));
   }
   sync.wait();
   if (job().size() == 1) {
@@ -359,7 +404,7 @@ TEST(Messenger, RemoteExceptionReachesTheCaller) {
   MessengerGlobal messenger;
   Synchronizer sync;
   const ThreadId dest{(job().rank() + 1) % job().size(), 0};
-  messenger.call<Notify::consumed>(dest, [] { throw std::runtime_error("boom from afar"); }, &sync);
+  messenger.call(dest, [] { throw std::runtime_error("boom from afar"); }, when_run(sync));
   try {
     sync.wait();
     ADD_FAILURE() << "no exception";
@@ -386,7 +431,7 @@ TEST(Messenger, CallLargerThanAChunkIsRejected) {
   if (job().size() > 1) {  // a broadcast's buffer to read must be the root's own
     Synchronizer sync;
     const RemoteLocator elsewhere{(job().rank() + 1) % job().size(), 0, 0, 8};
-    EXPECT_THROW(messenger.broadcast_buffer([](std::span<std::byte>) {}, elsewhere, sync), Error);
+    EXPECT_THROW(messenger.broadcast_buffer([](std::span<std::byte>) {}, elsewhere, when_run(sync)), Error);
     EXPECT_EQ(sync.operations_left(), 0);
   }
   job().barrier();
@@ -486,13 +531,13 @@ TEST(Messenger, CallBufferWrittenIntoTheDestinationsBuffer) {
   MessengerGlobal messenger;
   Synchronizer sent, consumed;
   const std::uint32_t from = job().rank();
-  messenger.call_buffer<Notify::sent>(dest, [](std::span<std::byte>) {}, data, landing, &sent);
+  messenger.call_buffer(dest, [](std::span<std::byte>) {}, data, landing, when_sent(sent));
   sent.wait();  // the write has left `data`
-  messenger.call_buffer<Notify::consumed>(dest, [from](std::span<std::byte> got) {
+  messenger.call_buffer(dest, [from](std::span<std::byte> got) {
     bool ok = got.size() == 3000;
     for (std::size_t i = 0; ok && i < got.size(); ++i) ok = got[i] == static_cast<std::byte>(i * 7 + from);
     if (!ok) throw std::runtime_error("the written buffer does not hold the caller's bytes");
-  }, data, landing, &consumed);
+  }, data, landing, when_run(consumed));
   consumed.wait();  // throws if the check failed remotely
   // The buffer must be in the destination's process, and big enough.
   EXPECT_THROW(messenger.call_buffer(dest, [](std::span<std::byte>) {}, std::span(data), landing.slice(0, 100)), Error);
@@ -516,9 +561,9 @@ TEST(Messenger, CallBufferReadByTheDestination) {
     for (std::size_t i = 0; ok && i < got.size(); ++i) ok = got[i] == static_cast<std::byte>(i * 13 + from);
     if (!ok) throw std::runtime_error("the read buffer does not hold the caller's bytes");
   };
-  messenger.call_buffer<Notify::sent>(dest, check, orig, &read);
+  messenger.call_buffer(dest, check, orig, when_sent(read));
   read.wait();  // the destination has read `orig`
-  messenger.call_buffer<Notify::consumed>(dest, check, orig, &ran);
+  messenger.call_buffer(dest, check, orig, when_run(ran));
   ran.wait();
   job().barrier();
   job().arena().release_chunk(block);
@@ -539,16 +584,16 @@ TEST(Messenger, ReadCallBufferKeepsSenderOrder) {
   Synchronizer ran;
   const std::uint32_t from = job().rank();
   for (std::uint64_t round = 0; round < 4; ++round) {
-    messenger.call_buffer<Notify::consumed>(dest, [from, round](std::span<std::byte> got) {
+    messenger.call_buffer(dest, [from, round](std::span<std::byte> got) {
       for (std::size_t i = 0; i < got.size(); i += 4096)
         if (got[i] != static_cast<std::byte>(i / 4096 + from)) throw std::runtime_error("wrong bytes read");
       if (got.size() != size || step.load() != 2 * round) throw std::runtime_error("read call out of order");
       step.fetch_add(1);
-    }, orig, &ran);
-    messenger.call<Notify::consumed>(dest, [round] {
+    }, orig, when_run(ran));
+    messenger.call(dest, [round] {
       if (step.load() != 2 * round + 1) throw std::runtime_error("a call overtook the read before it");
       step.fetch_add(1);
-    }, &ran);
+    }, when_run(ran));
   }
   ran.wait();
   job().barrier();
@@ -556,7 +601,7 @@ TEST(Messenger, ReadCallBufferKeepsSenderOrder) {
 }
 
 // One-sided broadcast: from every thread, every thread of the job runs the
-// call exactly once; Notify::consumed counts down after all of them did.
+// call exactly once; when_run counts down after all of them did.
 // Rounds alternate broadcast, broadcast_buffer with the buffer in the call,
 // and broadcast_buffer with the buffer read from the root by every thread.
 // hits[t * total + root]: how often thread t ran root's broadcasts. Serve
@@ -595,16 +640,16 @@ TEST(Messenger, BroadcastReachesEveryThreadOnce) {
           for (std::size_t i = 0; ok && i < data.size(); ++i) ok = data[i] == static_cast<std::byte>(i * 31 + root);
           if (!ok) throw std::runtime_error("the broadcast buffer read from its root differs");
           hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
-        }, orig, sync);
+        }, orig, when_run(sync));
       } else if (k % 3 == 0) {
-        messenger.broadcast<Notify::consumed>([root] {
+        messenger.broadcast([root] {
           hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
-        }, &sync);
+        }, when_run(sync));
       } else {
-        messenger.broadcast_buffer<Notify::consumed>([root](std::span<std::byte> data) {
+        messenger.broadcast_buffer([root](std::span<std::byte> data) {
           if (data.size() != 100 || data[99] != static_cast<std::byte>(root)) throw std::runtime_error("bad broadcast buffer");
           hits[std::size_t{call_destination().thread} * Job::current().total_threads() + root].fetch_add(1);
-        }, payload, &sync);
+        }, payload, when_run(sync));
       }
       sync.wait();  // throws what a thread's function threw
     }
@@ -666,10 +711,10 @@ TEST(Messenger, BroadcastBufferIntoDestinationBuffers) {
       for (std::size_t i = 0; i < size; ++i) orig[i] = pattern(i, root, k);
       Synchronizer sync;
       if (k + 1 < rounds) {
-        messenger.broadcast_buffer<Notify::consumed>(check(k), orig, dest, &sync);
+        messenger.broadcast_buffer(check(k), orig, dest, when_run(sync));
       } else {
-        // Notify::sent: orig may change once the root's own buffer is written.
-        messenger.broadcast_buffer(check(k), orig, dest, &sync);
+        // when_sent: orig may change once the root's own buffer is written.
+        messenger.broadcast_buffer(check(k), orig, dest, when_sent(sync));
       }
       sync.wait();  // throws what a thread's func threw
       std::fill(orig.begin(), orig.end(), std::byte{0});
@@ -711,8 +756,8 @@ TEST(Messenger, BroadcastBufferReportsUnreachedSubtrees) {
       dest[1].region = 0xfffff;  // no such region
       std::vector<std::byte> orig(size, std::byte{5});
       Synchronizer sync;
-      MessengerGlobal().broadcast_buffer<Notify::consumed>(
-          [](std::span<std::byte>) { ran[call_destination().thread].fetch_add(1); }, orig, dest, &sync);
+      MessengerGlobal().broadcast_buffer(
+          [](std::span<std::byte>) { ran[call_destination().thread].fetch_add(1); }, orig, dest, when_run(sync));
       try {
         sync.wait();
         ADD_FAILURE() << "the broadcast reported no failure";

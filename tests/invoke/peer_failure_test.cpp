@@ -84,12 +84,12 @@ std::string burst_to_victim(MessengerGlobal& messenger, Clock::time_point deadli
   Synchronizer sync;
   std::int64_t result = 0;
   try {
-    for (int i = 0; i < 16; ++i) messenger.call<Notify::consumed>(v, [] { victim_ran.fetch_add(1); }, &sync);
-    messenger.call_return(v, [] { return std::int64_t{7}; }, &result, sync);
-    messenger.call_buffer<Notify::consumed>(v, [](std::span<std::byte>) { victim_ran.fetch_add(1); }, mine,
-                                                            &sync);
-    messenger.call_buffer<Notify::sent>(v, [](std::span<std::byte>) { victim_ran.fetch_add(1); },
-                                                       written_bytes, victim_memory, &sync);
+    for (int i = 0; i < 16; ++i) messenger.call(v, [] { victim_ran.fetch_add(1); }, when_run(sync));
+    messenger.call_return(v, [] { return std::int64_t{7}; }, into(result, sync));
+    messenger.call_buffer(v, [](std::span<std::byte>) { victim_ran.fetch_add(1); }, mine,
+                                                            when_run(sync));
+    messenger.call_buffer(v, [](std::span<std::byte>) { victim_ran.fetch_add(1); },
+                                                       written_bytes, victim_memory, when_sent(sync));
     std::array<std::byte, 512> pad{};  // plain calls: the ring fills when the victim stops consuming
     for (int i = 0; i < 64; ++i) messenger.call(v, [pad] { victim_ran.fetch_add(pad.size() != 0 ? 1 : 0); });
   } catch (const Error& e) {
@@ -123,8 +123,8 @@ std::string burst_rdma_answered(MessengerGlobal& messenger, Clock::time_point de
   RemoteObject<Synchronizer> sync;
   RemoteObject<std::int64_t> result(0);
   try {
-    for (int i = 0; i < 16; ++i) messenger.call(v, [] { victim_ran.fetch_add(1); }, sync);
-    messenger.call_return(v, [] { return std::int64_t{7}; }, result, sync);
+    for (int i = 0; i < 16; ++i) messenger.call(v, [] { victim_ran.fetch_add(1); }, when_run(sync));
+    messenger.call_return(v, [] { return std::int64_t{7}; }, into(result, sync));
     const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     if (!sync->wait_for(std::max(left, 1))) {
       hung = true;
@@ -144,10 +144,10 @@ void burst_to_peer(MessengerGlobal& messenger, std::uint64_t& sent) {
   Synchronizer sync;
   for (int i = 0; i < 32; ++i) {
     const std::uint64_t seq = ++sent;
-    messenger.call<Notify::consumed>(peer, [seq] {
+    messenger.call(peer, [seq] {
       if (peer_got.load() + 1 != seq) peer_disorder.fetch_add(1);
       peer_got.store(seq);
-    }, &sync);
+    }, when_run(sync));
   }
   sync.wait();
 }
@@ -200,7 +200,7 @@ int survive(Job& job, int argc, char** argv, std::string& report) {
     messenger.call(ThreadId{victim, 0}, [] {});
     messenger.flush();
     Synchronizer sync;
-    messenger.call<Notify::consumed>(ThreadId{victim, 0}, [] {}, &sync);
+    messenger.call(ThreadId{victim, 0}, [] {}, when_run(sync));
     return fail("a one-sided call to the dead process was accepted");
   } catch (const Error& e) {
     if (e.code() != Errc::peer_failed) return fail(std::string("a call to the dead process: ") + e.what());
@@ -210,7 +210,7 @@ int survive(Job& job, int argc, char** argv, std::string& report) {
   // Tell the other survivor how many calls it should have run, and check ours.
   {
     Synchronizer sync;
-    messenger.call<Notify::consumed>(ThreadId{1 - job.rank(), 0}, [sent] { peer_total.store(sent); }, &sync);
+    messenger.call(ThreadId{1 - job.rank(), 0}, [sent] { peer_total.store(sent); }, when_run(sync));
     sync.wait();
   }
   const auto until = Clock::now() + handshake_limit;

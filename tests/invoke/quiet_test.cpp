@@ -1,5 +1,5 @@
 // rdmx::quiet() ends a phase: after it and a barrier, every call made with
-// Notify::sent by every worker thread (send-based, one-sided, aggregated,
+// no completion by every worker thread (send-based, one-sided, aggregated,
 // inline call_buffer) has run, across real processes and threads.
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The ring budget (RDMX_RING_BUDGET): run with a budget that admits only a
 // few rings, so most pairs of threads are refused one and relay their calls
 // as active messages. Every thread calls every thread through
-// MessengerGlobal (plain, Notify::consumed, call_return) and both
+// MessengerGlobal (plain, when_run, call_return) and both
 // Aggregators: every call runs exactly once, in order per sender, answers
 // arrive, quiet() and the aggregators' phase ends work, and the budget holds.
 #include <gtest/gtest.h>
@@ -56,7 +56,7 @@ const invoke::Messengers& layer() { return fabric::layer<invoke::Messengers>(); 
 }  // namespace
 
 // Every thread to every thread: fire-and-forget calls, then a window of
-// Notify::consumed calls and call_returns, then quiet().
+// when_run calls and call_returns, then quiet().
 TEST(RingBudget, MessengerAllToAllRunsEveryCallOnce) {
   reset();
   job().barrier();
@@ -72,14 +72,14 @@ TEST(RingBudget, MessengerAllToAllRunsEveryCallOnce) {
       for (std::uint32_t g = 0; g < total; ++g) {
         const ThreadId dest = thread_at(g);
         if (i % 100 == 0)
-          messenger.call<Notify::consumed>(dest, [from, i, dest] { seen(from, i, dest); }, &consumed);
+          messenger.call(dest, [from, i, dest] { seen(from, i, dest); }, when_run(consumed));
         else
           messenger.call(dest, [from, i, dest] { seen(from, i, dest); });
       }
       if (i % 256 == 0) progress();
     }
     for (std::uint32_t g = 0; g < total; ++g)
-      messenger.call_return(thread_at(g), [g] { return std::uint64_t{g} * 7 + 1; }, &results[g], returned);
+      messenger.call_return(thread_at(g), [g] { return std::uint64_t{g} * 7 + 1; }, into(results[g], returned));
     consumed.wait();
     returned.wait();
     for (std::uint32_t g = 0; g < total; ++g)

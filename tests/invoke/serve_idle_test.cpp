@@ -26,16 +26,16 @@ TEST(ServeIdle, CallsToAThreadOutsideRunAreServed) {
   MessengerGlobal messenger;
   Synchronizer sync;
   std::uint32_t as = 99;
-  messenger.call<Notify::consumed>(idle, [] {
+  messenger.call(idle, [] {
     if (this_thread().thread == 1) ran.fetch_add(1);
-  }, &sync);
-  messenger.call_return(idle, [] { return this_thread().thread; }, &as, sync);
-  call<Notify::consumed>(idle, [] {  // send-based
+  }, when_run(sync));
+  messenger.call_return(idle, [] { return this_thread().thread; }, into(as, sync));
+  call(idle, [] {  // send-based
     if (this_thread().thread == 1) ran.fetch_add(1);
-  }, sync);
+  }, when_run(sync));
   RemoteObject<Synchronizer> by_rdma;
   RemoteObject<std::uint32_t> answer;
-  messenger.call_return(idle, [] { return this_thread().thread * 10 + 7; }, answer, by_rdma);
+  messenger.call_return(idle, [] { return this_thread().thread * 10 + 7; }, into(answer, by_rdma));
   sync.wait();
   by_rdma->wait();
   EXPECT_EQ(as, 1u) << "the call ran as another thread";
@@ -71,7 +71,7 @@ TEST(ServeIdle, RetryAsyncQueueDrainsAfterItsThreadLeft) {
     call(ThreadId{1, service_thread}, [] { go = true; });
   } else if (job().rank() == 1) {
     Synchronizer sync;
-    call<Notify::sent>(ThreadId{0, service_thread}, [] { parked = true; }, sync);
+    call(ThreadId{0, service_thread}, [] { parked = true; }, when_sent(sync));
     sync.wait();
     while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

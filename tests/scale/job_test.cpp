@@ -43,7 +43,7 @@ std::optional<Errc> ask_rank(Job& job, std::uint32_t p) {
   std::uint32_t answer = ~0u;
   Synchronizer sync;
   try {
-    call_return(ThreadId{p, 0}, [] { return Job::current().rank(); }, &answer, sync);
+    call_return(ThreadId{p, 0}, [] { return Job::current().rank(); }, into(answer, sync));
     if (!sync.wait_for(wait_ms)) fail(job, "no answer from process " + std::to_string(p) + " within the bound");
   } catch (const Error& e) {
     return e.code();
@@ -63,7 +63,7 @@ int healthy(Job& job) {
   Synchronizer sync;
   for (std::uint32_t p = 0; p < job.size(); ++p)
     if (p != job.rank())
-      messenger.call<Notify::consumed>(ThreadId{p, 0}, [] { one_sided_arrivals.fetch_add(1); }, &sync);
+      messenger.call(ThreadId{p, 0}, [] { one_sided_arrivals.fetch_add(1); }, when_run(sync));
   messenger.flush();
   if (!sync.wait_for(wait_ms)) fail(job, "one-sided calls to every peer did not all run within the bound");
   job.barrier();

@@ -124,29 +124,29 @@ void sender(ThreadId me, std::uint64_t seed, const RemoteLocator& local) {
       if (dest == me) dest.thread = 1 - me.thread;  // calls to oneself are not what this tests
       const Kind kind = static_cast<Kind>(rng() % kinds);
       const bool consumed = rng() % 2 == 0;
-      Synchronizer* s = consumed ? sync[dest.process].get() : nullptr;
+      const Completion s = consumed ? when_run(*sync[dest.process]) : Completion{};
       try {
         switch (kind) {
           case send:
-            if (consumed) call<Notify::consumed>(dest, [from, id] { arrive(from, id); }, s);
+            if (consumed) call(dest, [from, id] { arrive(from, id); }, s);
             else call(dest, [from, id] { arrive(from, id); });
             break;
           case one_sided:
-            if (consumed) messenger.call<Notify::consumed>(dest, [from, id] { arrive(from, id); }, s);
+            if (consumed) messenger.call(dest, [from, id] { arrive(from, id); }, s);
             else messenger.call(dest, [from, id] { arrive(from, id); });
             break;
           case aggregated:
-            aggregator.call<Notify::consumed>(dest, [from, id] { arrive(from, id); }, s);
+            aggregator.call(dest, [from, id] { arrive(from, id); }, s);
             break;
           case async_call:
             futures.emplace_back(dest, async(action<&arrive_action>, dest, from, id));
             break;
           case buffer_inline:
-            messenger.call_buffer<Notify::consumed>(
+            messenger.call_buffer(
                 dest, [from, id](std::span<std::byte>) { arrive(from, id); }, payload, s);
             break;
           case buffer_read:
-            messenger.call_buffer<Notify::consumed>(
+            messenger.call_buffer(
                 dest, [from, id](std::span<std::byte>) { arrive(from, id); }, local, s);
             break;
           default:

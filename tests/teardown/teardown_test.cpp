@@ -59,17 +59,17 @@ std::uint64_t leave_mid_burst(Job& job, const std::string& kind) {
   for (std::uint64_t i = 0; i < burst; ++i) {
     const bool wait = i >= burst / 2 && i % 64 == 0;  // waited-for calls need the leaver to serve them
     Synchronizer sync;
-    Synchronizer* s = wait ? &sync : nullptr;
+    const Completion s = wait ? when_run(sync) : Completion{};
     if (kind == "send") {
-      call<Notify::consumed>(leaver, [] { count(); }, s);
+      call(leaver, [] { count(); }, s);
     } else if (kind == "one_sided") {
-      messenger.call<Notify::consumed>(leaver, [] { count(); }, s);
+      messenger.call(leaver, [] { count(); }, s);
     } else if (kind == "aggregated") {
-      aggregator.call<Notify::consumed>(leaver, [] { count(); }, s);
+      aggregator.call(leaver, [] { count(); }, s);
     } else if (kind == "buffer_inline") {
-      messenger.call_buffer<Notify::consumed>(leaver, [](std::span<std::byte>) { count(); }, bytes, s);
+      messenger.call_buffer(leaver, [](std::span<std::byte>) { count(); }, bytes, s);
     } else if (kind == "buffer_read") {
-      messenger.call_buffer<Notify::consumed>(leaver, [](std::span<std::byte>) { count(); },
+      messenger.call_buffer(leaver, [](std::span<std::byte>) { count(); },
                                                              local_locator(block.data, 256), s);
     } else if (kind == "async") {
       Future<void> f = async(action<&counted_action>, leaver, i);
@@ -94,7 +94,7 @@ std::uint64_t threads_leave(Job& job, std::uint32_t first) {
     if (me.thread == first) return;
     for (std::uint64_t i = 0; i < burst / 4; ++i) {
       Synchronizer sync;
-      call<Notify::consumed>(ThreadId{static_cast<std::uint32_t>(i % job.size()), first}, [] { count(); }, sync);
+      call(ThreadId{static_cast<std::uint32_t>(i % job.size()), first}, [] { count(); }, when_run(sync));
       sync.wait();  // the thread that left must serve it
     }
   });
@@ -119,7 +119,7 @@ void thread_throws(Job& job) {
     for (;;) {
       try {
         Synchronizer sync;
-        call<Notify::consumed>(ThreadId{1, 1}, [] {}, sync);
+        call(ThreadId{1, 1}, [] {}, when_run(sync));
         sync.wait();
       } catch (const Error& e) {
         if (e.code() != Errc::peer_failed) fail(std::string("unexpected error: ") + e.what());

@@ -6,8 +6,9 @@
 // rdmx::progress() (or waits on anything).
 //
 //   rdmx::Synchronizer sync;
-//   rdmx::call<rdmx::Notify::consumed>({1, 0}, [x = 42] { use(x); }, sync);
+//   rdmx::call({1, 0}, [x = 42] { use(x); }, rdmx::when_run(sync));
 //   sync.wait();  // ran on process 1, thread 0
+//   int n = rdmx::call_return({1, 0}, [] { return count(); }).get();
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -51,28 +52,32 @@ struct SendPath final : CallFamily<SendPath> {
 }  // namespace fabric
 
 // The family of fabric/call_family.hpp over the send-based path. Calls work
-// from any thread. call_buffer without a Synchronizer returns once `buffer`
-// may be reused; with one, once it was counted down.
-template <Notify N = Notify::sent, class F>
-void call(ThreadId dest, const F& func, SynchronizerRef sync = {}) {
-  fabric::detail::SendPath{}.call<N>(dest, func, sync);
+// from any thread. call_buffer with nothing to learn returns once `buffer`
+// may be reused; with a completion, once that counted down.
+template <class F>
+void call(ThreadId dest, const F& func, const Completion& done = {}) {
+  fabric::detail::SendPath{}.call(dest, func, done);
 }
-template <Notify N = Notify::sent, class F>
-void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, SynchronizerRef sync = {}) {
-  fabric::detail::SendPath{}.call_buffer<N>(dest, func, buffer, sync);
+template <class F>
+void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, const Completion& done = {}) {
+  fabric::detail::SendPath{}.call_buffer(dest, func, buffer, done);
+}
+template <class F>
+auto call_return(ThreadId dest, const F& func) {
+  return fabric::detail::SendPath{}.call_return(dest, func);
 }
 template <class F, class R>
-void call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) {
-  fabric::detail::SendPath{}.call_return(dest, func, orig, sync);
+void call_return(ThreadId dest, const F& func, const Into<R>& result) {
+  fabric::detail::SendPath{}.call_return(dest, func, result);
 }
 // Messages fan out over a binomial tree of processes.
-template <Notify N = Notify::sent, class F>
-void broadcast(const F& func, SynchronizerRef sync = {}) {
-  fabric::detail::SendPath{}.broadcast<N>(func, sync);
+template <class F>
+void broadcast(const F& func, const Completion& done = {}) {
+  fabric::detail::SendPath{}.broadcast(func, done);
 }
-template <Notify N = Notify::sent, class F>
-void broadcast_buffer(const F& func, std::span<const std::byte> buffer, SynchronizerRef sync = {}) {
-  fabric::detail::SendPath{}.broadcast_buffer<N>(func, buffer, sync);
+template <class F>
+void broadcast_buffer(const F& func, std::span<const std::byte> buffer, const Completion& done = {}) {
+  fabric::detail::SendPath{}.broadcast_buffer(func, buffer, done);
 }
 
 }  // namespace rdmx

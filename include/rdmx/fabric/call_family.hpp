@@ -10,21 +10,24 @@
 //   bool try_submit(const Outgoing&)         the try_ calls: false when the
 //                                            path has no room (nothing sent)
 //   bool write_inline(ThreadId, uint64_t function, const F&)
-//                                            a fast path for a call without a
-//                                            Synchronizer; false: use submit
-// The completion is the same everywhere too: a Synchronizer counted down when
-// the call was sent (Notify::sent: the caller's buffers are reusable) or run
-// (Notify::consumed); none to not be told.
+//                                            a fast path for a call nobody
+//                                            waits for; false: use submit
+// The completion is the same everywhere too: a Completion value
+// (fabric/completion.hpp) as the last argument, and call_return's result as
+// a Future or written into the caller's object.
 #pragma once
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <span>
 #include <type_traits>
 #include <utility>
 
 #include "rdmx/core/always_false.hpp"
+#include "rdmx/core/future.hpp"
+#include "rdmx/fabric/completion.hpp"
 #include "rdmx/fabric/function_registry.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/fabric/synchronizer.hpp"
@@ -61,6 +64,7 @@ struct Outgoing {
   // One-sided calls only (invoke/remote_object.hpp): the caller's
   // Synchronizer count and call_return result in registered memory, which
   // the destination writes by RDMA instead of answering with a message.
+  // Other paths answer by message.
   const RemoteLocator* remote_counter = nullptr;
   const RemoteLocator* remote_result = nullptr;
 };
@@ -140,8 +144,30 @@ constexpr void check_result_type() {
                 "rdmx: call_return's result object is not of the type the lambda returns");
 }
 
+// The future state of a call_return that returns a Future: the reply lands
+// in `slot`, `sync` counts it, and counting it down completes the future.
+ProgressHook progress_hook() noexcept;
+
+template <class R>
+struct ReturnState final : rdmx::detail::FutureState<R> {
+  Synchronizer sync;
+  alignas(R) std::byte slot[sizeof(R)];
+  // The state lives until the reply (or the failure) has landed, even when
+  // the caller dropped its future.
+  std::shared_ptr<rdmx::detail::FutureState<R>> self;
+
+  static void done(Synchronizer& s, void* arg) {
+    auto* state = static_cast<ReturnState*>(arg);
+    const std::shared_ptr<rdmx::detail::FutureState<R>> keep = std::move(state->self);
+    if (s.failed())
+      state->set_error(s.error_code(), s.error_message());
+    else  // R is trivially copyable: the reply's bytes are an R
+      state->set_value(*std::launder(reinterpret_cast<R*>(state->slot)));
+  }
+};
+
 template <template <class> class Wrapper, class F>
-Outgoing outgoing(ThreadId dest, CallKind kind, const F& f, Synchronizer* sync, Notify notify) {
+Outgoing outgoing(ThreadId dest, CallKind kind, const F& f, const Completion& done) {
   Outgoing o;
   o.destination = dest;
   o.kind = kind;
@@ -150,8 +176,9 @@ Outgoing outgoing(ThreadId dest, CallKind kind, const F& f, Synchronizer* sync, 
     o.closure = &f;
     o.closure_size = sizeof(F);
   }
-  o.sync = sync;
-  o.notify = notify;
+  o.sync = done.synchronizer();
+  o.notify = done.event();
+  o.remote_counter = done.rdma_counter();
   return o;
 }
 
@@ -160,61 +187,83 @@ template <class Path>
 class CallFamily {
  public:
   // Thread dest runs func().
-  template <Notify N = Notify::sent, class F>
-  void call(ThreadId dest, const F& func, SynchronizerRef sync = {}) {
+  template <class F>
+  void call(ThreadId dest, const F& func, const Completion& done = {}) {
     if constexpr (requires(Path& p) { p.write_inline(dest, std::uint64_t{}, func); }) {
-      if (sync.get() == nullptr && path().write_inline(dest, FunctionId<CallWrapper<F>>::value, func)) [[likely]]
+      if (done.synchronizer() == nullptr && path().write_inline(dest, FunctionId<CallWrapper<F>>::value, func)) [[likely]]
         return;
     }
-    path().submit(outgoing<CallWrapper>(dest, CallKind::call, func, sync.get(), N));
+    path().submit(outgoing<CallWrapper>(dest, CallKind::call, func, done));
   }
   // Thread dest runs func(std::span<std::byte>) (or func(void*, uint64_t)) on
   // a copy of `buffer` that travels with the call.
-  template <Notify N = Notify::sent, class F>
-  void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, SynchronizerRef sync = {}) {
-    path().submit(with_data(outgoing<BufferWrapper>(dest, CallKind::buffer, func, sync.get(), N), buffer));
+  template <class F>
+  void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, const Completion& done = {}) {
+    path().submit(with_data(outgoing<BufferWrapper>(dest, CallKind::buffer, func, done), buffer));
   }
-  // Thread dest runs func(); its (trivially copyable) result is written into
-  // *orig, after which sync counts down.
+  // Thread dest runs func(); its (trivially copyable) result completes the
+  // future. A failure (a dead peer, what func threw) fails it.
+  template <class F>
+  auto call_return(ThreadId dest, const F& func) {
+    if constexpr (check_callee<ReturnWrapper, F>()) {
+      using R = std::invoke_result_t<F&>;
+      auto state = std::allocate_shared<ReturnState<R>>(rdmx::detail::RecyclingAllocator<ReturnState<R>>());
+      state->progress = progress_hook();
+      state->sync.on_done(&ReturnState<R>::done, state.get());
+      state->self = state;
+      Outgoing o = outgoing<ReturnWrapper>(dest, CallKind::returning, func, when_run(state->sync));
+      o.result = state->slot;
+      o.result_size = sizeof(R);
+      try {
+        path().submit(o);
+      } catch (...) {  // nothing was sent: nothing will complete the state
+        state->self.reset();
+        throw;
+      }
+      return Future<R>(std::move(state));
+    }
+  }
+  // The same, the result written into the caller's object (into(r, sync)),
+  // after which its Synchronizer counts down.
   template <class F, class R>
-  void call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync) {
-    path().submit(returning(dest, func, orig, sync));
+  void call_return(ThreadId dest, const F& func, const Into<R>& result) {
+    path().submit(returning(dest, func, result));
   }
-  // Every worker thread of every process runs func(). With Notify::consumed,
-  // sync counts down once, after all of them ran it.
-  template <Notify N = Notify::sent, class F>
-  void broadcast(const F& func, SynchronizerRef sync = {})
+  // Every worker thread of every process runs func(). when_run counts down
+  // once, after all of them ran it.
+  template <class F>
+  void broadcast(const F& func, const Completion& done = {})
     requires requires(Path& p, const Outgoing& o) { p.submit_broadcast(o); }
   {
-    path().submit_broadcast(outgoing<CallWrapper>(ThreadId{}, CallKind::broadcast, func, sync.get(), N));
+    path().submit_broadcast(outgoing<CallWrapper>(ThreadId{}, CallKind::broadcast, func, done));
   }
   // broadcast with a buffer that travels with the call (func(std::span<std::byte>)).
-  template <Notify N = Notify::sent, class F>
-  void broadcast_buffer(const F& func, std::span<const std::byte> buffer, SynchronizerRef sync = {})
+  template <class F>
+  void broadcast_buffer(const F& func, std::span<const std::byte> buffer, const Completion& done = {})
     requires requires(Path& p, const Outgoing& o) { p.submit_broadcast(o); }
   {
-    path().submit_broadcast(with_data(outgoing<BufferWrapper>(ThreadId{}, CallKind::broadcast, func, sync.get(), N), buffer));
+    path().submit_broadcast(with_data(outgoing<BufferWrapper>(ThreadId{}, CallKind::broadcast, func, done), buffer));
   }
 
   // As above, but a path that has no room now refuses the call instead of
   // waiting for room: false, and nothing was sent.
-  template <Notify N = Notify::sent, class F>
-  [[nodiscard]] bool try_call(ThreadId dest, const F& func, SynchronizerRef sync = {})
+  template <class F>
+  [[nodiscard]] bool try_call(ThreadId dest, const F& func, const Completion& done = {})
     requires requires(Path& p, const Outgoing& o) { { p.try_submit(o) } -> std::same_as<bool>; }
   {
-    return path().try_submit(outgoing<CallWrapper>(dest, CallKind::call, func, sync.get(), N));
+    return path().try_submit(outgoing<CallWrapper>(dest, CallKind::call, func, done));
   }
-  template <Notify N = Notify::sent, class F>
-  [[nodiscard]] bool try_call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, SynchronizerRef sync = {})
+  template <class F>
+  [[nodiscard]] bool try_call_buffer(ThreadId dest, const F& func, std::span<const std::byte> buffer, const Completion& done = {})
     requires requires(Path& p, const Outgoing& o) { { p.try_submit(o) } -> std::same_as<bool>; }
   {
-    return path().try_submit(with_data(outgoing<BufferWrapper>(dest, CallKind::buffer, func, sync.get(), N), buffer));
+    return path().try_submit(with_data(outgoing<BufferWrapper>(dest, CallKind::buffer, func, done), buffer));
   }
   template <class F, class R>
-  [[nodiscard]] bool try_call_return(ThreadId dest, const F& func, R* orig, Synchronizer& sync)
+  [[nodiscard]] bool try_call_return(ThreadId dest, const F& func, const Into<R>& result)
     requires requires(Path& p, const Outgoing& o) { { p.try_submit(o) } -> std::same_as<bool>; }
   {
-    return path().try_submit(returning(dest, func, orig, sync));
+    return path().try_submit(returning(dest, func, result));
   }
 
  protected:
@@ -223,16 +272,18 @@ class CallFamily {
     return o;
   }
   template <class F, class R>
-  static Outgoing returning(ThreadId dest, const F& func, R* orig, Synchronizer& sync) {
+  static Outgoing returning(ThreadId dest, const F& func, const Into<R>& result) {
     check_result_type<F, R>();
-    Outgoing o = outgoing<ReturnWrapper>(dest, CallKind::returning, func, &sync, Notify::consumed);
-    o.result = orig;
+    Outgoing o = outgoing<ReturnWrapper>(dest, CallKind::returning, func, result.completion());
+    o.result = result.result();
     o.result_size = sizeof(R);
+    o.remote_result = result.rdma_result();
     return o;
   }
 
  private:
   Path& path() { return static_cast<Path&>(*this); }
+
 };
 
 }  // namespace rdmx::fabric

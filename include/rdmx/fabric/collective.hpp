@@ -16,7 +16,7 @@
 //
 // A barrier orders execution, not delivery: calls sent before it may still
 // be on their way. To end a phase, wait for what was sent (rdmx::quiet() in
-// rdmx/fabric/quiet.hpp, or Notify::consumed and Synchronizer::wait,
+// rdmx/fabric/quiet.hpp, or when_run and Synchronizer::wait,
 // futures), then meet at the barrier.
 //
 // Threads that call different collectives (another kind, type or size),

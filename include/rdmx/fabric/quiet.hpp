@@ -4,7 +4,7 @@
 // aggregated calls an Aggregator has flushed (flush() it first), and remote
 // actions (rdmx::post, async, async_cb), their pulled arguments landed. A
 // barrier alone orders execution, not delivery: calls sent with
-// Notify::sent before it may still be on their way.
+// no completion (or when_sent) before it may still be on their way.
 //
 //   job.run([&](rdmx::ThreadId me) {
 //     for (...) rdmx::call(peer, [v] { table.add(v); });   // fire and forget
@@ -17,7 +17,7 @@
 // How: the fabric waits for its own send path, then asks every layer above
 // it to do the same for what the thread issued through it
 // (fabric::Layer::quiet). Calls from one thread to another run in the order
-// they were made on each path, so one empty call with Notify::consumed per
+// they were made on each path, so one empty call with when_run per
 // path and destination, after everything else, runs last: the send path
 // and invoke's messengers wait for those. Actions travel unordered, so the
 // action layer counts instead: each thread counts the actions it sent to

@@ -1,9 +1,10 @@
-// Synchronizer: Seriema's per-call semaphore. Each call given a Synchronizer
-// counts one operation up; the operation counts down when it has been sent
-// (Notify::sent: the caller's buffers are reusable) or when the destination
-// has executed it (Notify::consumed). wait() progresses the calling thread
-// until nothing is left and rethrows the first failure (a dead peer, an
-// unknown function, an exception thrown by the remote function ...).
+// Synchronizer: Seriema's per-call semaphore. Each call given one (through
+// rdmx::when_sent or rdmx::when_run, fabric/completion.hpp) counts one
+// operation up; the operation counts down when it has been sent (the
+// caller's buffers are reusable) or when the destination has run it.
+// wait() progresses the calling thread until nothing is left and rethrows
+// the first failure (a dead peer, an unknown function, an exception thrown
+// by the remote function ...).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -15,8 +16,6 @@
 
 namespace rdmx {
 
-enum class Notify { sent, consumed };
-
 class Synchronizer {
  public:
   Synchronizer() = default;
@@ -25,7 +24,9 @@ class Synchronizer {
 
   std::int64_t operations_left() const noexcept { return left_.load(std::memory_order_acquire); }
   void add(std::int64_t n = 1) noexcept { left_.fetch_add(n, std::memory_order_relaxed); }
-  void notify() noexcept { left_.fetch_sub(1, std::memory_order_acq_rel); }
+  void notify() noexcept {
+    if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1 && on_done_ != nullptr) on_done_(*this, on_done_arg_);
+  }
   // Counts the operation down and records why it failed (first failure wins).
   void fail(Errc code, std::string message);
   bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
@@ -37,6 +38,17 @@ class Synchronizer {
   // left, wait() cannot tell which answers it still owed: it fails instead
   // of waiting for ever.
   void expect_rdma_answer_from(std::uint32_t process);
+
+  // The first failure's code and text (once failed()).
+  Errc error_code() const;
+  std::string error_message() const;
+  // `done(*this, arg)` runs, on the thread that counts it down, each time
+  // operations_left() drops to 0: for an operation whose completion is
+  // pushed elsewhere (a future's state). It may destroy the Synchronizer.
+  void on_done(void (*done)(Synchronizer&, void*), void* arg) noexcept {
+    on_done_ = done;
+    on_done_arg_ = arg;
+  }
 
   // Progress this thread until operations_left() == 0; throws the first failure.
   void wait();
@@ -53,6 +65,8 @@ class Synchronizer {
   // Throws peer_failed if a process that answers by RDMA atomic has failed.
   void check_rdma_answerers();
   std::atomic<std::int64_t> left_{0};
+  void (*on_done_)(Synchronizer&, void*) = nullptr;
+  void* on_done_arg_ = nullptr;
   std::atomic<bool> failed_{false};
   mutable std::mutex mutex_;
   Errc code_ = Errc::transport;
@@ -61,19 +75,6 @@ class Synchronizer {
   std::atomic<std::uint64_t> rdma_answerers_{0};
   std::vector<std::uint32_t> more_rdma_answerers_;  // under mutex_
   std::atomic<bool> has_more_rdma_answerers_{false};
-};
-
-// The Synchronizer a call counts down, given as a pointer (nullptr: none) or
-// a reference, so that each call of the family has one signature.
-class SynchronizerRef {
- public:
-  SynchronizerRef() = default;
-  SynchronizerRef(Synchronizer* sync) noexcept : sync_(sync) {}  // NOLINT: implicit by design
-  SynchronizerRef(Synchronizer& sync) noexcept : sync_(&sync) {}  // NOLINT: implicit by design
-  Synchronizer* get() const noexcept { return sync_; }
-
- private:
-  Synchronizer* sync_ = nullptr;
 };
 
 }  // namespace rdmx

@@ -12,7 +12,8 @@
 //
 // call, call_buffer, call_return, broadcast, broadcast_buffer and their try_
 // forms are the family of fabric/call_family.hpp; below are the calls only
-// this path has (buffers moved by RDMA, answers written by RDMA).
+// this path has (buffers moved by RDMA). Its answers are written by RDMA
+// when the completion lives in registered memory (invoke/remote_object.hpp).
 //
 // Calls become visible to d when the messenger publishes: every
 // publish_bytes of calls, when a chunk fills, on flush(), and whenever the
@@ -101,7 +102,7 @@ void publish_lane();
 // for answers right after its calls (request/response, a window of
 // requests) wants Publish::at_once: the destination starts on the first
 // while the next ones are written, instead of receiving the window whole when
-// the caller starts waiting (Notify::consumed calls are published at once
+// the caller starts waiting (calls with when_run are published at once
 // anyway). Over shared memory publishing is one store; over RDMA it is one
 // more 8-byte write per call.
 class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
@@ -112,45 +113,24 @@ class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
   // Seriema's second call_buffer: `orig` is RDMA-written into `dest_buffer`
   // (registered memory in dest's process, e.g. from allocate_remote), then
   // dest runs func(span over dest_buffer). `orig` must stay untouched until
-  // the call counts `sync` down with Notify::sent (the write has left it).
-  template <Notify N = Notify::sent, class F>
+  // when_sent counts down (the write has left it).
+  template <class F>
   void call_buffer(ThreadId dest, const F& func, std::span<const std::byte> orig, const RemoteLocator& dest_buffer,
-                   SynchronizerRef sync = {}) {
+                   const Completion& done = {}) {
     const invoke::detail::BufferTransfer b{invoke::detail::BufferTransfer::written, dest_buffer};
-    invoke::detail::send(with_data(buffer_call<N>(dest, func, sync), orig), mode(), &b);
+    invoke::detail::send(with_data(fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, done), orig),
+                         mode(), &b);
   }
   // Seriema's third call_buffer: dest RDMA-reads `orig` (registered memory of
   // this process: rdmx::local_locator or the arena) into memory of its own,
-  // then runs func(span) on it. Notify::sent counts down once dest has read
-  // `orig`; Notify::consumed once func ran.
-  template <Notify N = Notify::sent, class F>
-  void call_buffer(ThreadId dest, const F& func, const RemoteLocator& orig, SynchronizerRef sync = {}) {
+  // then runs func(span) on it. when_sent counts down once dest has read
+  // `orig`; when_run once func ran.
+  template <class F>
+  void call_buffer(ThreadId dest, const F& func, const RemoteLocator& orig, const Completion& done = {}) {
     const invoke::detail::BufferTransfer b{invoke::detail::BufferTransfer::read, orig};
-    invoke::detail::send(buffer_call<N>(dest, func, sync), mode(), &b);
+    invoke::detail::send(fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, done), mode(), &b);
   }
   using CallFamily::call_buffer;
-
-  // With the Synchronizer in registered memory, the destination reports the
-  // call consumed with one RDMA atomic instead of a message back.
-  template <class F>
-  void call(ThreadId dest, const F& func, RemoteObject<Synchronizer>& sync) {
-    auto o = fabric::outgoing<fabric::CallWrapper>(dest, fabric::CallKind::call, func, sync.get(), Notify::consumed);
-    const RemoteLocator counter = sync.locator_of(sync->counter(), 8);
-    o.remote_counter = &counter;
-    invoke::detail::send(o, mode());
-  }
-  using CallFamily::call;
-  // call_return answered by RDMA: the destination writes the result into
-  // `result` (registered memory), then counts `sync` down with one atomic.
-  template <class F, class R>
-  void call_return(ThreadId dest, const F& func, RemoteObject<R>& result, RemoteObject<Synchronizer>& sync) {
-    auto o = returning(dest, func, result.get(), *sync.get());
-    const RemoteLocator counter = sync.locator_of(sync->counter(), 8), where = result.locator();
-    o.remote_counter = &counter;
-    o.remote_result = &where;
-    invoke::detail::send(o, mode());
-  }
-  using CallFamily::call_return;
 
   // broadcast travels down a binomial tree of threads rooted here; each
   // thread forwards it with its own messengers, then runs it.
@@ -159,13 +139,17 @@ class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
   // after call_buffer's read variation): only the record travels down the
   // tree, and every thread RDMA-reads `orig` (registered memory of this
   // process: rdmx::local_locator or the arena) into memory of its own, then
-  // runs func(span) on it. `orig` must stay untouched until `sync` counts
-  // down, which it does once every thread has run func.
+  // runs func(span) on it. `orig` must stay untouched until `done` counts
+  // down, which it does once every thread has run func (when_sent and
+  // when_run alike); it needs a Synchronizer.
   template <class F>
-  void broadcast_buffer(const F& func, const RemoteLocator& orig, Synchronizer& sync) {
-    auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, &sync, Notify::consumed);
+  void broadcast_buffer(const F& func, const RemoteLocator& orig, const Completion& done) {
+    if (done.synchronizer() == nullptr)
+      throw Error(Errc::invalid_argument, "broadcast_buffer: reading the buffer by RDMA needs a Synchronizer to say when it may change");
     const invoke::detail::BufferTransfer b{invoke::detail::BufferTransfer::read, orig};
-    invoke::detail::broadcast(o, mode(), &b);
+    invoke::detail::broadcast(fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func,
+                                                                      when_run(*done.synchronizer())),
+                              mode(), &b);
   }
   // broadcast_buffer into destination buffers (Table 1's broadcast_buffer
   // after call_buffer's write variation): `orig` is RDMA-written into this
@@ -174,14 +158,14 @@ class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
   // buffer). dest_buffers[i] is registered memory (e.g. from
   // rdmx::allocate_remote or local_locator) of thread i % T of process i / T,
   // T = threads per process, and at least orig.size() bytes long.
-  // Notify::sent: orig may be reused (this thread's buffer is written);
-  // Notify::consumed: every thread has run func. A thread's buffer must not
-  // be written again before its func ran.
-  template <Notify N = Notify::sent, class F>
+  // when_sent: orig may be reused (this thread's buffer is written);
+  // when_run: every thread has run func. A thread's buffer must not be
+  // written again before its func ran.
+  template <class F>
   void broadcast_buffer(const F& func, std::span<const std::byte> orig, std::span<const RemoteLocator> dest_buffers,
-                        SynchronizerRef sync = {}) {
+                        const Completion& done = {}) {
     if (dest_buffers.empty()) throw Error(Errc::invalid_argument, "broadcast_buffer: no destination buffers given");
-    auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, sync.get(), N);
+    auto o = fabric::outgoing<fabric::BufferWrapper>(ThreadId{}, fabric::CallKind::broadcast, func, done);
     invoke::detail::broadcast(with_data(o, orig), mode(), nullptr, dest_buffers);
   }
   using CallFamily::broadcast_buffer;
@@ -214,10 +198,6 @@ class MessengerGlobal : public fabric::CallFamily<MessengerGlobal> {
     m.policy = policy_;
     m.publish = publish_;
     return m;
-  }
-  template <Notify N, class F>
-  static fabric::Outgoing buffer_call(ThreadId dest, const F& func, SynchronizerRef sync) {
-    return fabric::outgoing<fabric::BufferWrapper>(dest, fabric::CallKind::buffer, func, sync.get(), N);
   }
   Policy policy_;
   Publish publish_;

@@ -1,14 +1,16 @@
 // RemoteObject<T>: a T that lives in this process's registered memory, so
 // another process can write it with one-sided RDMA (Seriema's RemoteObject).
 // The one-sided call family uses it to answer without a message:
-//  - a Synchronizer in a RemoteObject is counted down by one RDMA atomic when
-//    the destination has run the call (Notify::consumed);
-//  - call_return writes its result straight into a RemoteObject<R>, then
-//    counts the Synchronizer down (fenced after the result).
+//  - when_run(RemoteObject<Synchronizer>&): one RDMA atomic counts it down
+//    once the destination has run the call;
+//  - into(RemoteObject<R>&, RemoteObject<Synchronizer>&): call_return writes
+//    its result straight into the object, then counts the Synchronizer down
+//    (fenced after the result).
+// Other paths take the same completions and answer them by message.
 //
 //   rdmx::RemoteObject<rdmx::Synchronizer> sync;
 //   rdmx::RemoteObject<Answer> answer;
-//   rdmx::MessengerGlobal().call_return(dest, [] { return Answer{...}; }, answer, sync);
+//   rdmx::MessengerGlobal().call_return(dest, [] { return Answer{...}; }, rdmx::into(answer, sync));
 //   sync->wait();  // then *answer holds the result
 #pragma once
 #include <cstddef>
@@ -16,6 +18,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "rdmx/fabric/completion.hpp"
 #include "rdmx/memory/block.hpp"
 #include "rdmx/transfer/remote_locator.hpp"
 
@@ -70,5 +73,16 @@ class RemoteObject {
  private:
   memory::Block block_;
 };
+
+// when_run answered by one RDMA atomic on the one-sided path.
+inline Completion when_run(RemoteObject<Synchronizer>& sync) {
+  return Completion::run_counted_at(*sync, sync.locator_of(sync->counter(), 8));
+}
+// call_return's result written by RDMA into `result`, then `sync` counted
+// down by one RDMA atomic, on the one-sided path.
+template <class R>
+Into<R> into(RemoteObject<R>& result, RemoteObject<Synchronizer>& sync) {
+  return Into<R>::written_at(*result, result.locator(), *sync, sync.locator_of(sync->counter(), 8));
+}
 
 }  // namespace rdmx
