@@ -31,7 +31,7 @@ WorkerParcels& current_worker() {
     return *static_cast<WorkerParcels*>(*word);
   if (word == nullptr || this_thread().is_service()) [[unlikely]]
     throw Error(Errc::invalid_argument,
-                "rdmx::async, post and async_cb are called from worker threads (inside Job::run or on the thread that "
+                "rdmx::async and post are called from worker threads (inside Job::run or on the thread that "
                 "made the Job); other threads can use the send-based rdmx::call");
   *word = &fabric::layer<Parcels>().worker(this_thread().thread);
   return *static_cast<WorkerParcels*>(*word);

@@ -52,7 +52,7 @@ struct Entry {
   std::uint32_t peer = 0;  // the process it waits on
   std::uint64_t action = 0;
   std::unique_ptr<serial::OutputArchive> archive;
-  Completion completion;
+  ReplyTarget reply;
   SentCallback callback;
 };
 
@@ -126,7 +126,7 @@ class WorkerParcels {
   void failed(std::uint64_t token, Errc code, const std::string& text) {
     Entry* e = find(token);
     if (e == nullptr || !e->awaiting_reply) return;
-    Completion c = std::move(e->completion);
+    ReplyTarget c = std::move(e->reply);
     e->awaiting_reply = false;
     free_if_done(token);
     c.state->set_error(code, text);

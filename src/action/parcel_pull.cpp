@@ -110,7 +110,7 @@ void WorkerParcels::complete_pull(std::unique_ptr<Pull> p) {
   const ThreadId source{h.source_process, h.source_thread};
   const Received in{p->message, p->chunks, input_options(), source};
   if (h.kind == kind_request) {
-    // The sender may reuse its buffers before the action runs (async_cb):
+    // The sender may reuse its buffers before the action runs (when_sent):
     // publish the release now, the action may run long without progressing.
     send_release(source, h.token);
     if (h.token != 0 && layer.path.one_sided(source.process)) MessengerGlobal().flush();
@@ -154,7 +154,7 @@ void WorkerParcels::check_failures() {
     if (!job.process_failed(e.peer)) return;
     const Error error(Errc::peer_failed, "process " + std::to_string(e.peer) + " failed before it answered " +
                                              action_name(e.action));
-    Completion c = std::move(e.completion);
+    ReplyTarget c = std::move(e.reply);
     SentCallback callback = std::move(e.callback);
     const bool reply = e.awaiting_reply;
     forget(token);

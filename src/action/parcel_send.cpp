@@ -93,7 +93,7 @@ class RequestResponder final : public Responder {
 
 // ---- the caller's side ----
 
-void send_request(Path path, ThreadId dest, std::uint64_t action, ArchiveLease& lease, Completion* completion,
+void send_request(Path path, ThreadId dest, std::uint64_t action, ArchiveLease& lease, ReplyTarget* reply,
                   SentCallback* callback) {
   WorkerParcels& worker = current_worker();
   worker.job.check_destination(dest);
@@ -113,15 +113,15 @@ void send_request(Path path, ThreadId dest, std::uint64_t action, ArchiveLease& 
   h.source_process = worker.self.process;
   h.source_thread = worker.self.thread;
   h.kind = kind_request;
-  h.flags = static_cast<std::uint8_t>((completion != nullptr ? wants_reply : 0) | (chunks ? rendezvous : 0) |
+  h.flags = static_cast<std::uint8_t>((reply != nullptr ? wants_reply : 0) | (chunks ? rendezvous : 0) |
                                       worker.layer.path.flags_for(path));
-  if (completion != nullptr || chunks) {
+  if (reply != nullptr || chunks) {
     // Registered before sending: the answer can come back while we are still
     // in transmit (it progresses when the destination's ring is full).
     h.token = worker.add_entry(dest.process, action);
     Entry& e = *worker.find(h.token);
-    e.awaiting_reply = completion != nullptr;
-    if (completion != nullptr) e.completion = std::move(*completion);
+    e.awaiting_reply = reply != nullptr;
+    if (reply != nullptr) e.reply = std::move(*reply);
     if (chunks) {
       e.awaiting_release = true;
       e.archive = std::move(lease.owned());  // the message points into it: held until the destination pulled
@@ -149,7 +149,7 @@ void WorkerParcels::deliver(std::uint64_t token, const Received& in) {
               to_string(in.source).c_str(), self.thread);
     return;
   }
-  Completion c = std::move(e->completion);
+  ReplyTarget c = std::move(e->reply);
   e->awaiting_reply = false;
   free_if_done(token);
   c.deliver(*c.state, in);  // may run continuations, which may send: e is not used after this

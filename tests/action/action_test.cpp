@@ -1,4 +1,4 @@
-// Typed remote actions (async / post / async_cb) across real processes:
+// Typed remote actions (async / post, with completions) across real processes:
 // small and multi-megabyte arguments and results, zero copy, futures with
 // continuations, remote exceptions and type mismatches. Every process runs
 // every test; unless a test says otherwise, rank r calls rank r+1's thread 0.
@@ -122,7 +122,7 @@ void park() {
 }
 std::uint64_t count_b(serial::serialize_buffer<char> b) { return static_cast<std::uint64_t>(std::count(b.begin(), b.end(), 'b')); }
 
-// async_cb: set by the caller's callback (through a send-based call).
+// Set by the caller once its when_sent counted down (through a send-based call).
 std::atomic<bool> callback_seen{false};
 bool wait_for_callback(serial::serialize_buffer<char> b) {
   const auto until = Clock::now() + std::chrono::seconds(15);
@@ -317,26 +317,40 @@ TEST(Action, SenderMemoryIsPulledNotCopied) {
   barrier();
 }
 
-TEST(Action, AsyncCbRunsWhenBuffersMayBeReused) {
+TEST(Action, CompletionsSayWhenBuffersMayBeReusedAndWhenItRan) {
   callback_seen = false;
   barrier();
   if (job().rank() == 0) {
-    // Eager: before async_cb returns.
-    bool eager = false;
-    Future<int> small = async_cb(action<&add>, {1, 0}, [&] { eager = true; }, 1, 2);
-    EXPECT_TRUE(eager);
+    // Eager: before async returns.
+    Synchronizer sent;
+    Future<int> small = async(when_sent(sent), action<&add>, {1, 0}, 1, 2);
+    EXPECT_EQ(sent.operations_left(), 0);
     EXPECT_EQ(small.get(), 3);
     // Rendezvous: once rank 1 has pulled the buffer, before the action ends
-    // (which waits for the callback's word).
-    int calls = 0;
-    Future<bool> big = async_cb(action<&wait_for_callback>, {1, 0}, [&](const Error* e) {
-      EXPECT_EQ(e, nullptr);
-      ++calls;
-      call(ThreadId{1, service_thread}, [] { callback_seen = true; });
-    }, serial::serialize_buffer<char>(std::size_t{2} << 20));
-    EXPECT_EQ(calls, 0);
+    // (which waits for the word sent after the wait below).
+    Synchronizer pulled;
+    Future<bool> big = async(parcel::Path::send, when_sent(pulled), action<&wait_for_callback>, {1, 0},
+                             serial::serialize_buffer<char>(std::size_t{2} << 20));
+    pulled.wait();
+    EXPECT_FALSE(big.ready());
+    call(ThreadId{1, service_thread}, [] { callback_seen = true; });
     EXPECT_TRUE(big.get());
-    EXPECT_EQ(calls, 1);
+    // when_run: once the future is complete, failures included; post with
+    // a completion too.
+    Synchronizer ran;
+    Future<int> sum = async(when_run(ran), action<&add>, {1, 0}, 4, 5);
+    ran.wait();
+    EXPECT_TRUE(sum.ready());
+    EXPECT_EQ(sum.get(), 9);
+    Synchronizer thrown;
+    post(when_run(thrown), action<&thrower>, {1, 0}, 1);
+    try {
+      thrown.wait();
+      ADD_FAILURE() << "a posted action's exception did not fail its completion";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::remote_exception);
+      EXPECT_NE(std::string(e.what()).find("boom 1"), std::string::npos) << e.what();
+    }
   }
   barrier();
 }

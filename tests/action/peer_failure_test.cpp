@@ -60,19 +60,18 @@ int check_bystanders(Job& job) {
   return 0;
 }
 
-// A rendezvous parcel: rank 1 pulls it (so the callback says it may be
+// A rendezvous parcel: rank 1 pulls it (so when_sent says it may be
 // reused), then dies inside the action; the reply never comes.
 int wait_for_the_future(Job& job) {
-  int callbacks = 0;
+  Synchronizer pulled;
   const auto start = Clock::now();
-  Future<void> f = async_cb(action<&die>, {1, 0}, [&](const Error*) { ++callbacks; },
-                            serial::serialize_buffer<char>(std::size_t{1} << 20));
+  Future<void> f = async(when_sent(pulled), action<&die>, {1, 0}, serial::serialize_buffer<char>(std::size_t{1} << 20));
   while (!f.ready() && Clock::now() - start < std::chrono::seconds(30)) progress();
   if (!f.ready()) return fail("no answer within 30 s of the destination's death");
   if (!f.failed() || f.error_code() != Errc::peer_failed)
     return fail("the future did not fail with peer_failed: " + f.error_message());
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  if (callbacks != 1) return fail("the callback ran " + std::to_string(callbacks) + " times");
+  if (pulled.operations_left() != 0 || pulled.failed()) return fail("when_sent did not say the pulled buffer was free");
 
   // Later calls to the dead process fail at once.
   Future<int> later = async(action<&add>, {1, 0}, 1, 2);

@@ -36,7 +36,7 @@ void uses(rdmx::ThreadId to, rdmx::Synchronizer& sync) {
 #elif defined(RDMX_CASE_action_argument_type)
   auto f = rdmx::async(rdmx::action<&add>, to, 1, text);
 #elif defined(RDMX_CASE_action_not_serializable)
-  rdmx::async_cb(rdmx::action<&open_up>, to, [] {}, Opaque{&out});
+  rdmx::post(rdmx::when_sent(sync), rdmx::action<&open_up>, to, Opaque{&out});
 #elif defined(RDMX_CASE_action_result_not_serializable)
   auto f = rdmx::async(rdmx::action<&make_opaque>, to, 1);
 #elif defined(RDMX_CASE_call_function_pointer)
@@ -57,7 +57,8 @@ void uses(rdmx::ThreadId to, rdmx::Synchronizer& sync) {
 #else
   rdmx::Future<int> f = rdmx::async([](int y) { return y + 1; }, to, 2);
   rdmx::post(rdmx::action<&add>, to, 1, 2);
-  rdmx::async_cb(rdmx::action<&add>, to, [] {}, 1, 2);
+  rdmx::post(rdmx::when_sent(sync), rdmx::action<&add>, to, 1, 2);
+  rdmx::Future<int> h = rdmx::async(rdmx::parcel::Path::send, rdmx::when_run(sync), rdmx::action<&add>, to, 1, 2);
   rdmx::call(to, [x] { (void)x; });
   rdmx::call(to, [] { work(); });
   rdmx::MessengerGlobal().call_buffer(to, [](std::span<std::byte>) {}, std::span<const std::byte>{});
@@ -66,6 +67,7 @@ void uses(rdmx::ThreadId to, rdmx::Synchronizer& sync) {
   rdmx::call(to, [x] { (void)x; }, rdmx::when_run(sync));
   (void)f;
   (void)g;
+  (void)h;
   (void)&open_up;
   (void)&make_opaque;
 #endif

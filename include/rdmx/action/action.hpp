@@ -5,15 +5,17 @@
 // straight into the argument objects (serialize_buffer, rma_vector).
 //
 //   int add(int a, int b) { return a + b; }
-//   double norm(const std::vector<double>& v);
+//   double norm(const rdmx::serial::serialize_buffer<double>& v);
 //
 //   job.run([&](rdmx::ThreadId me) {
 //     rdmx::Future<int> f = rdmx::async(rdmx::action<&add>, {1, 0}, 2, 3);
 //     f.then([](int& sum) { use(sum); });
 //     rdmx::post(rdmx::action<&add>, {1, 0}, 4, 5);           // nobody waits
 //     auto g = rdmx::async([](std::string s) { return s.size(); }, {1, 0}, std::string("hi"));
-//     std::vector<double> v(1 << 20);
-//     rdmx::async_cb(rdmx::action<&norm>, {1, 0}, [] { /* v may be changed now */ }, std::move(v));
+//     rdmx::serial::serialize_buffer<double> v(1 << 20);       // pulled by RDMA, not copied
+//     rdmx::Synchronizer sent;
+//     auto n2 = rdmx::async(rdmx::when_sent(sent), rdmx::action<&norm>, {1, 0}, v);
+//     sent.wait();                                              // v may be changed now
 //     std::size_t n = g.get();                                  // progresses this thread
 //     auto h = rdmx::async(rdmx::parcel::Path::send, rdmx::action<&add>, {1, 0}, 6, 7);  // this call as a UCX active message
 //   });
@@ -50,6 +52,7 @@
 
 #include "rdmx/core/always_false.hpp"
 #include "rdmx/core/future.hpp"
+#include "rdmx/fabric/completion.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/action/parcel.hpp"
 #include "rdmx/serial/rma_object.hpp"
@@ -327,32 +330,54 @@ void deliver(rdmx::detail::FutureStateBase& base, const parcel::Received& in) {
     state.set_value(std::move(result));
 }
 
-template <class A, class Callback, class... V>
-Future<typename action_traits<std::remove_cvref_t<A>>::result> send(parcel::Path path, const A& a, ThreadId dest,
-                                                                     Callback* callback, V&&... values) {
+// The completion's Synchronizer, counted up for the parcel: down when the
+// argument buffers may be reused (when_sent) or when the reply has
+// completed the future (when_run); failed with what ended the parcel.
+inline SentCallback count_when_sent(const Completion& done) {
+  Synchronizer* sync = done.synchronizer();
+  if (sync == nullptr || done.event() != fabric::Notify::sent) return {};
+  sync->add();
+  return [sync](const Error* failure) {
+    if (failure != nullptr)
+      sync->fail(failure->code(), failure->what());
+    else
+      sync->notify();
+  };
+}
+inline void count_when_run(const Completion& done, rdmx::detail::FutureStateBase& state) {
+  Synchronizer* sync = done.synchronizer();
+  if (sync == nullptr || done.event() != fabric::Notify::consumed) return;
+  sync->add();
+  state.then_run([sync, &state] {
+    if (state.status.load(std::memory_order_acquire) == rdmx::detail::FutureStateBase::failed)
+      sync->fail(state.code, state.message);
+    else
+      sync->notify();
+  });
+}
+
+template <class A, class... V>
+Future<typename action_traits<std::remove_cvref_t<A>>::result> send(parcel::Path path, const Completion& done, const A& a,
+                                                                     ThreadId dest, V&&... values) {
   using T = action_traits<std::remove_cvref_t<A>>;
   using R = typename T::result;
   Promise<R> promise(parcel::progress_hook());
   Future<R> future = promise.get_future();
-  parcel::SentCallback sent;
+  parcel::SentCallback sent = count_when_sent(done);
   try {
-    if constexpr (!std::is_same_v<Callback, std::nullptr_t>) {
-      if constexpr (std::is_invocable_v<Callback&, const Error*>)
-        sent = std::move(*callback);
-      else
-        sent = [cb = std::move(*callback)](const Error*) mutable { cb(); };
-    }
     parcel::ArchiveLease lease;
     save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(values)...);
-    parcel::Completion completion{future.shared_state(), &deliver<R>};
-    parcel::send_request(path, dest, id_of(a), lease, &completion, sent ? &sent : nullptr);
-  } catch (const Error& e) {
-    // Nothing was sent: the buffers may be reused, and the future says why.
-    if (sent) sent(&e);
-    promise.set_exception(std::current_exception());
+    parcel::ReplyTarget reply{future.shared_state(), &deliver<R>};
+    parcel::send_request(path, dest, id_of(a), lease, &reply, sent ? &sent : nullptr);
   } catch (...) {
+    // Nothing was sent: the buffers may be reused, and the future says why.
     promise.set_exception(std::current_exception());
+    if (sent) {
+      const Error why(promise.state().code, promise.state().message);
+      sent(&why);
+    }
   }
+  count_when_run(done, *future.shared_state());
   return future;
 }
 
@@ -368,52 +393,59 @@ std::uint64_t action_id(const A& a) {
 }
 
 // dest runs the action with `args`; the future completes with its result.
-// The parcel takes the path `path` (rdmx::parcel::Path; docs/action.md,
-// "Which path"), or, without it, the process-wide choice.
+// Optional, in front: the path the parcel takes (rdmx::parcel::Path;
+// docs/action.md, "Which path"; without it, the process-wide choice), and a
+// completion (fabric/completion.hpp): when_sent(sync) counts down once the
+// arguments' buffers may be reused (at once for an eager parcel, once the
+// destination has pulled the chunks of a rendezvous one), when_run(sync)
+// once the future is complete; either fails with what failed the parcel.
 template <class A, class... V>
-auto async(parcel::Path path, const A& a, ThreadId dest, V&&... args) {
+auto async(parcel::Path path, const Completion& done, const A& a, ThreadId dest, V&&... args) {
   if constexpr (parcel::detail::callable<A, V...>())
-    return parcel::detail::send(path, a, dest, static_cast<std::nullptr_t*>(nullptr), std::forward<V>(args)...);
+    return parcel::detail::send(path, done, a, dest, std::forward<V>(args)...);
   else
     return Future<void>();  // after the static_assert: no second error about the result
 }
 template <class A, class... V>
+auto async(parcel::Path path, const A& a, ThreadId dest, V&&... args) {
+  return async(path, Completion{}, a, dest, std::forward<V>(args)...);
+}
+template <class A, class... V>
+auto async(const Completion& done, const A& a, ThreadId dest, V&&... args) {
+  return async(parcel::Path::automatic, done, a, dest, std::forward<V>(args)...);
+}
+template <class A, class... V>
 auto async(const A& a, ThreadId dest, V&&... args) {
-  return async(parcel::Path::automatic, a, dest, std::forward<V>(args)...);
-}
-
-// As async, and `callback()` (or callback(const rdmx::Error*), nullptr on
-// success) runs on this thread once the arguments' buffers may be reused:
-// at once for an eager parcel, when the destination has pulled the chunks
-// for a rendezvous one (before the action finishes), or with the error if
-// the parcel failed first.
-template <class A, class Callback, class... V>
-auto async_cb(parcel::Path path, const A& a, ThreadId dest, Callback callback, V&&... args) {
-  static_assert(std::is_invocable_v<Callback&> || std::is_invocable_v<Callback&, const Error*>,
-                "rdmx::async_cb: the callback takes () or (const rdmx::Error*)");
-  if constexpr (parcel::detail::callable<A, V...>())
-    return parcel::detail::send(path, a, dest, &callback, std::forward<V>(args)...);
-  else
-    return Future<void>();
-}
-template <class A, class Callback, class... V>
-auto async_cb(const A& a, ThreadId dest, Callback callback, V&&... args) {
-  return async_cb(parcel::Path::automatic, a, dest, std::move(callback), std::forward<V>(args)...);
+  return async(parcel::Path::automatic, Completion{}, a, dest, std::forward<V>(args)...);
 }
 
 // Fire and forget: dest runs the action; nothing comes back (an exception
-// it throws is printed there). Throws what prevented sending.
+// it throws is printed there). Throws what prevented sending. With a
+// completion (as async's), it is an async whose future nobody holds: what
+// the action throws, and what prevents sending, fail the completion.
 template <class A, class... V>
-void post(parcel::Path path, const A& a, ThreadId dest, V&&... args) {
+void post(parcel::Path path, const Completion& done, const A& a, ThreadId dest, V&&... args) {
   if constexpr (parcel::detail::callable<A, V...>()) {
+    if (done.synchronizer() != nullptr) {
+      (void)parcel::detail::send(path, done, a, dest, std::forward<V>(args)...);
+      return;
+    }
     parcel::ArchiveLease lease;
     parcel::detail::save_arguments<std::remove_cvref_t<A>>(*lease, std::forward<V>(args)...);
     parcel::send_request(path, dest, parcel::detail::id_of(a), lease, nullptr, nullptr);
   }
 }
 template <class A, class... V>
+void post(parcel::Path path, const A& a, ThreadId dest, V&&... args) {
+  post(path, Completion{}, a, dest, std::forward<V>(args)...);
+}
+template <class A, class... V>
+void post(const Completion& done, const A& a, ThreadId dest, V&&... args) {
+  post(parcel::Path::automatic, done, a, dest, std::forward<V>(args)...);
+}
+template <class A, class... V>
 void post(const A& a, ThreadId dest, V&&... args) {
-  post(parcel::Path::automatic, a, dest, std::forward<V>(args)...);
+  post(parcel::Path::automatic, Completion{}, a, dest, std::forward<V>(args)...);
 }
 
 }  // namespace rdmx

@@ -16,7 +16,7 @@
 //
 // Replies are parcels too (a large result is pulled back the same way).
 // This header is the untyped interface that rdmx/action/action.hpp builds
-// async / post / async_cb on; programs use action.hpp.
+// async and post on; programs use action.hpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -80,12 +80,12 @@ using ActionRegistry = Registry<Handler>;
 std::string action_name(std::uint64_t id);
 
 // How a reply completes the caller's future (typed, from action.hpp).
-struct Completion {
+struct ReplyTarget {
   std::shared_ptr<detail::FutureStateBase> state;
   // Decodes the result into *state and sets it, or sets the decoding error.
   void (*deliver)(detail::FutureStateBase& state, const Received& reply) = nullptr;
 };
-// async_cb's callback: nullptr once the argument buffers may be reused, or
+// The sent callback: nullptr once the argument buffers may be reused, or
 // the error that ended the parcel before that.
 using SentCallback = std::function<void(const Error*)>;
 
@@ -109,12 +109,12 @@ class ArchiveLease {
 // Send a request for `action` to worker thread `dest` with the arguments in
 // `archive` (signed, not flattened). A rendezvous parcel takes the archive
 // over (the lease is left empty) and keeps it until dest has pulled it.
-// `completion` null: nobody waits for a result (post). `callback` (may be
+// `reply` null: nobody waits for a result (post). `callback` (may be
 // null) is run, or taken over to be run later. Throws rdmx::Error when
 // nothing could be sent (a bad destination, a dead peer, a full
 // registration budget, Path::one_sided with helper threads); then
 // *callback has not run and is left to the caller.
-void send_request(Path path, ThreadId dest, std::uint64_t action, ArchiveLease& archive, Completion* completion,
+void send_request(Path path, ThreadId dest, std::uint64_t action, ArchiveLease& archive, ReplyTarget* reply,
                   SentCallback* callback);
 
 // What a future of a remote action does when waited on: the calling thread progresses.

@@ -2,7 +2,7 @@
 // thread has issued so far has run at its destination: send-based calls
 // (rdmx::call, call_buffer, broadcast), one-sided messenger calls, the
 // aggregated calls an Aggregator has flushed (flush() it first), and remote
-// actions (rdmx::post, async, async_cb), their pulled arguments landed. A
+// actions (rdmx::post, async), their pulled arguments landed. A
 // barrier alone orders execution, not delivery: calls sent with
 // no completion (or when_sent) before it may still be on their way.
 //
