@@ -64,6 +64,12 @@ void to_every_process(Send send) {
   }
 }
 
+// Collective `epoch` failed with `code` on every process; `text` says why.
+void fail_everywhere(std::uint64_t epoch, Errc code, const std::string& text) {
+  const std::span<const std::byte> bytes{reinterpret_cast<const std::byte*>(text.data()), text.size()};
+  to_every_process([&](ThreadId service) { call_buffer(service, ReleaseFailed{epoch, code}, bytes); });
+}
+
 // "process 0 thread 0 and process 1 thread 1 called barrier; process 1
 // thread 0 called allreduce<8 bytes>", a few names per group at most.
 std::string who_did_what(const std::vector<std::string>& doing, const std::vector<std::uint32_t>& doer, std::uint32_t threads) {
@@ -110,6 +116,7 @@ void Collectives::fold(const Ticket& ticket, std::string_view doing, std::span<c
   bool complete = false;
   {
     std::lock_guard lock(mutex_);
+    if (failed_) return;  // it can never complete; its thread throws peer_failed
     if (auto late = broken_.find(ticket.epoch); late != broken_.end()) {
       if (--late->second == 0) broken_.erase(late);
       return;  // failed before it came (break_cross_waits): its thread takes the failure
@@ -145,12 +152,9 @@ void Collectives::fold(const Ticket& ticket, std::string_view doing, std::span<c
     return;
   }
   // Released outside the lock: sending may run calls that take it.
-  if (done.mismatch || done.absent) {
-    const std::string text = who_did_what(done.doing, done.doer, threads);
-    const Errc code = done.absent ? Errc::shut_down : Errc::invalid_argument;
-    const std::span<const std::byte> bytes{reinterpret_cast<const std::byte*>(text.data()), text.size()};
-    return to_every_process([&](ThreadId service) { call_buffer(service, ReleaseFailed{ticket.epoch, code}, bytes); });
-  }
+  if (done.mismatch || done.absent)
+    return fail_everywhere(ticket.epoch, done.absent ? Errc::shut_down : Errc::invalid_argument,
+                           who_did_what(done.doing, done.doer, threads));
   Release r{ticket.epoch, static_cast<std::uint32_t>(done.acc.size()), {}};
   std::memcpy(r.bytes.data(), done.acc.data(), done.acc.size());
   to_every_process([&](ThreadId service) { call(service, r); });
@@ -208,12 +212,18 @@ void Collectives::break_cross_waits(Runtime& rt) {
       } catch (const Error&) {  // it failed or left meanwhile: nothing of it waits
       }
     }
-    const std::string text = list(b.outside) + " waits in Job::" + job.name + " outside Job::run, so its worker threads "
-                             "enter no collective before that one completes, and it waits for " + list(b.here) +
-                             ", whose worker threads wait in this one";
-    const std::span<const std::byte> bytes{reinterpret_cast<const std::byte*>(text.data()), text.size()};
-    to_every_process([&](ThreadId service) { call_buffer(service, ReleaseFailed{b.epoch, Errc::shut_down}, bytes); });
+    fail_everywhere(b.epoch, Errc::shut_down,
+                    list(b.outside) + " waits in Job::" + job.name + " outside Job::run, so its worker threads "
+                    "enter no collective before that one completes, and it waits for " + list(b.here) +
+                    ", whose worker threads wait in this one");
   }
+}
+
+void Collectives::process_failed() {
+  std::lock_guard lock(mutex_);
+  failed_ = true;
+  open_.clear();
+  broken_.clear();
 }
 
 void Collectives::skip(std::uint64_t epoch) {
@@ -286,6 +296,9 @@ Ticket next_collective(const char* what, std::size_t bytes) {
   Runtime& rt = Runtime::current();
   if (current_context == nullptr || current_context->id().is_service() || current_context->id().thread >= rt.threads())
     throw Error(Errc::invalid_argument, std::string(what) + " is for the worker threads of Job::run");
+  // One that cannot complete is not started.
+  for (std::uint32_t p = 0; p < rt.size(); ++p)
+    if (rt.process_failed(p)) throw Error(Errc::peer_failed, std::string(what) + ": " + rt.failure_of(p));
   const ThreadId me = current_context->id();
   Ticket ticket{rt.collectives().next_epoch(me.thread), rt.size() * rt.threads(), me, {}};
   if (bytes == 0)

@@ -58,6 +58,10 @@ class Collectives {
   // wait for ever. The processes left out skip the failed collective, so
   // that the next starts in step.
   void break_cross_waits(Runtime& rt);
+  // A process of the job has failed: no open collective can complete, and
+  // its threads throw peer_failed on their own. The root forgets them, and
+  // takes no contribution from now on (next_collective refuses to start one).
+  void process_failed();
   // This process's worker threads, outside Job::run, take no part in
   // collective `epoch`, which failed without them: their next is the one
   // after it, and its release is not kept.
@@ -86,6 +90,7 @@ class Collectives {
   std::map<std::uint64_t, Released> released_;
   std::set<std::uint64_t> skipped_;  // failed without this process's threads: releases not kept
   std::map<std::uint64_t, std::uint32_t> broken_;  // at the root: failed early, contributions still to come
+  bool failed_ = false;  // a process of the job failed: nothing is folded any more
   // The latest epoch released here: a waiter polls this, not the mutex
   // (a server waiting in a barrier checks once per progress round). Epochs
   // are released in order: one starts only after every thread took the last.

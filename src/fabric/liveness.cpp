@@ -18,6 +18,7 @@
 #include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/transfer/status.hpp"
+#include "collectives.hpp"
 #include "runtime.hpp"
 
 namespace rdmx::fabric {
@@ -43,6 +44,7 @@ void Runtime::peer_failed(std::uint32_t process, const std::string& why) {
   if (same_host(process)) host_failures_.fetch_add(1, std::memory_order_acq_rel);
   failure_count_.fetch_add(1, std::memory_order_acq_rel);
   pending_.fail_process(process, why);
+  if (collectives_) collectives_->process_failed();
   const std::size_t count = layer_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) layer_list_[i].load(std::memory_order_relaxed)->process_failed(process, why);
 }

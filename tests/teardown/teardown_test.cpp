@@ -163,6 +163,19 @@ void peer_leaves(Job& job, const std::string& which, bool dies = false) {
         } catch (const Error& e) {
           expect_left(e);
         }
+        // Every later collective fails the same way, at once: none can
+        // complete, so none is started.
+        for (int i = 0; dies && i < 50; ++i) {
+          try {
+            if (i % 2 == 0)
+              rdmx::barrier();
+            else
+              (void)rdmx::allreduce(std::uint64_t{1}, rdmx::op::sum{});
+            fail("a worker collective completed after process " + std::to_string(leaver) + " died");
+          } catch (const Error& e) {
+            expect_left(e);
+          }
+        }
       });
       if (error.empty()) fail("rdmx::barrier completed without process " + std::to_string(leaver));
     } else {
