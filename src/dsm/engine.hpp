@@ -197,8 +197,9 @@ class Engine {
   void check_mutex(std::uint32_t mutex, const char* what) const;
   void free_mutex(std::uint32_t mutex, std::uint64_t held, std::uint64_t free_word);
   static Error not_held(std::uint32_t mutex, std::uint64_t word);
-  // A waiter's error: `holder` ended this Space or left the job holding `mutex`.
-  Error holder_gone(std::uint32_t mutex, std::uint32_t holder) const;
+  // A waiter's error: `holder` ended this Space or left the job holding
+  // `mutex`; `causal`: the waiter is a fault's causal acquire, not a lock.
+  Error holder_gone(std::uint32_t mutex, std::uint32_t holder, bool causal) const;
 
   // ---- waits on peers (engine.cpp) ----
   static constexpr std::uint32_t every_peer = ~0u;

@@ -99,7 +99,7 @@ void Engine::take(std::uint32_t mutex, bool run_calls) {
     // after every unlock it made had completed: a word that still names it
     // when read after the note is its last.
     const auto holder_process = static_cast<std::uint32_t>(holder - 1);
-    if (holder_process == gone_before) throw holder_gone(mutex, holder_process);
+    if (holder_process == gone_before) throw holder_gone(mutex, holder_process, !run_calls);
     if (holder_process != rank_ &&
         (job_.process_left(holder_process) || (layer_.endings() != 0 && layer_.ended(holder_process, space_)))) {
       gone_before = holder_process;
@@ -240,11 +240,13 @@ void Engine::free_mutex(std::uint32_t mutex, std::uint64_t held, std::uint64_t f
   mutex_free_[mutex].store(free_word, std::memory_order_relaxed);
 }
 
-Error Engine::holder_gone(std::uint32_t mutex, std::uint32_t holder) const {
+Error Engine::holder_gone(std::uint32_t mutex, std::uint32_t holder, bool causal) const {
   const std::string how = job_.process_left(holder) && !layer_.ended(holder, space_)
                               ? "has left the job (its rdmx::Job was destroyed)"
                               : "has ended its dsm::Space";
-  return Error(Errc::shut_down, "dsm::Mutex::lock: mutex " + std::to_string(mutex) + " is held by process " +
+  const std::string who = causal ? "dsm: a read of the shared heap waits for the causal mutex (Config::causal_mutex), mutex "
+                                 : "dsm::Mutex::lock: mutex ";
+  return Error(Errc::shut_down, who + std::to_string(mutex) + " is held by process " +
                                     std::to_string(holder) + ", which " + how +
                                     " without unlocking it: nobody will unlock it (unlock every mutex before ending "
                                     "the Space)");
