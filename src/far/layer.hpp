@@ -80,7 +80,7 @@ class FarLayer final : public fabric::Layer {
   // Not a barrier: a barrier fails as soon as any
   // process has failed, and a server would then leave while its replicas
   // are still in use. Only live peers are waited for: one that dies
-  // releases the server once the job learns of it (fabric.md, "Failures").
+  // releases the server once the job learns of it (fabric-leaving.md, "Failures").
   void end_manager(std::uint64_t manager, std::span<const std::uint32_t> servers, bool serving);
   // `process` is done with Manager `manager`'s regions (its note, run by
   // this process's service thread).

@@ -27,7 +27,7 @@ std::atomic<bool> released{false};
 // The pause lets the one-sided writes this process already sent be
 // acknowledged before it dies: over TCP, UCX 1.13 emulates them, and a write
 // from a peer whose endpoint has failed makes the receiver's UCX abort while
-// acknowledging it (docs/fabric.md, "Failures"). What is tested is the
+// acknowledging it (docs/fabric-leaving.md, "Failures"). What is tested is the
 // caller's wait, not that UCX limitation.
 void die(serial::serialize_buffer<char>) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -73,7 +73,7 @@ void kill_server_1() {
   call(ThreadId{1, service_thread}, [] { raise(SIGKILL); });
   // As in server_loss_test: let the victim die idle, since one killed while
   // replying over shared memory can block this process's UCX receive FIFO
-  // (docs/fabric.md, "A UCX 1.13 limitation over shared memory").
+  // (docs/fabric-leaving.md, "A UCX 1.13 limitation over shared memory").
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
 }
 
@@ -129,7 +129,7 @@ int client(const Job& job, const std::string& scenario) {
   if (scenario == "--clients-lost") {
     // Every write-back was flushed when it was made; idle a moment so that
     // no put of this process is unread at a server when it dies over TCP
-    // (docs/fabric.md, "A UCX 1.13 limitation over TCP").
+    // (docs/fabric-leaving.md, "A UCX 1.13 limitation over TCP").
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     std::printf("far: client 0 dies with %zu objects on the servers\n", o.pointers.size());
     std::fflush(stdout);

@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
     call(ThreadId{1, 0}, [] { raise(SIGKILL); });
     // Let the victim die idle: one killed while replying over shared memory
     // can block this process's UCX receive FIFO for every sender
-    // (docs/fabric.md, "A UCX 1.13 limitation over shared memory").
+    // (docs/fabric-leaving.md, "A UCX 1.13 limitation over shared memory").
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   };
   const bool replicated = config.replication == 2;

@@ -57,7 +57,7 @@ int fail(const std::string& what) {
 // The victim: serve the survivors' bursts, make them read from it too, and
 // die in the middle. It stops polling a moment before: over TCP, UCX
 // emulates one-sided writes, and a survivor that reads an unacknowledged
-// write of a writer it knows dead aborts inside UCX (docs/fabric.md, "A UCX
+// write of a writer it knows dead aborts inside UCX (docs/fabric-leaving.md, "A UCX
 // 1.13 limitation over TCP"). The survivors go on sending meanwhile.
 [[noreturn]] void run_victim() {
   MessengerGlobal messenger;

@@ -85,7 +85,7 @@ void expect_victim_failure(const Error& e, ThreadId dest) {
 std::atomic<bool> dying{false};
 
 // Over TCP, UCX 1.13 aborts a process that reads an emulated RDMA write from
-// a writer that has died meanwhile (docs/fabric.md, "A UCX 1.13 limitation
+// a writer that has died meanwhile (docs/fabric-leaving.md, "A UCX 1.13 limitation
 // over TCP"): there the victim stops issuing anything (it does not even
 // progress, which could start reads) and gives its peers time to take in
 // its writes before it dies. Over shared memory it dies mid-call.

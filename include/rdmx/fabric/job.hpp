@@ -75,7 +75,7 @@ class Job {
   // Leaves the job, collectively: serves what peers still send to any of
   // this process's threads until every process has left (so nothing sent
   // before teardown is lost), then tears down. A peer that died is given up
-  // on; see docs/fabric.md, "Leaving a job".
+  // on; see docs/fabric-leaving.md.
   ~Job();
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
