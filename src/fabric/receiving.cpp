@@ -258,6 +258,8 @@ bool ThreadContext::poll(std::size_t* executed) {
   for (int round = 0; round < progress_rounds_ && worker_.progress(); ++round) active = true;
   if (stood_in_for != nullptr && stood_in_for != this) [[unlikely]]
     active = stood_in_for->receive_only() || active;
+  if (!flushed_.empty()) [[unlikely]]
+    settle_flushed();
   if (inbox_nonempty_.load(std::memory_order_acquire)) {
     std::lock_guard lock(inbox_mutex_);
     for (auto& r : inbox_) ready_.push_back(std::move(r));
@@ -373,6 +375,21 @@ void ThreadContext::check_receive_path(bool idle) {
   }
   probe_.answer.reset();
   probe_.token = 0;
+}
+
+void ThreadContext::settle_flushed() {
+  while (!flushed_.empty()) {
+    Flushed& f = flushed_.front();
+    if (f.tag.is_free()) {
+      f.sync->notify();
+    } else if (runtime_.process_failed(f.process)) {  // its flush may never complete
+      f.sync->fail(Errc::peer_failed, runtime_.failure_of(f.process) + "; a one-sided operation towards it did not complete");
+    } else {
+      if (f.tag.value >= f.tag.epoch->current()) f.tx->start_flush();  // its epoch is still open: close it
+      return;
+    }
+    flushed_.pop_front();
+  }
 }
 
 std::size_t ThreadContext::progress() {

@@ -182,6 +182,32 @@ Future<void> get(void* destination, const RemoteLocator& source) {
   check_access(source, "get");
   return transmitter(source.process).get(destination, source.length, resolve(source));
 }
+namespace {
+Synchronizer& synchronizer_of(const Completion& done, const char* what) {
+  if (done.synchronizer() == nullptr)
+    throw Error(Errc::invalid_argument, std::string(what) + " with a completion needs when_sent(sync) or when_run(sync) "
+                                                            "(post_" + what + " is the fire-and-forget form)");
+  return *done.synchronizer();
+}
+// Counted on `sync` now, down once `tag`'s flush has completed.
+void count_until_flushed(transfer::Transmitter& tx, std::uint32_t process, transfer::EpochTag tag, Synchronizer& sync) {
+  sync.add();
+  runtime().calling_context().notify_when_flushed(tx, process, tag, sync);
+}
+}  // namespace
+
+void put(const void* source, const RemoteLocator& target, const Completion& done) {
+  Synchronizer& sync = synchronizer_of(done, "put");
+  check_access(target, "put");
+  transfer::Transmitter& tx = transmitter(target.process);
+  count_until_flushed(tx, target.process, tx.post_put(source, target.length, resolve(target)), sync);
+}
+void get(void* destination, const RemoteLocator& source, const Completion& done) {
+  Synchronizer& sync = synchronizer_of(done, "get");
+  check_access(source, "get");
+  transfer::Transmitter& tx = transmitter(source.process);
+  count_until_flushed(tx, source.process, tx.post_get(destination, source.length, resolve(source)), sync);
+}
 void blocking_get(void* destination, const RemoteLocator& source) {
   check_access(source, "get");
   transmitter(source.process).blocking_get(destination, source.length, resolve(source));

@@ -72,6 +72,13 @@ class ThreadContext {
   std::size_t progress();
   // Like progress(); true when anything happened (UCX events or calls).
   bool poll(std::size_t* executed);
+  // Count `sync` down once `tag` is free (the flush that covers a one-sided
+  // operation of `tx` towards `process` has completed: the data is at its
+  // target), or fail it once `process` has failed first: rdmx::put and
+  // rdmx::get with a completion (fabric/rma.hpp). Settled by this thread's polls.
+  void notify_when_flushed(transfer::Transmitter& tx, std::uint32_t process, transfer::EpochTag tag, Synchronizer& sync) {
+    flushed_.push_back({&tx, process, tag, &sync});
+  }
   // Complete everything this thread sent (its worker makes progress only
   // while its thread drives it); bounded so a dead peer cannot hang us.
   // `also` runs between polls: what else must progress meanwhile.
@@ -96,6 +103,7 @@ class ThreadContext {
   void complete_reply(ReplyHeader h, ucs_status_t status, std::span<const std::byte> bytes);
   void execute(InboundCall& call);
   void check_receive_path(bool idle);
+  void settle_flushed();
   void transmit(CallHeader header, const Outgoing& call, ThreadId destination);
   // Stops counting the queued sends to processes that have failed since.
   void write_off_failed();
@@ -125,6 +133,13 @@ class ThreadContext {
   // others): a deque, so a deeper level's slot does not move a running one.
   std::deque<InboundCall> running_;
   std::size_t running_depth_ = 0;
+  struct Flushed {
+    transfer::Transmitter* tx;
+    std::uint32_t process;
+    transfer::EpochTag tag;
+    Synchronizer* sync;
+  };
+  std::deque<Flushed> flushed_;  // in issue order
   std::mutex inbox_mutex_;
   std::deque<InboundCall> inbox_;
   std::atomic<bool> inbox_nonempty_{false};

@@ -116,6 +116,15 @@ int main(int argc, char** argv) {
   }
   try {
     std::uint64_t v = 0;
+    Synchronizer sync;
+    get(&v, victim_memory.slice(0, 8), when_run(sync));
+    sync.wait();
+    return fail("a get with a completion from a dead process succeeded");
+  } catch (const Error& e) {
+    if (e.code() != Errc::peer_failed) return fail(e.what());
+  }
+  try {
+    std::uint64_t v = 0;
     blocking_get(&v, victim_memory.slice(0, 8));
     return fail("a blocking_get from a dead process succeeded");
   } catch (const Error& e) {

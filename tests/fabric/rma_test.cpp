@@ -123,6 +123,38 @@ TEST(Rma, FireAndForgetPutsAreCompleteWhenTheirEpochIs) {
   job().barrier();
 }
 
+// Puts and gets with completions: many on one Synchronizer, each counted
+// down only once its data is at the target (when_run) or its buffer free
+// (when_sent), with no flush asked for by the program; and no completion
+// without a Synchronizer.
+TEST(Rma, CompletionsCountOneSidedOperations) {
+  RemoteLocator remote = allocate_remote(next_process(), 64 * 300);
+  std::vector<std::uint64_t> values(300 * 8);
+  std::iota(values.begin(), values.end(), 11u + job().rank());
+  Synchronizer written;
+  for (int i = 0; i < 300; ++i) put(&values[i * 8], remote.slice(i * 64, 64), i % 2 == 0 ? when_run(written) : when_sent(written));
+  written.wait();
+  EXPECT_EQ(written.operations_left(), 0);
+  // Read back by another transmitter path (a future) and by completions.
+  std::vector<std::uint64_t> back(values.size(), 0);
+  get(back.data(), remote).get();
+  EXPECT_EQ(back, values);
+  std::vector<std::uint64_t> again(values.size(), 0);
+  Synchronizer read;
+  for (int i = 0; i < 300; ++i) get(&again[i * 8], remote.slice(i * 64, 64), when_run(read));
+  read.wait();
+  EXPECT_EQ(again, values);
+  try {
+    put(values.data(), remote.slice(0, 8), Completion{});
+    ADD_FAILURE() << "a put with an empty completion was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("post_put"), std::string::npos) << e.what();
+  }
+  free_remote(remote);
+  job().barrier();
+}
+
 namespace {
 // Every process adds to one counter, then all race one compare-and-swap:
 // exactly one wins. `blocking`: the forms without futures.

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "rdmx/core/future.hpp"
+#include "rdmx/fabric/completion.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/transfer/flush_epoch.hpp"
 #include "rdmx/transfer/memory_region.hpp"
@@ -46,6 +47,15 @@ transfer::Endpoint& endpoint_to(ThreadId peer);
 // put's future: `source` may be reused (remote completion: flush(process)).
 Future<void> put(const void* source, const RemoteLocator& target);
 Future<void> get(void* destination, const RemoteLocator& source);
+// The same with a completion (fabric/completion.hpp) instead of a future,
+// allocating nothing: when_sent(sync) and when_run(sync) alike count down
+// once the flush that covers the operation has completed (the data is at
+// the target, or in `destination`, and the buffer may be reused); a flush
+// is issued for it when the calling thread waits. They fail with
+// peer_failed when the other process fails first. A completion without a
+// Synchronizer is refused (invalid_argument): post_put is fire-and-forget.
+void put(const void* source, const RemoteLocator& target, const Completion& done);
+void get(void* destination, const RemoteLocator& source, const Completion& done);
 // get that returns once the bytes are in `destination`, allocating nothing:
 // for the latency-bound path that would wait on the future at once anyway.
 // While it waits it drives only the calling thread's UCX worker: calls that
