@@ -25,7 +25,11 @@ class Synchronizer {
   std::int64_t operations_left() const noexcept { return left_.load(std::memory_order_acquire); }
   void add(std::int64_t n = 1) noexcept { left_.fetch_add(n, std::memory_order_relaxed); }
   void notify() noexcept {
-    if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1 && on_done_ != nullptr) on_done_(*this, on_done_arg_);
+    // Read before counting down: the last count down may let a waiter
+    // destroy this Synchronizer (one with a hook has no waiter).
+    const auto done = on_done_.load(std::memory_order_relaxed);
+    void* const arg = on_done_arg_.load(std::memory_order_relaxed);
+    if (left_.fetch_sub(1, std::memory_order_acq_rel) == 1 && done != nullptr) done(*this, arg);
   }
   // Counts the operation down and records why it failed (first failure wins).
   void fail(Errc code, std::string message);
@@ -46,8 +50,8 @@ class Synchronizer {
   // operations_left() drops to 0: for an operation whose completion is
   // pushed elsewhere (a future's state). It may destroy the Synchronizer.
   void on_done(void (*done)(Synchronizer&, void*), void* arg) noexcept {
-    on_done_ = done;
-    on_done_arg_ = arg;
+    on_done_arg_.store(arg, std::memory_order_relaxed);
+    on_done_.store(done, std::memory_order_relaxed);
   }
 
   // Progress this thread until operations_left() == 0; throws the first failure.
@@ -65,8 +69,8 @@ class Synchronizer {
   // Throws peer_failed if a process that answers by RDMA atomic has failed.
   void check_rdma_answerers();
   std::atomic<std::int64_t> left_{0};
-  void (*on_done_)(Synchronizer&, void*) = nullptr;
-  void* on_done_arg_ = nullptr;
+  std::atomic<void (*)(Synchronizer&, void*)> on_done_{nullptr};
+  std::atomic<void*> on_done_arg_{nullptr};
   std::atomic<bool> failed_{false};
   mutable std::mutex mutex_;
   Errc code_ = Errc::transport;
