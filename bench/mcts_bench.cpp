@@ -12,7 +12,9 @@
 // measures the same with Hex's playout knowledge and RAVE or priors, alone
 // or together; every line says which, and the playouts per second
 // (--amaf-batch B: SearchOptions::amaf_batch, 1 for none; --spread-leaves:
-// SearchOptions::spread_leaves, the seed's leaf placement).
+// SearchOptions::spread_leaves, the seed's leaf placement; --spread-depth D|all:
+// SearchOptions::spread_depth, all the seed's node placement; --rings-over-tcp:
+// SearchOptions::rings_over_tcp, the seed's calls over TCP).
 // --variants LIST runs only those of sequential, tree/trad, tree/ovfl, root
 // and leaf (without sequential, speedups read 0): one variant alone under
 // a profiler. scripts/bench mcts runs it for each layout it lists.
@@ -47,6 +49,8 @@ struct Config {
   std::uint32_t virtual_loss = SearchOptions{}.virtual_loss;
   std::uint32_t amaf_batch = SearchOptions{}.amaf_batch;
   bool spread_leaves = false;
+  std::uint32_t spread_depth = SearchOptions{}.spread_depth;
+  bool rings_over_tcp = false;
   HexKnowledge knowledge;
   std::string variants;  // comma-separated names to run; empty: all
   bool runs(const char* name) const {
@@ -93,6 +97,11 @@ Config parse(int argc, char** argv) {
       c.virtual_loss = static_cast<std::uint32_t>(std::stoul(next()));
     } else if (a == "--spread-leaves") {
       c.spread_leaves = true;
+    } else if (a == "--rings-over-tcp") {
+      c.rings_over_tcp = true;
+    } else if (a == "--spread-depth") {
+      const std::string d = next();
+      c.spread_depth = d == "all" ? SearchOptions::no_spread_limit : static_cast<std::uint32_t>(std::stoul(d));
     } else if (a == "--amaf-batch") {
       c.amaf_batch = static_cast<std::uint32_t>(std::stoul(next()));
     } else {
@@ -156,13 +165,17 @@ int main(int argc, char** argv) {
     options.virtual_loss = cfg.virtual_loss;
     options.amaf_batch = cfg.amaf_batch;
     options.spread_leaves = cfg.spread_leaves;
+    options.spread_depth = cfg.spread_depth;
+    options.rings_over_tcp = cfg.rings_over_tcp;
     cfg.knowledge.apply(options, {.playouts = cfg.playouts != 0});
     common.field("rollouts_in_flight", options.rollouts_in_flight(job.total_threads()))
         .field("knowledge", cfg.knowledge.to_string())
         .field("playouts_per_rollout", options.playouts)
         .field("virtual_loss", options.virtual_loss)
         .field("amaf_batch", options.amaf_batch)
-        .field("spread_leaves", options.spread_leaves);
+        .field("spread_leaves", options.spread_leaves)
+        .field("spread_depth", options.spread_depth)
+        .field("rings_over_tcp", options.rings_over_tcp);
     Engine<Hex> engine(options);
     job.run([&](ThreadId me) {
       engine.run(me, [&] {

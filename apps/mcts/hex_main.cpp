@@ -52,6 +52,10 @@ constexpr const char* usage = R"(usage: rdmx-hex [options]      (run it through 
   --inflight-floor F          but at least F in the whole job (default 16)
   --phase N                   rollouts per phase per thread (default 4096)
   --hash-owner                place a child on the thread its Zobrist hash names
+  --spread-depth D|all        nodes deeper than D stay in their parent's process (default 2;
+                                all: every node on any thread of the job)
+  --rings-over-tcp            calls to a process reached over TCP through the one-sided rings
+                                too, not as send-based calls
   --spread-leaves             simulate a new leaf on a random thread of its process, not on
                                 the thread that made it
   --local-calls               use calls between threads of one process too
@@ -154,6 +158,15 @@ Args parse(int argc, char** argv) {
       a.search.hash_owner = true;
     } else if (o == "--local-calls") {
       a.search.local_calls = true;
+    } else if (o == "--spread-depth") {
+      if (i + 1 < argc && std::string(argv[i + 1]) == "all") {
+        a.search.spread_depth = SearchOptions::no_spread_limit;
+        ++i;
+      } else {
+        a.search.spread_depth = static_cast<std::uint32_t>(std::min(number(i), 65535.0));  // deeper than any tree
+      }
+    } else if (o == "--rings-over-tcp") {
+      a.search.rings_over_tcp = true;
     } else if (o == "--quiet") {
       a.quiet = true;
     } else {

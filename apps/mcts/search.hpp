@@ -38,6 +38,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -48,7 +49,9 @@
 
 #include "mcts/tree.hpp"
 #include "rdmx/core/backoff.hpp"
+#include "rdmx/fabric/call.hpp"
 #include "rdmx/fabric/job.hpp"
+#include "rdmx/fabric/rma.hpp"
 #include "rdmx/invoke/aggregator.hpp"
 
 namespace rdmx::mcts {
@@ -79,7 +82,20 @@ struct SearchOptions {
     return std::max<std::uint64_t>(std::uint64_t{inflight} * threads, inflight_floor);
   }
   bool hash_owner = false;             // tree: child owner from the Zobrist hash, not at random
+  // tree: a new node deeper than this stays in its parent's process (on a
+  // thread of it): a rollout crosses processes only in the top levels, about
+  // 2 messages per rollout instead of 3.5 with 2 processes, which over TCP
+  // makes 1.35x the rollouts (docs/mcts.md, "Ownership and messages"). Two
+  // levels spread the work as well as placing every node at random (the
+  // seed's: no_spread_limit); one level left a process idle.
+  static constexpr std::uint32_t no_spread_limit = std::numeric_limits<std::uint32_t>::max();
+  std::uint32_t spread_depth = 2;
   bool local_calls = false;            // tree: calls to other threads of the same process too
+  // tree: calls to a process whose memory this one reaches only by emulated
+  // RDMA (over TCP) through the aggregator's rings too, as the seed does.
+  // Off: such calls are send-based (UCX active messages); a ring write over
+  // TCP waits for the destination's service thread (docs/mcts.md, "Calls").
+  bool rings_over_tcp = false;
   // tree: hand each new leaf to a random thread of its process to simulate
   // (the seed's, after Seriema), not to the thread that created it. Off:
   // the leaf, and the nodes its backpropagation adds to first, are in that
@@ -170,7 +186,9 @@ class Engine {
       : options_(options),
         queues_(Job::current().threads_per_process()),
         releases_(std::make_unique<std::atomic<std::uint64_t>[]>(Job::current().threads_per_process())),
-        runs_(std::make_unique<std::uint64_t[]>(Job::current().threads_per_process())) {
+        runs_(std::make_unique<std::uint64_t[]>(Job::current().threads_per_process())),
+        by_send_(std::make_unique<std::atomic<std::int8_t>[]>(Job::current().size())) {
+    for (std::uint32_t p = 0; p < Job::current().size(); ++p) by_send_[p].store(-1, std::memory_order_relaxed);
     if (options_.playouts == 0 || options_.phase == 0 || options_.inflight == 0)
       throw std::invalid_argument("rdmx mcts: playouts, phase and inflight must be positive");
     if (options_.playouts > (1u << 20)) throw std::invalid_argument("rdmx mcts: at most 2^20 playouts per leaf");
@@ -313,6 +331,19 @@ class Engine {
       s.call_bytes += bytes;
     }
   }
+  // A call of the search to thread `to`: through this thread's aggregator,
+  // or send-based to a process reached by emulated RDMA only.
+  bool by_send(std::uint32_t process);
+  template <class F>
+  void call_at(ThreadId to, const F& f) {
+    if (by_send(to.process)) return rdmx::call(to, f);
+    worker().aggregator->call(to, f);
+  }
+  template <class F>
+  void call_buffer_at(ThreadId to, const F& f, std::span<const std::byte> bytes) {
+    if (by_send(to.process)) return rdmx::call_buffer(to, f, bytes);
+    worker().aggregator->call_buffer(to, f, bytes);
+  }
   // With more threads than cores on this host, an idle thread yields at
   // once: the thread it waits for may be the one it keeps off the core, and
   // MCTS threads never wait for a peer to serve them memory (docs/mcts.md).
@@ -377,6 +408,7 @@ class Engine {
   // needs neither the thread's Worker nor a reset that could come after it.
   std::unique_ptr<std::atomic<std::uint64_t>[]> releases_;
   std::unique_ptr<std::uint64_t[]> runs_;
+  std::unique_ptr<std::atomic<std::int8_t>[]> by_send_;  // per process: 1 send-based, 0 rings, -1 not yet known
   const rdmx::Progress rest_mode_ = Backoff::mode();
   const rdmx::Progress busy_mode_ = rest_mode_ == rdmx::Progress::spin ? rdmx::Progress::spin : rdmx::Progress::yield;
   inline static Engine* instance_ = nullptr;
@@ -535,20 +567,33 @@ void Engine<G>::select_from(NodeRef<G> at) {
 }
 
 template <Game G>
+bool Engine<G>::by_send(std::uint32_t process) {
+  if (options_.rings_over_tcp) return false;
+  std::int8_t known = by_send_[process].load(std::memory_order_relaxed);
+  if (known < 0) {  // any thread may find it out first: they find the same
+    known = rdmx::rma_emulated(process) ? 1 : 0;
+    by_send_[process].store(known, std::memory_order_relaxed);
+  }
+  return known == 1;
+}
+
+template <Game G>
 void Engine<G>::continue_at(NodeRef<G> child) {
   if (here(child.owner)) return select_from(child);
   auto select = [child] { Engine::current().select_from(child); };
   count_call(child.owner, sizeof select);
-  worker().aggregator->call(child.owner, select);
+  call_at(child.owner, select);
 }
 
 template <Game G>
 void Engine<G>::expand(Node<G>& parent, std::uint16_t slot, const G& child) {
   Worker& w = worker();
   const std::uint32_t n = total_threads();
-  const ThreadId owner = thread_at(options_.hash_owner ? static_cast<std::uint32_t>(child.hash() % n) : w.rng.below(n));
   const NodeRef<G> up = parent.ref();
   const std::uint16_t depth = static_cast<std::uint16_t>(parent.depth + 1);
+  const std::uint32_t pick = options_.hash_owner ? static_cast<std::uint32_t>(child.hash() % n) : w.rng.below(n);
+  const std::uint32_t per_process = Job::current().threads_per_process();
+  const ThreadId owner = depth > options_.spread_depth ? ThreadId{w.me.process, pick % per_process} : thread_at(pick);
   if (here(owner)) return create(up, slot, child, owner, depth);
   auto create_there = [up, slot, depth](std::span<std::byte> bytes) {
     if (bytes.size() != sizeof(G)) throw Error(Errc::protocol, "rdmx mcts: a child state of the wrong size arrived");
@@ -557,7 +602,7 @@ void Engine<G>::expand(Node<G>& parent, std::uint16_t slot, const G& child) {
     Engine::current().create(up, slot, state, this_thread(), depth);
   };
   count_call(owner, sizeof create_there + sizeof(G));
-  w.aggregator->call_buffer(owner, create_there, std::as_bytes(std::span(&child, 1)));
+  call_buffer_at(owner, create_there, std::as_bytes(std::span(&child, 1)));
 }
 
 template <Game G>
@@ -625,7 +670,6 @@ std::uint64_t Engine<G>::add_amaf_at(Node<G>& node, Children<G>& children, Playe
 
 template <Game G>
 void Engine<G>::backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0, NodeRef<G> new_child, Counts* amaf) {
-  Worker& w = worker();
   while (at) {
     if (!here(at.owner)) {
       if constexpr (AmafGame<G>) {
@@ -638,13 +682,13 @@ void Engine<G>::backprop(NodeRef<G> at, std::uint16_t slot, std::uint32_t wins0,
             Engine::current().backprop(at, slot, wins0, new_child, &counts);
           };
           count_call(at.owner, sizeof up + amaf->bytes().size());
-          w.aggregator->call_buffer(at.owner, up, amaf->bytes());
+          call_buffer_at(at.owner, up, amaf->bytes());
           return;
         }
       }
       auto up = [at, slot, wins0, new_child] { Engine::current().backprop(at, slot, wins0, new_child, nullptr); };
       count_call(at.owner, sizeof up);
-      w.aggregator->call(at.owner, up);
+      call_at(at.owner, up);
       return;
     }
     Node<G>& node = *at.node;

@@ -69,6 +69,12 @@ std::vector<Variant> variants() {
   o.hash_owner = true;
   v.push_back({"tree/hash-owner", o});
   o.hash_owner = false;
+  o.spread_depth = SearchOptions::no_spread_limit;  // every node on any thread (the seed's)
+  v.push_back({"tree/spread-everywhere", o});
+  o.spread_depth = SearchOptions{}.spread_depth;
+  o.rings_over_tcp = true;  // over TCP, every call through the aggregator's rings
+  v.push_back({"tree/rings-over-tcp", o});
+  o.rings_over_tcp = false;
   // The window of rollouts in flight at both ends: one per thread with no
   // floor, and a floor far above the threads' share.
   o.inflight = 1;
