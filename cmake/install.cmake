@@ -3,7 +3,7 @@
 # job launcher bin/rdmx-run (scripts/run); and the OpenMP runtime on the
 # DSM: the library rdmx_omp, the package's component omp
 # (find_package(rdmx COMPONENTS omp) -> rdmx::omp, rdmx_omp_executable) and
-# the compiler wrappers bin/rdmxcc and bin/rdmxc++ (docs/omp.md).
+# the compiler wrappers bin/rdmxcc and bin/rdmxc++ (docs/omp-build.md).
 #
 # The library is static by default (src/CMakeLists.txt does not force a
 # type), and a static archive records none of its dependencies. So both

@@ -1,4 +1,4 @@
-# Building OpenMP programs for rdmx's OpenMP runtime on the DSM (docs/omp.md).
+# Building OpenMP programs for rdmx's OpenMP runtime on the DSM (docs/omp-build.md).
 #
 # The one definition of how such a program is compiled and linked. rdmx's
 # own build includes this file; it is installed beside rdmxConfig.cmake,
