@@ -6,7 +6,7 @@
 // row 5). The neighbours of (r, c) are (r-1, c), (r-1, c+1), (r, c-1),
 // (r, c+1), (r+1, c-1) and (r+1, c).
 //
-// Hex knowledge (docs/mcts.md, "What Hex knows"), each part switched by a
+// Hex knowledge (docs/mcts-hex.md, "What Hex knows"), each part switched by a
 // flag the state carries, so that it travels with every state the search
 // ships between processes:
 //  - playouts that answer an intrusion into a bridge (two stones of the

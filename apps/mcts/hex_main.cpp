@@ -272,7 +272,7 @@ void print_result(const Hex& h, const Engine<Hex>::Result& r, const rdmx::Job& j
 int main(int argc, char** argv) {
   try {
     // An engine mostly waits for its opponent: its idle threads sleep on
-    // their network workers instead of polling (docs/mcts.md, "GTP").
+    // their network workers instead of polling (docs/mcts-hex.md, "GTP").
     // --rdmx-progress or RDMX_PROGRESS choose otherwise.
     setenv("RDMX_PROGRESS", "block", 0);
     rdmx::Job job(argc, argv);

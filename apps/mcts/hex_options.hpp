@@ -1,5 +1,5 @@
 // What rdmx-hex and the benchmarks let a user switch by name: Hex's playout
-// knowledge and the framework's RAVE and priors (docs/mcts.md, "What Hex knows").
+// knowledge and the framework's RAVE and priors (docs/mcts-hex.md, "What Hex knows").
 //   --knowledge all | none | bridge,edge,early-win,rave,prior
 #pragma once
 #include <cstdint>
