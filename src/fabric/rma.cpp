@@ -189,24 +189,24 @@ Synchronizer& synchronizer_of(const Completion& done, const char* what) {
                                                             "(post_" + what + " is the fire-and-forget form)");
   return *done.synchronizer();
 }
-// Counted on `sync` now, down once `tag`'s flush has completed.
-void count_until_flushed(transfer::Transmitter& tx, std::uint32_t process, transfer::EpochTag tag, Synchronizer& sync) {
+}  // namespace
+
+void notify_when_flushed(transfer::Transmitter& tx, std::uint32_t process, transfer::EpochTag tag, Synchronizer& sync) {
   sync.add();
   runtime().calling_context().notify_when_flushed(tx, process, tag, sync);
 }
-}  // namespace
 
 void put(const void* source, const RemoteLocator& target, const Completion& done) {
   Synchronizer& sync = synchronizer_of(done, "put");
   check_access(target, "put");
   transfer::Transmitter& tx = transmitter(target.process);
-  count_until_flushed(tx, target.process, tx.post_put(source, target.length, resolve(target)), sync);
+  notify_when_flushed(tx, target.process, tx.post_put(source, target.length, resolve(target)), sync);
 }
 void get(void* destination, const RemoteLocator& source, const Completion& done) {
   Synchronizer& sync = synchronizer_of(done, "get");
   check_access(source, "get");
   transfer::Transmitter& tx = transmitter(source.process);
-  count_until_flushed(tx, source.process, tx.post_get(destination, source.length, resolve(source)), sync);
+  notify_when_flushed(tx, source.process, tx.post_get(destination, source.length, resolve(source)), sync);
 }
 void blocking_get(void* destination, const RemoteLocator& source) {
   check_access(source, "get");

@@ -90,6 +90,7 @@ bool Runtime::quiesce() {
             ran += n;
             idle = active ? 0 : idle + 1;
           }
+          unsettled = unsettled || !c.flushes_settled();
           for (std::size_t m = 0; m < layers; ++m) unsettled = unsettled || !layer_list_[m].load()->settled(s);
         });
       if (gave_up) return quiesce_survivors();
@@ -241,6 +242,7 @@ bool Runtime::quiesce_survivors() {
           ran += n;
           idle = active ? 0 : idle + 1;
         }
+        unsettled = unsettled || !c.flushes_settled();
         for (std::size_t m = 0; m < layers; ++m) unsettled = unsettled || !layer_list_[m].load()->settled(s);
       });
     // Every survivor decides from the same votes. A call whose argument is

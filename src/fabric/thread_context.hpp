@@ -79,6 +79,8 @@ class ThreadContext {
   void notify_when_flushed(transfer::Transmitter& tx, std::uint32_t process, transfer::EpochTag tag, Synchronizer& sync) {
     flushed_.push_back({&tx, process, tag, &sync});
   }
+  // Leaving the job: false while such a count waits for its flush.
+  bool flushes_settled() const noexcept { return flushed_.empty(); }
   // Complete everything this thread sent (its worker makes progress only
   // while its thread drives it); bounded so a dead peer cannot hang us.
   // `also` runs between polls: what else must progress meanwhile.

@@ -340,8 +340,7 @@ void Messenger::write_buffer(const fabric::Outgoing& call, const detail::BufferT
       tx_->post_put(call.data.data(), call.data.size(), rdmx::resolve(buffer->where.slice(0, call.data.size())));
   unlanded_ = tag;
   if (call.sync != nullptr && call.notify == fabric::Notify::sent) {
-    call.sync->add();
-    owner_.notify_when_free(*tx_, dest_.process, tag, call.sync);
+    rdmx::notify_when_flushed(*tx_, dest_.process, tag, *call.sync);
   }
 }
 

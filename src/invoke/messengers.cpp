@@ -195,26 +195,10 @@ std::size_t WorkerState::poll() {
   std::size_t ran = served_ ? 0 : consume(*this);
   for (WorkerState* worker : serves_) ran += worker->consume(*this);
   publish_all();
-  // Buffers RDMA-written by call_buffer: tell their callers once they are reusable.
-  while (!written_.empty()) {
-    Written& w = written_.front();
-    if (!w.tag.is_free() && job.process_failed(w.process)) {  // its completion may never come
-      w.sync->fail(Errc::peer_failed, failure_of(w.process) + "; a call_buffer's write into it did not complete");
-      written_.pop_front();
-      continue;
-    }
-    if (!w.tag.is_free()) {
-      if (w.tag.value >= w.tag.epoch->current()) w.tx->start_flush();  // its epoch is still open
-      break;
-    }
-    w.sync->notify();
-    written_.pop_front();
-  }
   return ran;
 }
 
 bool WorkerState::settled() const {
-  if (!written_.empty()) return false;
   for (const auto& c : channels_)
     if (c->reading()) return false;
   return true;

@@ -347,11 +347,6 @@ class WorkerState {
   Messengers& layer() noexcept { return layer_; }
   void take_announcements();      // this worker's thread
   void unpublished(Messenger& m) { pending_publish_.push_back(&m); }
-  // A call_buffer's RDMA write from the caller's buffer into `process`:
-  // notify `sync` once `tag` is free (fail it if `process` fails first).
-  void notify_when_free(transfer::Transmitter& tx, std::uint32_t process, transfer::EpochTag tag, Synchronizer* sync) {
-    written_.push_back({&tx, process, tag, sync});
-  }
 
   // One-sided notifications this thread's Synchronizers wait for (consumed,
   // returned, buffer read), by the process that owes them; any_process: a
@@ -415,13 +410,6 @@ class WorkerState {
   std::vector<std::unique_ptr<Messenger>> messengers_;  // by destination process * workers_ + thread
   std::vector<Messenger*> pending_publish_;
   std::vector<Messenger*> relaying_;  // this thread's messengers that relay (no ring)
-  struct Written {
-    transfer::Transmitter* tx;
-    std::uint32_t process;
-    transfer::EpochTag tag;
-    Synchronizer* sync;
-  };
-  std::deque<Written> written_;
   std::vector<std::unique_ptr<Channel>> channels_;
   // Senders whose messengers relay (no ring): their records run through a
   // Channel without chunks, by source (process << 32 | thread).

@@ -43,6 +43,12 @@ bool rma_emulated(std::uint32_t process);
 // process's service worker: for memory registered on that worker alone (a
 // sender's buffer it exposes for one call), which only it can serve.
 transfer::Endpoint& endpoint_to(ThreadId peer);
+// Count `sync` up now and down once `tag` is free: the flush of `tx` that
+// covers a one-sided operation towards `process` has completed. Fails it
+// instead if `process` fails first. Settled by the calling thread's polls,
+// which close `tag`'s epoch when it is still open. put and get with a
+// completion use it, and so do layers that write a caller's buffer.
+void notify_when_flushed(transfer::Transmitter& tx, std::uint32_t process, transfer::EpochTag tag, Synchronizer& sync);
 
 // put's future: `source` may be reused (remote completion: flush(process)).
 Future<void> put(const void* source, const RemoteLocator& target);
