@@ -124,15 +124,15 @@ void Job::run(const std::function<void(ThreadId)>& fn) {
   std::exception_ptr first_error;
   std::mutex error_mutex;
   std::atomic<std::uint32_t> finished{0};
-  auto body = [&](std::uint32_t slot) {
-    rt.bind_current_thread(slot);
+  auto body = [&](std::uint32_t thread) {
+    rt.bind_current_thread(thread);
     std::string left = "had returned from Job::run's function";
     try {
-      fn(ThreadId{rank(), slot});
+      fn(ThreadId{rank(), thread});
     } catch (...) {
       const std::string what = describe_exception(std::current_exception());
       left = "had left Job::run's function with an exception (" + what.substr(0, 100) + ")";
-      rdmx::log(rdmx::LogLevel::error, "process %u, thread %u: exception escaped Job::run: %s\n", rank(), slot, what.c_str());
+      rdmx::log(rdmx::LogLevel::error, "process %u, thread %u: exception escaped Job::run: %s\n", rank(), thread, what.c_str());
       if (rt.on_thread_exception() == ThreadException::end_process) {
         rdmx::log(rdmx::LogLevel::error, "process %u: ending the process (JobOptions::on_thread_exception)\n", rank());
         std::fflush(stderr);
@@ -151,17 +151,17 @@ void Job::run(const std::function<void(ThreadId)>& fn) {
     while (finished.load(std::memory_order_acquire) < rt.threads()) {
       std::size_t ran = 0;
       try {
-        rt.collectives().stand_in(slot, left);
+        rt.collectives().stand_in(thread, left);
         ran = progress();
       } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, serving goes on
-        rdmx::log(rdmx::LogLevel::error, "process %u, thread %u: %s\n", rank(), slot, e.what());
+        rdmx::log(rdmx::LogLevel::error, "process %u, thread %u: %s\n", rank(), thread, e.what());
       }
       backoff(ran != 0);
     }
   };
-  for (std::uint32_t slot = 1; slot < rt.threads(); ++slot)
-    threads.emplace_back([&, slot] {
-      body(slot);
+  for (std::uint32_t thread = 1; thread < rt.threads(); ++thread)
+    threads.emplace_back([&, thread] {
+      body(thread);
       // Calls that arrive later wait for the next Job::run, or are run by
       // waits outside it (collectives, teardown): serve_idle_workers.
       rt.unbind_current_thread();

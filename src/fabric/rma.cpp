@@ -171,7 +171,7 @@ bool rma_emulated(std::uint32_t process) { return transmitter(process).endpoint(
 transfer::Endpoint& endpoint_to(ThreadId peer) {
   fabric::Runtime& rt = runtime();
   rt.validate(peer);
-  return rt.calling_context().endpoint(peer.process, rt.slot_of(peer.thread));
+  return rt.calling_context().endpoint(peer.process, rt.worker_of(peer.thread));
 }
 
 Future<void> put(const void* source, const RemoteLocator& target) {

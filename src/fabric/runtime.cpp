@@ -1,5 +1,5 @@
 // Runtime: configuration, address exchange, topology and placement, the
-// remote-access table, and binding threads to worker slots.
+// remote-access table, and binding threads to workers.
 #include <hwloc.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -119,8 +119,8 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   survivor_voted_ = std::make_unique<std::atomic<std::uint64_t>[]>(size_);
   transports_reported_ = std::make_unique<std::atomic<bool>[]>(size_);
 
-  for (std::uint32_t slot = 0; slot < workers(); ++slot)
-    contexts_.push_back(std::make_unique<ThreadContext>(*this, slot, transfer::Worker::Sharing::single_thread));
+  for (std::uint32_t worker = 0; worker < workers(); ++worker)
+    contexts_.push_back(std::make_unique<ThreadContext>(*this, worker, transfer::Worker::Sharing::single_thread));
   // The service worker is shared: short-lived threads send through it.
   contexts_.push_back(std::make_unique<ThreadContext>(*this, workers(), transfer::Worker::Sharing::shared));
 
@@ -155,7 +155,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
     mine.insert(mine.end(), a.begin(), a.end());
   }
   auto all = bootstrap_->allgather(mine);
-  addresses_.resize(std::size_t{size_} * slots());
+  addresses_.resize(std::size_t{size_} * contexts());
   std::map<std::string, std::uint32_t> machines;
   std::map<std::string, std::uint32_t> per_machine;
   std::map<std::string, std::uint32_t> per_kernel;  // processes sharing one set of cores
@@ -182,10 +182,10 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
                                               " runs " + std::to_string(threads_) + " and " + std::to_string(helpers_) +
                                               ": every process needs the same counts");
     pids_.push_back(get_u32(all[r], at));
-    for (std::uint32_t s = 0; s < slots(); ++s) {
+    for (std::uint32_t s = 0; s < contexts(); ++s) {
       std::uint32_t len = get_u32(all[r], at);
       if (at + len > all[r].size()) throw Error(Errc::bootstrap, "truncated bootstrap record");
-      addresses_[std::size_t{r} * slots() + s].assign(all[r].begin() + at, all[r].begin() + at + len);
+      addresses_[std::size_t{r} * contexts() + s].assign(all[r].begin() + at, all[r].begin() + at + len);
       at += len;
     }
     auto [it, fresh] = machines.try_emplace(host_name, static_cast<std::uint32_t>(machines.size()));
@@ -258,7 +258,7 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   if (options.eager_endpoints.value_or(table.flag("RDMX_EAGER_ENDPOINTS")))
     for (auto& c : contexts_)
       for (std::uint32_t p = 0; p < size_; ++p)
-        for (std::uint32_t s = 0; s < slots(); ++s) c->endpoint(p, s);
+        for (std::uint32_t s = 0; s < contexts(); ++s) c->endpoint(p, s);
   for (const env::Table* t : env::tables())
     for (const env::Variable& v : t->variables()) {
       const auto option = given.find(v.name);
@@ -299,8 +299,8 @@ void Runtime::start() {
   for (std::uint32_t h = 0; h < helpers_; ++h) helper_threads_.emplace_back([this, h] { helper_loop(threads_ + h); });
 }
 
-std::span<const std::byte> Runtime::worker_address(std::uint32_t process, std::uint32_t slot) const {
-  return addresses_.at(std::size_t{process} * slots() + slot);
+std::span<const std::byte> Runtime::worker_address(std::uint32_t process, std::uint32_t worker) const {
+  return addresses_.at(std::size_t{process} * contexts() + worker);
 }
 
 void Runtime::validate(ThreadId id) const {
@@ -384,19 +384,19 @@ void Runtime::report_transports(std::uint32_t process, const transfer::Endpoint&
             endpoint.transports().c_str());
 }
 
-void Runtime::bind_current_thread(std::uint32_t slot) {
-  if (current_context == &context(slot)) return;
+void Runtime::bind_current_thread(std::uint32_t worker) {
+  if (current_context == &context(worker)) return;
   if (current_context != nullptr) unbind_current_thread();
-  context(slot).driver.lock();
-  set_current_context(&context(slot));
-  std::string name = slot == workers()  ? "rdmx-service"
-                     : slot >= threads_ ? "rdmx-h" + std::to_string(slot - threads_)
-                                        : "rdmx-w" + std::to_string(slot);
+  context(worker).driver.lock();
+  set_current_context(&context(worker));
+  std::string name = worker == workers()  ? "rdmx-service"
+                     : worker >= threads_ ? "rdmx-h" + std::to_string(worker - threads_)
+                                        : "rdmx-w" + std::to_string(worker);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
-  if (!pin_ || slot >= thread_cpus_.size()) return;
+  if (!pin_ || worker >= thread_cpus_.size()) return;
   cpu_set_t set;
   CPU_ZERO(&set);
-  for (int cpu : thread_cpus_[slot]) CPU_SET(cpu, &set);
+  for (int cpu : thread_cpus_[worker]) CPU_SET(cpu, &set);
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 

@@ -59,14 +59,14 @@ class Runtime {
   std::uint32_t rank() const noexcept { return rank_; }
   std::uint32_t size() const noexcept { return size_; }
   // Application worker threads (Job::run's); helper threads follow them as
-  // worker slots [threads(), workers()), then the service slot.
+  // workers [threads(), workers()), then the service context.
   std::uint32_t threads() const noexcept { return threads_; }
   std::uint32_t helpers() const noexcept { return helpers_; }
   std::uint32_t workers() const noexcept { return threads_ + helpers_; }
-  std::uint32_t slots() const noexcept { return workers() + 1; }  // workers + service
-  std::uint32_t slot_of(std::uint32_t thread) const noexcept { return thread == service_thread ? workers() : thread; }
-  std::span<const std::byte> worker_address(std::uint32_t process, std::uint32_t slot) const;
-  ThreadContext& context(std::uint32_t slot) { return *contexts_.at(slot); }
+  std::uint32_t contexts() const noexcept { return workers() + 1; }  // workers + service
+  std::uint32_t worker_of(std::uint32_t thread) const noexcept { return thread == service_thread ? workers() : thread; }
+  std::span<const std::byte> worker_address(std::uint32_t process, std::uint32_t worker) const;
+  ThreadContext& context(std::uint32_t worker) { return *contexts_.at(worker); }
   ThreadContext& service() { return *contexts_.back(); }
   ThreadContext& calling_context();  // worker thread's own, or the shared service context
   void validate(ThreadId id) const;
@@ -109,17 +109,17 @@ class Runtime {
   Bootstrap& bootstrap() { return *bootstrap_; }
   // The layer registered under `key` (fabric::layer), made by `make` on first use.
   Layer& layer(const void* key, const std::function<std::unique_ptr<Layer>()>& make);
-  // Poll every layer for worker `slot` (from ThreadContext::poll).
-  std::size_t poll_layers(std::uint32_t slot) {
+  // Poll every layer for worker `worker` (from ThreadContext::poll).
+  std::size_t poll_layers(std::uint32_t worker) {
     std::size_t n = 0;
     const std::size_t count = layer_count_.load(std::memory_order_acquire);
-    for (std::size_t i = 0; i < count; ++i) n += layer_list_[i].load(std::memory_order_relaxed)->poll(slot);
+    for (std::size_t i = 0; i < count; ++i) n += layer_list_[i].load(std::memory_order_relaxed)->poll(worker);
     return n;
   }
-  // Quiet every layer for worker `slot`, one after the other (rdmx::quiet).
-  void quiet_layers(std::uint32_t slot) {
+  // Quiet every layer for worker `worker`, one after the other (rdmx::quiet).
+  void quiet_layers(std::uint32_t worker) {
     for (std::size_t i = 0; i < layer_count_.load(std::memory_order_acquire); ++i)
-      layer_list_[i].load(std::memory_order_relaxed)->quiet(slot);
+      layer_list_[i].load(std::memory_order_relaxed)->quiet(worker);
   }
   // Arenas by NUMA node (-1: no binding), created on first use.
   memory::Arena& arena_for(int numa_node);
@@ -145,7 +145,7 @@ class Runtime {
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine);
 
   // Take (give back) a worker context for the calling thread.
-  void bind_current_thread(std::uint32_t slot);
+  void bind_current_thread(std::uint32_t worker);
   void unbind_current_thread();
   // Drive workers whose threads are away; returns whether anything happened.
   bool stand_in_for_idle_threads();
@@ -160,7 +160,7 @@ class Runtime {
  private:
   void service_loop();
   std::size_t serve_worker(ThreadContext& ctx, bool* active);  // ctx's driver held by the caller
-  void helper_loop(std::uint32_t slot);
+  void helper_loop(std::uint32_t worker);
   void stop_helpers();
   void watch_local_peers();
   // Teardown: rounds of flush, fence, drain until no process ran anything;
@@ -172,8 +172,8 @@ class Runtime {
   // launcher's fence would wait for the dead, so the survivors tell each
   // other's service threads (survivor_note) where they are.
   bool quiesce_survivors();
-  // Runs `what` as worker `slot` (its context bound, its driver held).
-  void drive(std::uint32_t slot, const std::function<void(ThreadContext&)>& what);
+  // Runs `what` as worker `worker` (its context bound, its driver held).
+  void drive(std::uint32_t worker, const std::function<void(ThreadContext&)>& what);
   // Every worker's sends and its layers' pending calls, made visible to peers.
   void flush_all(std::size_t layers);
   // Waits, serving (adds what ran to `served`), until every live process
@@ -207,7 +207,7 @@ class Runtime {
   std::size_t max_message_ = 0, max_closure_ = 0;
   transfer::Context context_;
   std::vector<std::unique_ptr<ThreadContext>> contexts_;
-  std::vector<std::vector<std::byte>> addresses_;  // [process*slots + slot]
+  std::vector<std::vector<std::byte>> addresses_;  // [process * contexts() + worker]
   std::unique_ptr<std::atomic<bool>[]> failed_;
   mutable std::mutex failures_mutex_;
   std::vector<std::string> failures_;  // [process]: why, once failed

@@ -109,7 +109,7 @@ void ThreadContext::transmit(CallHeader header, const Outgoing& c, ThreadId dest
     throw Error(Errc::message_too_large, "call_buffer payload of " + std::to_string(c.data.size()) +
                                              " bytes exceeds the maximum of " + std::to_string(runtime_.max_message()) +
                                              " (RDMX_MAX_MESSAGE)");
-  transfer::Endpoint& ep = endpoint(destination.process, runtime_.slot_of(destination.thread));
+  transfer::Endpoint& ep = endpoint(destination.process, runtime_.worker_of(destination.thread));
   header.closure_size = static_cast<std::uint16_t>(c.closure_size);
   auto record = take_send_buffer();
   std::memcpy(record->bytes, &header, sizeof header);
@@ -188,7 +188,7 @@ void ThreadContext::send_reply(ThreadId destination, std::uint64_t token, const 
   }
   transfer::Endpoint* ep = nullptr;
   try {
-    ep = &endpoint(destination.process, runtime_.slot_of(destination.thread));
+    ep = &endpoint(destination.process, runtime_.worker_of(destination.thread));
   } catch (const Error& e) {
     rdmx::log(rdmx::LogLevel::error, "%s: cannot reply to %s: %s\n", to_string(id_).c_str(), to_string(destination).c_str(), e.what());
     return;

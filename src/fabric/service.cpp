@@ -21,19 +21,19 @@
 
 namespace rdmx::fabric {
 
-void Runtime::helper_loop(std::uint32_t slot) {
-  // A helper is a worker slot of its own (its UCX worker, its messengers):
+void Runtime::helper_loop(std::uint32_t worker) {
+  // A helper is a worker of its own (its UCX worker, its messengers):
   // it runs the one-sided calls of the worker threads the invoke layer gave
   // it, and answers them as itself, so it never touches their workers.
-  bind_current_thread(slot);
-  ThreadContext& ctx = context(slot);
+  bind_current_thread(worker);
+  ThreadContext& ctx = context(worker);
   Backoff backoff;
   while (!stop_helpers_.load(std::memory_order_acquire)) {
     bool active = true;
     try {
       active = ctx.poll(nullptr);
     } catch (const std::exception& e) {  // e.g. a corrupted channel: reported, the helper goes on
-      rdmx::log(rdmx::LogLevel::error, "process %u, helper thread %u: %s\n", rank_, slot - threads_, e.what());
+      rdmx::log(rdmx::LogLevel::error, "process %u, helper thread %u: %s\n", rank_, worker - threads_, e.what());
     }
     backoff(active);
   }
@@ -41,7 +41,7 @@ void Runtime::helper_loop(std::uint32_t slot) {
 }
 
 void Runtime::stop_helpers() {
-  // Teardown drives the helpers' slots itself (quiesce), so what they
+  // Teardown drives the helpers itself (quiesce), so what they
   // consume for the workers is still consumed.
   stop_helpers_.store(true, std::memory_order_release);
   for (auto& t : helper_threads_) t.join();

@@ -24,11 +24,11 @@
 
 namespace rdmx::fabric {
 
-void Runtime::drive(std::uint32_t slot, const std::function<void(ThreadContext&)>& what) {
+void Runtime::drive(std::uint32_t worker, const std::function<void(ThreadContext&)>& what) {
   // Teardown acts as each worker in turn, holding its driver lock.
-  std::lock_guard lock(contexts_[slot]->driver);
-  set_current_context(contexts_[slot].get());
-  what(*contexts_[slot]);
+  std::lock_guard lock(contexts_[worker]->driver);
+  set_current_context(contexts_[worker].get());
+  what(*contexts_[worker]);
   set_current_context(nullptr);
 }
 
@@ -41,7 +41,7 @@ void Runtime::flush_all(std::size_t layers) {
 }
 
 bool Runtime::quiesce() {
-  // Deliver what is still in flight. Each round: flush every slot's sends and
+  // Deliver what is still in flight. Each round: flush every worker's sends and
   // its layers' pending calls, wait for every process (then all of them
   // have landed), and run what arrived. Running calls may send more, so
   // rounds repeat until no process ran anything. The service thread keeps

@@ -29,17 +29,17 @@ thread_local ThreadContext* stood_in_for = nullptr;
 
 // ---- ThreadContext ----
 
-ThreadContext::ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Worker::Sharing sharing)
+ThreadContext::ThreadContext(Runtime& runtime, std::uint32_t worker, transfer::Worker::Sharing sharing)
     : runtime_(runtime),
-      id_{runtime.rank(), slot == runtime.workers() ? service_thread : slot},
+      id_{runtime.rank(), worker == runtime.workers() ? service_thread : worker},
       shared_(sharing == transfer::Worker::Sharing::shared),
       progress_rounds_(runtime.context().shared_memory() ? 4 : 1),
       queued_to_(runtime.size(), 0),
       written_off_(runtime.size(), false),
       worker_(runtime.context(), sharing),
-      // Sized once here: threads sharing the service context look slots up
+      // Sized once here: threads sharing the service context look endpoints up
       // without the lock, so the vector itself must never change.
-      endpoint_index_(std::size_t{runtime.size()} * runtime.slots()) {
+      endpoint_index_(std::size_t{runtime.size()} * runtime.contexts()) {
   for (auto [id, handler] : {std::pair{am_call, &ThreadContext::on_call}, std::pair{am_reply, &ThreadContext::on_reply}}) {
     ucp_am_handler_param_t p{};
     p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
@@ -61,16 +61,16 @@ ThreadContext::~ThreadContext() {
   endpoints_.clear();
 }
 
-transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t slot) {
+transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t worker) {
   if (runtime_.process_failed(process))
     throw Error(Errc::peer_failed, "process " + std::to_string(process) + " has failed");
-  std::size_t index = std::size_t{process} * runtime_.slots() + slot;
+  std::size_t index = std::size_t{process} * runtime_.contexts() + worker;
   transfer::Endpoint* ep = endpoint_index_[index].load(std::memory_order_acquire);
   if (ep == nullptr) {
     std::lock_guard lock(endpoints_mutex_);
     ep = endpoint_index_[index].load(std::memory_order_acquire);
     if (ep == nullptr) {
-      ThreadId peer{process, slot == runtime_.workers() ? service_thread : slot};
+      ThreadId peer{process, worker == runtime_.workers() ? service_thread : worker};
       // A process of this machine is watched through /proc (liveness.cpp):
       // asking UCX to detect its failure would only keep shared memory out.
       // The own worker cannot fail apart from us; asking for detection there
@@ -78,11 +78,11 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
       // thread would cross the TCP stack. Only there: TCP endpoints between
       // two workers of one process that ask for no detection make UCX 1.13
       // crash now and then (in uct_tcp_iface_progress).
-      const bool own_worker = process == runtime_.rank() && slot == runtime_.slot_of(id_.thread);
+      const bool own_worker = process == runtime_.rank() && worker == runtime_.worker_of(id_.thread);
       const bool watched_here = own_worker || (runtime_.same_host(process) && runtime_.context().shared_memory());
       const auto watch = watched_here ? transfer::Endpoint::Watch::owner : transfer::Endpoint::Watch::transport;
       auto connect = [&] {
-        return std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, slot),
+        return std::make_unique<transfer::Endpoint>(worker_, runtime_.worker_address(process, worker),
                                                      "thread " + rdmx::to_string(peer), watch);
       };
       std::unique_ptr<transfer::Endpoint> owned;
@@ -135,11 +135,11 @@ transfer::Endpoint& ThreadContext::endpoint(std::uint32_t process, std::uint32_t
 
 std::vector<ThreadId> ThreadContext::contacted_workers() const {
   std::vector<ThreadId> out;
-  const std::uint32_t slots = runtime_.slots();
+  const std::uint32_t per_process = runtime_.contexts();
   std::lock_guard lock(endpoints_mutex_);
   for (std::size_t i = 0; i < endpoint_index_.size(); ++i)
-    if (i % slots < runtime_.threads() && endpoint_index_[i].load(std::memory_order_acquire) != nullptr)
-      out.push_back(ThreadId{static_cast<std::uint32_t>(i / slots), static_cast<std::uint32_t>(i % slots)});
+    if (i % per_process < runtime_.threads() && endpoint_index_[i].load(std::memory_order_acquire) != nullptr)
+      out.push_back(ThreadId{static_cast<std::uint32_t>(i / per_process), static_cast<std::uint32_t>(i % per_process)});
   return out;
 }
 
@@ -149,7 +149,7 @@ transfer::Endpoint& ThreadContext::rma_endpoint(std::uint32_t process) {
   // worker: UCX's loopback (`self`) then moves the bytes inside the call,
   // where another worker of the own process would be a TCP connection
   // (UCX_TLS=tcp,self) whose emulated operations wait for its progress.
-  return endpoint(process, process == runtime_.rank() ? runtime_.slot_of(id_.thread) : runtime_.workers());
+  return endpoint(process, process == runtime_.rank() ? runtime_.worker_of(id_.thread) : runtime_.workers());
 }
 
 transfer::Transmitter& ThreadContext::transmitter(std::uint32_t process) {

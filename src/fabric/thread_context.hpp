@@ -35,13 +35,13 @@ class Runtime;
 
 class ThreadContext {
  public:
-  ThreadContext(Runtime& runtime, std::uint32_t slot, transfer::Worker::Sharing sharing);
+  ThreadContext(Runtime& runtime, std::uint32_t worker, transfer::Worker::Sharing sharing);
   ~ThreadContext();
 
   ThreadId id() const noexcept { return id_; }
   transfer::Worker& worker() noexcept { return worker_; }
-  // Endpoint from this thread's worker to (process, slot); created on first use.
-  transfer::Endpoint& endpoint(std::uint32_t process, std::uint32_t slot);
+  // Endpoint from this thread's worker to (process, worker); created on first use.
+  transfer::Endpoint& endpoint(std::uint32_t process, std::uint32_t worker);
   // The endpoint one-sided operations on `process`'s memory go through
   // (transmitter() and the remote keys use it).
   transfer::Endpoint& rma_endpoint(std::uint32_t process);

@@ -23,13 +23,13 @@ class TokenTable {
   Added add() {
     std::uint32_t index;
     if (free_.empty()) {
-      index = static_cast<std::uint32_t>(slots_.size());
-      slots_.emplace_back();
+      index = static_cast<std::uint32_t>(entries_.size());
+      entries_.emplace_back();
     } else {
       index = free_.back();
       free_.pop_back();
     }
-    Slot& s = slots_[index];
+    Entry& s = entries_[index];
     ++s.generation;
     s.used = true;
     s.value = T{};
@@ -39,8 +39,8 @@ class TokenTable {
   // The entry `token` names; nullptr if none (never made, freed, or reused).
   T* find(std::uint64_t token) noexcept {
     const std::uint64_t index = (token & 0xffffffffu) - 1;
-    if (token == 0 || index >= slots_.size()) return nullptr;
-    Slot& s = slots_[index];
+    if (token == 0 || index >= entries_.size()) return nullptr;
+    Entry& s = entries_[index];
     return s.used && s.generation == static_cast<std::uint32_t>(token >> 32) ? &s.value : nullptr;
   }
   // Frees the entry (its value is reset); false if `token` names none.
@@ -49,7 +49,7 @@ class TokenTable {
     if (value == nullptr) return false;
     const auto index = static_cast<std::uint32_t>((token & 0xffffffffu) - 1);
     *value = T{};
-    slots_[index].used = false;
+    entries_[index].used = false;
     free_.push_back(index);
     --in_use_;
     return true;
@@ -59,13 +59,13 @@ class TokenTable {
   // it was given included, and add entries (which may or may not be visited).
   template <class F>
   void for_each(F&& f) {
-    const std::size_t n = slots_.size();
+    const std::size_t n = entries_.size();
     for (std::size_t i = 0; i < n; ++i)
-      if (slots_[i].used) f(token_of(static_cast<std::uint32_t>(i), slots_[i].generation), slots_[i].value);
+      if (entries_[i].used) f(token_of(static_cast<std::uint32_t>(i), entries_[i].generation), entries_[i].value);
   }
 
  private:
-  struct Slot {
+  struct Entry {
     std::uint32_t generation = 0;
     bool used = false;
     T value{};
@@ -73,7 +73,7 @@ class TokenTable {
   static std::uint64_t token_of(std::uint32_t index, std::uint32_t generation) noexcept {
     return (std::uint64_t{generation} << 32) | (std::uint64_t{index} + 1);
   }
-  std::deque<Slot> slots_;
+  std::deque<Entry> entries_;
   std::vector<std::uint32_t> free_;
   std::size_t in_use_ = 0;
 };
