@@ -17,7 +17,7 @@
 //   reread_clean   a read of a cached clean block (no fault), ns
 //   first_write    a write to a cached clean block (fault, twin)
 //   reread_written a read of a block this process wrote (no fault), ns
-//   barrier        dsm: dsm::barrier with nothing written;
+//   barrier        dsm: dsm::process_barrier with nothing written;
 //                  floating_home / fixed_home: every process wrote its own bytes of the
 //                  same `density` blocks before it (the two home policies)
 //                  full_signature: every process wrote one word of each of `notices`
@@ -172,14 +172,14 @@ void full_signature_barrier(rdmx::Job& job, const Options& opt, const Line& line
   for (int r = 1; r <= rounds + 2; ++r) {
     for (std::size_t i = 0; i < per; ++i) word(job.rank(), i) = static_cast<std::uint64_t>(r);
     const auto t0 = Clock::now();
-    rdmx::dsm::barrier();
+    rdmx::dsm::process_barrier();
     if (r > 2) t.push_back(us_since(t0));
   }
   for (std::size_t p = 0; p < processes; ++p)
     for (std::size_t i = 0; i < per; ++i)
       if (word(p, i) != static_cast<std::uint64_t>(rounds + 2))
         wrong("full_signature: block " + std::to_string(i) + " of process " + std::to_string(p));
-  rdmx::dsm::barrier();
+  rdmx::dsm::process_barrier();
   if (job.rank() == 0)
     line("barrier", "full_signature", block, double(per)).field("notices", per).field("metric", "us")
         .field("value", median(t)).print();
@@ -224,15 +224,15 @@ void mutexes(rdmx::Job& job, const Options& opt, const Line& line) {
     auto* counter = static_cast<volatile std::uint64_t*>(rdmx::dsm::allocate(block, block));
     rdmx::dsm::Mutex mutex(1);  // its word lives at process 1 (mutex mod P)
     const auto alone = time(false, [&] { mutex.lock(); mutex.unlock(); });
-    rdmx::dsm::barrier();
+    rdmx::dsm::process_barrier();
     const auto all = time(true, [&] { mutex.lock(); mutex.unlock(); });
-    rdmx::dsm::barrier();
+    rdmx::dsm::process_barrier();
     const auto counted = time(true, [&] {
       mutex.lock();
       *counter = *counter + 1;
       mutex.unlock();
     });
-    rdmx::dsm::barrier();
+    rdmx::dsm::process_barrier();
     if (*counter != std::uint64_t(n) * processes) wrong("mutex: the counter reached " + std::to_string(*counter));
     print("dsm", "reacquire", alone);
     print("dsm", "contended", all);
@@ -376,7 +376,7 @@ void migratory(rdmx::Job& job, const Options& opt, const Line& line) {
       if (phase == 3) faults_before = faults(rdmx::dsm::counters());
       const auto t0 = Clock::now();
       for (std::size_t b : mine) std::memset(area + b * block, value(phase), block);
-      rdmx::dsm::barrier();
+      rdmx::dsm::process_barrier();
       if (phase > 2) t.push_back(us_since(t0));
     }
     const double faults_per_phase = double(faults(rdmx::dsm::counters()) - faults_before) / phases;
@@ -384,7 +384,7 @@ void migratory(rdmx::Job& job, const Options& opt, const Line& line) {
       for (std::size_t b : blocks_of(p))
         if (area[b * block] != value(phases + 2) || area[b * block + block - 1] != value(phases + 2))
           wrong(std::string("migratory: block ") + std::to_string(b) + " of process " + std::to_string(p));
-    rdmx::dsm::barrier();
+    rdmx::dsm::process_barrier();
     const char* variant = policy == rdmx::dsm::HomePolicy::fixed ? "fixed" : "floating";
     if (job.rank() == 0) {
       line("migratory", variant, block, double(per)).field("metric", "us").field("value", median(t)).print();
@@ -417,14 +417,14 @@ void write_sweep(rdmx::Job& job, const Options& opt, const Line& line) {
       const std::size_t first = (rank + static_cast<std::size_t>(phase)) % processes * per;
       const auto t0 = Clock::now();
       for (std::size_t b = first; b < first + per; ++b) std::memset(grid + b * block, value(phase, b), block);
-      rdmx::dsm::barrier();
+      rdmx::dsm::process_barrier();
       if (phase > 2) t.push_back(us_since(t0));
     }
     const double faults_per_phase = double(rdmx::dsm::counters().write_faults - faults_before) / phases;
     for (std::size_t b = 0; b < per * processes; ++b)
       if (grid[b * block] != value(phases + 2, b) || grid[b * block + block - 1] != value(phases + 2, b))
         wrong("write_sweep: block " + std::to_string(b));
-    rdmx::dsm::barrier();
+    rdmx::dsm::process_barrier();
     const char* variant = ahead > 0 ? "write_ahead" : "block_at_a_time";
     if (job.rank() == 0) {
       line("write_sweep", variant, block, double(per)).field("metric", "us").field("value", median(t)).print();
@@ -440,7 +440,7 @@ void write_sweep(rdmx::Job& job, const Options& opt, const Line& line) {
 // worker threads per process (--rdmx-threads) the threads split each
 // process's writes and reads into contiguous chunks (OpenMP's static
 // schedule), so they fault on different blocks of the one cache at once, and
-// meet in dsm::thread_barrier.
+// meet in dsm::barrier.
 template <class Line>
 void read_shared(rdmx::Job& job, const Options& opt, const Line& line) {
   constexpr std::size_t block = 4096, matrix_blocks = 256, vector_blocks = 256;
@@ -467,7 +467,7 @@ void read_shared(rdmx::Job& job, const Options& opt, const Line& line) {
     auto* matrix = static_cast<unsigned char*>(rdmx::dsm::allocate(matrix_blocks * block, block));
     auto* vector = static_cast<unsigned char*>(rdmx::dsm::allocate(vector_blocks * block, block));
     for (std::size_t b = rank; b < matrix_blocks; b += processes) std::memset(matrix + b * block, matrix_value(b), block);
-    rdmx::dsm::barrier();
+    rdmx::dsm::process_barrier();
     std::vector<double> t;
     std::uint64_t faults_before = 0;
     std::atomic<std::uint64_t> sink{0};
@@ -503,9 +503,9 @@ void read_shared(rdmx::Job& job, const Options& opt, const Line& line) {
       }
     };
     if (threads == 1)
-      timed(0, [] { rdmx::dsm::barrier(); });
+      timed(0, [] { rdmx::dsm::process_barrier(); });
     else
-      job.run([&](rdmx::ThreadId me) { timed(me.thread, [] { rdmx::dsm::thread_barrier(); }); });
+      job.run([&](rdmx::ThreadId me) { timed(me.thread, [] { rdmx::dsm::barrier(); }); });
     const double faults_per_phase = double(rdmx::dsm::counters().read_faults - faults_before) / phases;
     if (sink.load() == 42) std::printf(" ");
     if (job.rank() != 0) continue;
@@ -594,7 +594,7 @@ int main(int argc, char** argv) {
     auto* untouched = static_cast<volatile char*>(rdmx::dsm::allocate(std::size_t(n) * block, block));
     if (job.rank() == 1)
       for (int i = 0; i < n; ++i) written[std::size_t(i) * block] = 1;
-    rdmx::dsm::barrier();
+    rdmx::dsm::process_barrier();
 
     std::vector<double> fast, lookup, reread, first_write, reread_written;
     if (me0) {
@@ -641,7 +641,7 @@ int main(int argc, char** argv) {
       std::memcpy(&m, all[1].data(), sizeof m);
       if (me0) lookup.push_back(m);
     }
-    rdmx::dsm::barrier();
+    rdmx::dsm::process_barrier();
     emit("first_read", "fast_read", block, 1, "us", me0 ? median(fast) : 0);
     emit("first_read", "owner_lookup", block, 0, "us", me0 ? median(lookup) : 0);
     emit("reread_clean", "dsm", block, 0, "ns", me0 ? median(reread) : 0);
@@ -653,7 +653,7 @@ int main(int argc, char** argv) {
       std::vector<double> t;
       for (int i = 0; i < n; ++i) {
         const auto t0 = Clock::now();
-        rdmx::dsm::barrier();
+        rdmx::dsm::process_barrier();
         t.push_back(us_since(t0));
       }
       emit("barrier", "dsm", block, 0, "us", median(t));
@@ -715,7 +715,7 @@ int main(int argc, char** argv) {
       for (int r = 0; r < std::max(10, opt.reps / 8); ++r) {
         for (int b = 0; b < density; ++b) area[std::size_t(b) * block + job.rank() * 8 + r % 8] = static_cast<char>(r);
         const auto t0 = Clock::now();
-        rdmx::dsm::barrier();
+        rdmx::dsm::process_barrier();
         t.push_back(us_since(t0));
       }
       emit("barrier", policy == rdmx::dsm::HomePolicy::fixed ? "fixed_home" : "floating_home", block, density, "us",

@@ -67,8 +67,8 @@ const Config& Space::config() const noexcept { return engine_->config(); }
 
 void* allocate(std::size_t bytes, std::size_t alignment) { return Layer::require("allocate").allocate(bytes, alignment); }
 void release() { Layer::require("release").release(); }
-void barrier() { Layer::require("barrier").barrier(false); }
-void thread_barrier() { Layer::require("thread_barrier").barrier(true); }
+void barrier() { Layer::require("barrier").barrier(true); }
+void process_barrier() { Layer::require("process_barrier").barrier(false); }
 
 Mutex::Mutex(std::uint32_t index) : index_(index) {}
 void Mutex::lock() { Layer::require("Mutex::lock").lock(index_); }

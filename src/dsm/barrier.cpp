@@ -1,6 +1,6 @@
 // The process barrier: release, exchange of signatures (by dissemination
 // where one-sided operations are native, by messages elsewhere), acquire;
-// and the meeting of a process's threads in thread_barrier.
+// and the meeting of a process's threads in barrier (every worker thread).
 #include "engine.hpp"
 
 #include <algorithm>
@@ -50,7 +50,7 @@ void Engine::process_barrier(bool alone) {
   }
   // No barrier completes without every process: fail at once, before
   // anything goes to a failed one.
-  throw_if_failed(every_peer, [] { return std::string("dsm::barrier"); });
+  throw_if_failed(every_peer, [] { return std::string("dsm barrier"); });
   release_all();
   std::vector<std::byte> mine;
   {
@@ -156,13 +156,13 @@ void Engine::await_flag(std::uint64_t& word, std::uint64_t target, std::uint32_t
   Backoff backoff;
   auto last_check = std::chrono::steady_clock::now();
   while (flag.load(std::memory_order_acquire) < target) {
-    throw_if_failed(process, [] { return std::string("dsm::barrier"); });
+    throw_if_failed(process, [] { return std::string("dsm barrier"); });
     throw_if_ended(target);
     backoff(progress() != 0);
     const auto t = std::chrono::steady_clock::now();
     if (t - last_check < std::chrono::milliseconds(5)) continue;
     last_check = t;
-    probe_peers("dsm::barrier", process);
+    probe_peers("dsm barrier", process);
   }
 }
 
@@ -172,9 +172,9 @@ void Engine::barrier(bool every_thread) {
     // Peers send their signatures to worker thread 0 (process_barrier): the
     // barrier must run there, or on the main thread outside Job::run.
     if (const ThreadId me = this_thread(); me.is_service() || me.thread != 0)
-      throw Error(Errc::invalid_argument, "dsm::barrier: called by " + to_string(me) +
+      throw Error(Errc::invalid_argument, std::string(every_thread ? "dsm::barrier" : "dsm::process_barrier") + ": called by " + to_string(me) +
                                               "; only worker thread 0 (or the main thread outside Job::run) may call it, "
-                                              "or every worker thread dsm::thread_barrier");
+                                              "or every worker thread dsm::barrier");
     process_barrier(threads <= 1);
     return;
   }
@@ -184,7 +184,7 @@ void Engine::barrier(bool every_thread) {
   const std::uint64_t generation = generation_;
   const ThreadId me = this_thread();
   if (me.is_service() || me.thread >= threads)
-    throw Error(Errc::invalid_argument, "dsm::thread_barrier: called by " + to_string(me) + ", not a worker thread");
+    throw Error(Errc::invalid_argument, "dsm::barrier: called by " + to_string(me) + ", not a worker thread");
   if (me.thread != 0) {
     ++arrived_;
     meet_cv_.notify_all();

@@ -186,9 +186,9 @@ void Engine::throw_if_ended_before(std::uint64_t target) const {
   // A peer that ended its Space after a failure this process has not
   // heard of yet: the failure is the news.
   if (e.failed != Layer::no_process && e.failed != rank_)
-    throw Error(Errc::peer_failed, "dsm::barrier: process " + std::to_string(e.failed) + " has failed (as process " +
+    throw Error(Errc::peer_failed, "dsm barrier: process " + std::to_string(e.failed) + " has failed (as process " +
                                        std::to_string(e.process) + " saw before it ended its dsm::Space)");
-  throw Error(Errc::shut_down, "dsm::barrier (barrier " + std::to_string(target) + " of the space): process " +
+  throw Error(Errc::shut_down, "dsm barrier (barrier " + std::to_string(target) + " of the space): process " +
                                    std::to_string(e.process) + " has ended its dsm::Space after " + std::to_string(e.barriers) +
                                    " barriers, without entering this one: every process must call the same barriers");
 }

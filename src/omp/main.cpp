@@ -401,7 +401,7 @@ int run(int argc, char** argv) {
   }
   set_runtime(&rt);
   setup_threadprivate(job, *rt.region);
-  dsm::barrier();  // the Region's initial state, before anyone reads it
+  dsm::process_barrier();  // the Region's initial state, before anyone reads it
 
   master.argc = argc;
   master.argv = argv;
@@ -414,7 +414,7 @@ int run(int argc, char** argv) {
     const int status = run_master({heap, stack});
     rt.region->status = status;
     rt.region->exit = 1;
-    dsm::thread_barrier();
+    dsm::barrier();
   });
   const int status = rt.region->status;
   set_runtime(nullptr);

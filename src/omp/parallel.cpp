@@ -68,7 +68,7 @@ void team_barrier() {
   if (!team.shared) return;
   runtime()->barriers.fetch_add(1, std::memory_order_relaxed);
   ++team.barriers;
-  off_heap([] { dsm::thread_barrier(); });
+  off_heap([] { dsm::barrier(); });
 }
 
 namespace {
@@ -88,7 +88,7 @@ std::uint64_t end_mark(std::uint64_t number, std::uint64_t barrier) {
 void wait_out(const Region& region) {
   Runtime& rt = *runtime();
   for (std::uint64_t barrier = 1;; ++barrier) {
-    dsm::thread_barrier();
+    dsm::barrier();
     if (std::atomic_ref<std::uint64_t>(rt.region->end_mark).load(std::memory_order_acquire) ==
         end_mark(region.number, barrier))
       break;
@@ -123,13 +123,13 @@ void join(const Region& region, std::uint32_t global_thread) {
   team = Team{};
   team.constructs = done.constructs;
   team.ordered_loops = done.ordered_loops;
-  off_heap([] { dsm::thread_barrier(); });
+  off_heap([] { dsm::barrier(); });
 }
 
 void serve_team(std::uint32_t global_thread) {
   Runtime& rt = *runtime();
   for (;;) {
-    dsm::thread_barrier();
+    dsm::barrier();
     const Region region = *rt.region;
     if (region.exit != 0) return;
     join(region, global_thread);
@@ -159,7 +159,7 @@ void parallel(void (*fn)(void*), void* data, unsigned num_threads, const LoopSpe
   rt.region->size = size;
   ++rt.region->number;
   publish_threadprivate(*rt.region);
-  off_heap([] { dsm::thread_barrier(); });
+  off_heap([] { dsm::barrier(); });
   const Region region = *rt.region;
   join(region, 0);
   warm_stack();

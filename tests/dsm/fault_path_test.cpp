@@ -74,7 +74,7 @@ TEST(FaultPath, ServesFaultsWithoutAllocating) {
     EXPECT_NE(sink, 1u);  // keeps the reads
     writes += mine;
     report_allocations("write faults", mine);
-    dsm::barrier();
+    dsm::process_barrier();
 
     std::size_t wrong = 0, seen = 0;
     counting = true;
@@ -91,7 +91,7 @@ TEST(FaultPath, ServesFaultsWithoutAllocating) {
     reads += seen;
     EXPECT_EQ(wrong, 0u) << "round " << round;
     report_allocations("reads (faults, fast reads and owner lookups)", seen);
-    dsm::barrier();
+    dsm::process_barrier();
   }
   // A run of blocks of its own, written in order: write faults that make the
   // following blocks writable too (write-ahead), fetching them.
@@ -102,7 +102,7 @@ TEST(FaultPath, ServesFaultsWithoutAllocating) {
   for (std::size_t b = rank * run; b < (rank + 1) * run; ++b) *word(own, b) = value(rounds, b);
   counting = false;
   report_allocations("sequential writes (write faults and blocks made writable ahead)", run);
-  dsm::barrier();
+  dsm::process_barrier();
   for (std::size_t b = 0; b < procs * run; ++b) ASSERT_EQ(*word(own, b), value(rounds, b)) << "block " << b;
   const dsm::Counters after = dsm::counters();
   if (space().config().write_ahead > 0) EXPECT_GT(after.write_ahead - before_run.write_ahead, 0u);
@@ -151,7 +151,7 @@ TEST(FaultPath, RunsNoCallWhileItWaits) {
     // Each process writes a block of its own; then each reads the block of
     // the next process, a miss served from another process.
     *word(heap, t * procs + rank) = value(t, rank);
-    dsm::barrier();
+    dsm::process_barrier();
     const std::uint32_t other = (rank + 1) % procs;
     const std::size_t block = t * procs + other;
     struct Seen {
@@ -176,7 +176,7 @@ TEST(FaultPath, RunsNoCallWhileItWaits) {
     ASSERT_TRUE(seen.ran) << "try " << t << ": the call never ran";
     EXPECT_TRUE(seen.after_fault) << "try " << t;
     EXPECT_EQ(seen.value, value(t, other)) << "try " << t;
-    dsm::barrier();
+    dsm::process_barrier();
   }
   done.store(true);
   watchdog.join();

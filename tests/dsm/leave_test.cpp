@@ -1,11 +1,11 @@
 // A process ends while the others are in a collective allocation, or in
-// dsm::barrier (argv[2] `barrier`): theirs fails in bounded time instead of
+// dsm::process_barrier (argv[2] `barrier`): theirs fails in bounded time instead of
 // waiting for ever. The last process ends right after an allocation every
 // process made, as argv[1] says:
 // - `return`: out of main, through ~Space. In an allocation, ~Space's job
 //   barrier meets the others' allocation: mismatched collectives,
 //   Errc::invalid_argument on all, saying that process called barrier. In
-//   dsm::barrier, ~Space's note that it leaves the space fails it with
+//   dsm::process_barrier, ~Space's note that it leaves the space fails it with
 //   Errc::shut_down, naming that process;
 // - `exit` (std::exit: no destructor of main's runs) or `kill` (SIGKILL):
 //   Errc::peer_failed, naming it.
@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (in_barrier) {
-      dsm::barrier();
-      return fail("a dsm::barrier completed without process " + std::to_string(leaver));
+      dsm::process_barrier();
+      return fail("a dsm::process_barrier completed without process " + std::to_string(leaver));
     }
     void* second = dsm::allocate(64);
     return fail("an allocation completed without process " + std::to_string(leaver) + " (" +

@@ -49,7 +49,7 @@ std::string origin(std::uint64_t v, std::size_t i) {
 TEST(Litmus, FenceWithoutSpaceIsAnError) {
   ASSERT_FALSE(the_space);
   try {
-    dsm::barrier();
+    dsm::process_barrier();
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::invalid_argument);
@@ -109,10 +109,10 @@ TEST(Litmus, HeapLargerThanAnArenaSegment) {
     words[0] = 7;
     words[last] = 11;
   }
-  dsm::barrier();
+  dsm::process_barrier();
   EXPECT_EQ(words[0], 7u);
   EXPECT_EQ(words[last], 11u);
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // Directory invalidation: a release that took a block's sharers tells each
@@ -133,7 +133,7 @@ TEST(Litmus, DirectoryReleaseWaitsForAnotherReleasersInvalidation) {
   dsm::Space space(job(), config);
   auto* data = static_cast<volatile std::uint64_t*>(dsm::allocate(config.block_bytes, config.block_bytes));
   dsm::Mutex counter(3);
-  dsm::barrier();
+  dsm::process_barrier();
   for (std::uint64_t round = 0; round < 3; ++round) {
     if (rank() == stale) {
       counter.lock();
@@ -157,10 +157,10 @@ TEST(Litmus, DirectoryReleaseWaitsForAnotherReleasersInvalidation) {
       data[0] = data[0] + 1;
       counter.unlock();
     }
-    dsm::barrier();
+    dsm::process_barrier();
     ASSERT_EQ(data[0], 3 * (round + 1)) << "round " << round;
     ASSERT_EQ(data[1], round + 1) << "round " << round;
-    dsm::barrier();
+    dsm::process_barrier();
   }
 }
 
@@ -203,7 +203,7 @@ TEST(Litmus, CausalMissSeesTheDataWrittenBeforeAFlag) {
     flush.lock();
     flush.unlock();
   };
-  dsm::barrier();
+  dsm::process_barrier();
   std::uint64_t stale = 0;
   // Where signatures overflow every acquire drops every copy, and with a
   // directory every refetch of a block another process wrote is a causal
@@ -227,7 +227,7 @@ TEST(Litmus, CausalMissSeesTheDataWrittenBeforeAFlag) {
       fence();
     }
   }
-  dsm::barrier();
+  dsm::process_barrier();
   EXPECT_EQ(stale, 0u) << "stale words read after a flag; " << dsm::to_string(dsm::counters());
 }
 
@@ -244,7 +244,7 @@ TEST(Litmus, HeapAndAllocationsHaveOneAddress) {
   }
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(q) % alignof(std::uint64_t), 0u);
   EXPECT_GE(reinterpret_cast<std::byte*>(q), static_cast<std::byte*>(p) + 100);
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 TEST(Litmus, BadRequestsAreClearErrors) {
@@ -261,7 +261,7 @@ TEST(Litmus, BadRequestsAreClearErrors) {
   EXPECT_THROW(dsm::Mutex(space().config().mutexes).lock(), Error);
   // Unlocking a mutex nobody holds.
   EXPECT_THROW(dsm::Mutex(rank()).unlock(), Error);
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // A bad request on one process only fails the allocation on every process,
@@ -281,7 +281,7 @@ TEST(Litmus, ABadRequestOnOneProcessFailsOnAll) {
   auto* p = static_cast<std::uint64_t*>(dsm::allocate(64, 8));
   const auto where = job().allgather(reinterpret_cast<std::uintptr_t>(p));
   for (const auto w : where) EXPECT_EQ(w, where[0]);
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // A thread locking a mutex it holds would wait for its own unlock for ever:
@@ -300,11 +300,11 @@ TEST(Litmus, MutexLockedAgainByItsHolderIsAClearError) {
   }
   EXPECT_FALSE(m.try_lock());
   m.unlock();
-  dsm::barrier();
+  dsm::process_barrier();
   dsm::Mutex next((rank() + 1) % procs());
   next.lock();
   next.unlock();
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 TEST(Litmus, MessagePassingThroughBarrier) {
@@ -315,9 +315,9 @@ TEST(Litmus, MessagePassingThroughBarrier) {
     const std::uint32_t writer = round % procs();
     if (rank() == writer)
       for (std::size_t i = 0; i < n; ++i) data[i] = value(round, i);
-    dsm::barrier();
+    dsm::process_barrier();
     for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(data[i], value(round, i)) << "round " << round << " word " << i;
-    dsm::barrier();
+    dsm::process_barrier();
   }
   const dsm::Counters c = dsm::counters();
   EXPECT_GT(c.read_faults + c.write_faults, 0u) << dsm::to_string(c);
@@ -332,7 +332,7 @@ TEST(Litmus, MessagePassingThroughMutex) {
   auto* flag = dsm::allocate_array<std::uint64_t>(1);
   auto* data = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
   const std::size_t n = block() / sizeof(std::uint64_t);
-  dsm::barrier();
+  dsm::process_barrier();
   dsm::Mutex m(1);
   if (rank() == 0) {
     m.lock();
@@ -349,7 +349,7 @@ TEST(Litmus, MessagePassingThroughMutex) {
       m.unlock();
     }
   }
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // A block moves from home to home through processes 1, 2, ... in turn,
@@ -365,7 +365,7 @@ TEST(Litmus, HomeFoundThroughProbableOwnerLinks) {
   auto* data = reinterpret_cast<std::uint64_t*>(blocks + (procs() - first % procs()) % procs() * block());
   ASSERT_EQ(static_cast<std::size_t>(reinterpret_cast<std::byte*>(data) - space().heap().data()) / block() % procs(),
             0u);
-  dsm::barrier();
+  dsm::process_barrier();
   dsm::Mutex m(3);
   if (rank() != 0) {
     for (bool done = false; !done;) {
@@ -378,7 +378,7 @@ TEST(Litmus, HomeFoundThroughProbableOwnerLinks) {
       m.unlock();
     }
   }
-  dsm::barrier();
+  dsm::process_barrier();
   const dsm::Counters before = dsm::counters();
   EXPECT_EQ(data[0], procs() - 1);
   for (std::uint32_t p = 1; p < procs(); ++p) EXPECT_EQ(data[p], value(5, p)) << "process " << p << "'s write";
@@ -387,13 +387,13 @@ TEST(Litmus, HomeFoundThroughProbableOwnerLinks) {
   if (rank() == 0 && c.home == dsm::HomePolicy::floating && !told && procs() >= 3)
     EXPECT_GE(dsm::counters().links_followed - before.links_followed, procs() - 1u)
         << "the block's first home links to its second, and so on";
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 TEST(Litmus, MutexCountsEveryIncrement) {
   space();
   auto* counter = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
-  dsm::barrier();
+  dsm::process_barrier();
   constexpr int rounds = 20;
   dsm::Mutex m(2);
   for (int i = 0; i < rounds; ++i) {
@@ -401,9 +401,9 @@ TEST(Litmus, MutexCountsEveryIncrement) {
     *counter += 1;
     m.unlock();
   }
-  dsm::barrier();
+  dsm::process_barrier();
   EXPECT_EQ(*counter, std::uint64_t{rounds} * procs());
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 TEST(Litmus, TwoWritersOfOneBlockAreMerged) {
@@ -411,10 +411,10 @@ TEST(Litmus, TwoWritersOfOneBlockAreMerged) {
   auto* bytes = static_cast<std::uint8_t*>(dsm::allocate(block(), block()));
   for (int round = 0; round < 3; ++round) {
     for (std::size_t i = rank(); i < block(); i += procs()) bytes[i] = static_cast<std::uint8_t>(round * 16 + i % 251 + 1);
-    dsm::barrier();
+    dsm::process_barrier();
     for (std::size_t i = 0; i < block(); ++i)
       ASSERT_EQ(bytes[i], static_cast<std::uint8_t>(round * 16 + i % 251 + 1)) << "round " << round << " byte " << i;
-    dsm::barrier();
+    dsm::process_barrier();
   }
 }
 
@@ -426,7 +426,7 @@ TEST(Litmus, ReleaseAcquireChain) {
   const std::size_t part = block() / sizeof(std::uint64_t);
   auto* data = static_cast<std::uint64_t*>(dsm::allocate(procs() * block(), block()));
   auto* turn = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
-  dsm::barrier();
+  dsm::process_barrier();
   dsm::Mutex m(3);
   for (bool done = false; !done;) {
     m.lock();
@@ -439,10 +439,10 @@ TEST(Litmus, ReleaseAcquireChain) {
     }
     m.unlock();
   }
-  dsm::barrier();
+  dsm::process_barrier();
   for (std::uint32_t r = 0; r < procs(); ++r)
     for (std::size_t i = 0; i < part; ++i) ASSERT_EQ(data[r * part + i], value(r, i));
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // The writer of a block changes every round (its home follows), while the
@@ -453,7 +453,7 @@ TEST(Litmus, HomeMigrationWhileOthersRead) {
   constexpr std::size_t stable = 16;
   if (rank() == 0)
     for (std::size_t i = 0; i < stable; ++i) words[i] = value(1000, i);
-  dsm::barrier();
+  dsm::process_barrier();
   const std::size_t n = block() / sizeof(std::uint64_t);
   for (std::uint32_t round = 0; round < 3 * procs(); ++round) {
     const std::uint32_t writer = round % procs();
@@ -464,9 +464,9 @@ TEST(Litmus, HomeMigrationWhileOthersRead) {
         for (std::size_t i = 0; i < stable; ++i) ASSERT_EQ(words[i], value(1000, i));
       if (rank() == writer) dsm::release();  // migrates the home here mid-epoch
     }
-    dsm::barrier();
+    dsm::process_barrier();
     for (std::size_t i = stable; i < n; ++i) ASSERT_EQ(words[i], value(round * 3 + 2, i)) << "round " << round;
-    dsm::barrier();
+    dsm::process_barrier();
   }
   const auto migrations = gather(dsm::counters().migrations);
   std::uint64_t total = 0;
@@ -491,11 +491,11 @@ TEST(Litmus, LeasesKeepBlocksNobodyWrote) {
   // Nobody writes `kept`: every process fetches it by owner lookup, with a
   // lease (a copy that came by fast read has none).
   ASSERT_EQ(kept[0], 0u);
-  dsm::barrier();
+  dsm::process_barrier();
   const dsm::Counters before = dsm::counters();
   if (rank() == procs() - 1)
     for (std::size_t b = 0; b < 4; ++b) written[b * words] = value(5, b);
-  dsm::barrier();
+  dsm::process_barrier();
   for (std::size_t b = 0; b < 4; ++b) ASSERT_EQ(written[b * words], value(5, b)) << "block " << b;
   const dsm::Counters middle = dsm::counters();
   ASSERT_EQ(kept[0], 0u);
@@ -507,7 +507,7 @@ TEST(Litmus, LeasesKeepBlocksNobodyWrote) {
     EXPECT_EQ(after.read_faults, middle.read_faults) << dsm::to_string(after);
   else if (small)
     EXPECT_GT(after.read_faults, middle.read_faults) << dsm::to_string(after);
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // Blocks read in order: the miss on the block after the thread's previous
@@ -522,7 +522,7 @@ TEST(Litmus, SequentialReadsFetchAhead) {
   auto* data = static_cast<std::uint64_t*>(dsm::allocate(n * block(), block()));
   if (rank() == procs() - 1)
     for (std::size_t b = 0; b < n; ++b) data[b * words] = value(7, b);
-  dsm::barrier();
+  dsm::process_barrier();
   if (rank() == 0) {
     const std::size_t cached = 2 * (ahead + 1) + 1;  // fetched alone first: read-ahead must stop before it
     ASSERT_EQ(data[cached * words], value(7, cached));
@@ -537,7 +537,7 @@ TEST(Litmus, SequentialReadsFetchAhead) {
     EXPECT_LE(faults, 2 + (n - 1 + ahead) / (ahead + 1)) << dsm::to_string(after);
     EXPECT_GT(fetched_ahead, 0u) << dsm::to_string(after);
   }
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // Blocks written in order: the write fault on the block after the thread's
@@ -556,7 +556,7 @@ TEST(Litmus, SequentialWritesMakeBlocksWritableAhead) {
   dsm::allocate(ahead * block(), block());
   auto* data = static_cast<std::uint64_t*>(dsm::allocate((n + ahead) * block(), block()));
   const std::uint32_t writer = procs() - 1;
-  dsm::barrier();
+  dsm::process_barrier();
   if (rank() == writer) {
     const std::size_t dirty = ahead + 4;  // inside the second run: written alone first
     data[dirty * words] = value(9, dirty);
@@ -572,15 +572,15 @@ TEST(Litmus, SequentialWritesMakeBlocksWritableAhead) {
     EXPECT_LE(faults, 2 * (2 + std::bit_width(ahead)) + n / (ahead + 1)) << dsm::to_string(after);
     EXPECT_GT(made_ahead, 0u) << dsm::to_string(after);
   }
-  dsm::barrier();
+  dsm::process_barrier();
   // Past the end: left unwritten by the writer, written by another process.
   const std::uint32_t other = procs() > 1 ? 0 : writer;
   if (rank() == other)
     for (std::size_t b = n; b < n + ahead; ++b) data[b * words] = value(10, b);
-  dsm::barrier();
+  dsm::process_barrier();
   for (std::size_t b = 0; b < n; ++b) ASSERT_EQ(data[b * words], value(9, b)) << "block " << b;
   for (std::size_t b = n; b < n + ahead; ++b) ASSERT_EQ(data[b * words], value(10, b)) << "block " << b;
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // A block one process writes in every interval: the fast release (floating
@@ -593,16 +593,16 @@ TEST(Litmus, BlockWrittenEveryIntervalKeepsEveryWrite) {
   auto* data = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
   constexpr std::size_t rounds = 24;
   ASSERT_LE(rounds + 1, words);
-  dsm::barrier();
+  dsm::process_barrier();
   const dsm::Counters before = dsm::counters();
   // One barrier a round: the readers' reads of words 0 .. round and the
   // writer's next write (word round + 1) are different bytes, no race.
   for (std::size_t round = 0; round < rounds; ++round) {
     if (rank() == 0) data[round] = value(round, round);
-    dsm::barrier();
+    dsm::process_barrier();
     for (std::size_t r = 0; r <= round; ++r) ASSERT_EQ(data[r], value(r, r)) << "round " << round << " word " << r;
   }
-  dsm::barrier();
+  dsm::process_barrier();
   const dsm::Counters after = dsm::counters();
   if (rank() == 0 && procs() > 1 && space().config().home == dsm::HomePolicy::floating &&
       space().config().keep >= 1) {
@@ -613,7 +613,7 @@ TEST(Litmus, BlockWrittenEveryIntervalKeepsEveryWrite) {
     EXPECT_EQ(after.fast_releases, 0u);
     if (rank() == 0 && procs() > 1) EXPECT_EQ(after.write_faults - before.write_faults, rounds);
   }
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // Every process writes one block in turn under a mutex (a read-modify-write
@@ -627,7 +627,7 @@ TEST(Litmus, BlockKeptWritableWrittenInTurn) {
   constexpr std::size_t rounds = 12;
   const std::size_t solo = 1 + procs();  // data[solo + round]: the round's lone writer
   ASSERT_LE(solo + rounds, words);
-  dsm::barrier();
+  dsm::process_barrier();
   dsm::Mutex m(5);
   for (std::size_t round = 0; round < rounds; ++round) {
     for (int twice = 0; twice < 2; ++twice) {
@@ -637,12 +637,12 @@ TEST(Litmus, BlockKeptWritableWrittenInTurn) {
       m.unlock();
     }
     if (round % procs() == rank()) data[solo + round] = value(round, rank());
-    dsm::barrier();
+    dsm::process_barrier();
     ASSERT_EQ(data[0], (round + 1) * 2 * procs()) << "round " << round;
     for (std::uint32_t p = 0; p < procs(); ++p) ASSERT_EQ(data[1 + p], round * 2 + 2) << "round " << round << " process " << p;
     for (std::size_t r = 0; r <= round; ++r)
       ASSERT_EQ(data[solo + r], value(r, r % procs())) << "round " << round << " word " << solo + r;
-    dsm::barrier();
+    dsm::process_barrier();
   }
 }
 
@@ -657,7 +657,7 @@ TEST(Litmus, RandomizedDrfStressMatchesSequentialReplay) {
   std::vector<std::uint64_t> replay(n, 0);
   std::mt19937_64 shared(12345);
   std::mt19937_64 local(777 + rank());
-  dsm::barrier();
+  dsm::process_barrier();
   for (int round = 0; round < 12; ++round) {
     std::vector<std::int32_t> writer(n, -1);
     const std::uint64_t density = shared() % 4;  // 0: few writes ... 3: many
@@ -672,15 +672,15 @@ TEST(Litmus, RandomizedDrfStressMatchesSequentialReplay) {
       if (writer[i] == static_cast<std::int32_t>(rank())) data[i] = value(round, i) + rank();
     for (std::size_t i = 0; i < n; ++i)
       if (writer[i] >= 0) replay[i] = value(round, i) + static_cast<std::uint64_t>(writer[i]);
-    dsm::barrier();
+    dsm::process_barrier();
     for (std::size_t i = 0; i < n; ++i)
       ASSERT_EQ(data[i], replay[i]) << "round " << round << " word " << i << " (block "
                                     << (reinterpret_cast<std::byte*>(data + i) - space().heap().data()) / block()
                                     << ") written by " << writer[i] << " on process " << rank() << "; "
                                     << dsm::to_string(dsm::counters()) << "; holds " << origin(data[i], i);
-    dsm::barrier();  // the next round's writes must not race with these reads
+    dsm::process_barrier();  // the next round's writes must not race with these reads
   }
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // Several threads per process share the cache: they fault on the same
@@ -690,24 +690,24 @@ TEST(Litmus, ThreadsShareTheCache) {
   const std::uint32_t threads = job().threads_per_process();
   const std::size_t n = 4 * block() / sizeof(std::uint64_t);
   auto* data = dsm::allocate_array<std::uint64_t>(n);
-  dsm::barrier();
+  dsm::process_barrier();
   const std::uint64_t writers = std::uint64_t{procs()} * threads;
   std::atomic<int> failures{0};
   job().run([&](ThreadId me) {
     const std::uint64_t id = std::uint64_t{me.process} * threads + me.thread;
     for (int round = 0; round < 3; ++round) {
       for (std::size_t i = id; i < n; i += writers) data[i] = value(round, i);
-      dsm::thread_barrier();
+      dsm::barrier();
       for (std::size_t i = 0; i < n; ++i)
         if (data[i] != value(round, i)) failures.fetch_add(1);
-      dsm::thread_barrier();
+      dsm::barrier();
     }
   });
   EXPECT_EQ(failures.load(), 0);
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
-// Inside Job::run dsm::barrier belongs to worker thread 0 (peers send it
+// Inside Job::run dsm::process_barrier belongs to worker thread 0 (peers send it
 // their signatures there); another thread gets a clear error at once.
 TEST(Litmus, ThreadsBarrierOnlyFromThreadZero) {
   space();
@@ -715,7 +715,7 @@ TEST(Litmus, ThreadsBarrierOnlyFromThreadZero) {
   job().run([&](ThreadId me) {
     if (me.thread == 0) return;
     try {
-      dsm::barrier();
+      dsm::process_barrier();
       other.fetch_add(1);
     } catch (const Error& e) {
       if (e.code() == Errc::invalid_argument && std::string(e.what()).find("worker thread 0") != std::string::npos)
@@ -726,14 +726,14 @@ TEST(Litmus, ThreadsBarrierOnlyFromThreadZero) {
   });
   EXPECT_EQ(refused.load(), static_cast<int>(job().threads_per_process()) - 1);
   EXPECT_EQ(other.load(), 0);
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // Threads of several processes take one mutex in turn: every increment counts.
 TEST(Litmus, ThreadsCountUnderAMutex) {
   space();
   auto* counter = static_cast<std::uint64_t*>(dsm::allocate(block(), block()));
-  dsm::barrier();
+  dsm::process_barrier();
   constexpr int rounds = 10;
   job().run([&](ThreadId) {
     dsm::Mutex m(4);
@@ -742,11 +742,11 @@ TEST(Litmus, ThreadsCountUnderAMutex) {
       *counter += 1;
       m.unlock();
     }
-    dsm::thread_barrier();
+    dsm::barrier();
   });
-  dsm::barrier();
+  dsm::process_barrier();
   EXPECT_EQ(*counter, std::uint64_t{rounds} * procs() * job().threads_per_process());
-  dsm::barrier();
+  dsm::process_barrier();
 }
 
 // Worker threads keep writing one block (each its own words, every process
@@ -763,7 +763,7 @@ TEST(Litmus, ThreadsWriteWhileAnotherReleases) {
   const std::size_t per = words / writers;  // words per writer thread, interleaved
   ASSERT_GE(per, 1u);
   constexpr std::uint64_t passes = 300;
-  dsm::barrier();
+  dsm::process_barrier();
   std::atomic<std::uint32_t> done{0};
   std::atomic<int> failures{0};
   job().run([&](ThreadId me) {
@@ -775,11 +775,11 @@ TEST(Litmus, ThreadsWriteWhileAnotherReleases) {
         for (std::size_t k = 0; k < per; ++k) data[k * writers + id] = pass * 1000003 + id;
       done.fetch_add(1);
     }
-    dsm::thread_barrier();
+    dsm::barrier();
     for (std::size_t i = 0; i < per * writers; ++i)
       if (data[i] != passes * 1000003 + i % writers) failures.fetch_add(1);
-    dsm::thread_barrier();
+    dsm::barrier();
   });
   EXPECT_EQ(failures.load(), 0);
-  dsm::barrier();
+  dsm::process_barrier();
 }

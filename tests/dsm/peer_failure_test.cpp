@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   t0 = Clock::now();
   try {
-    dsm::barrier();
+    dsm::process_barrier();
     return fail("a barrier with a dead process completed");
   } catch (const Error& e) {
     if (e.code() != Errc::peer_failed) return fail(std::string("barrier: ") + e.what());
@@ -97,9 +97,9 @@ int main(int argc, char** argv) {
     bool named = false;
     for (std::uint32_t p = 0; p < job.size(); ++p)
       named = named || ((p == victim || job.process_failed(p)) &&
-                        std::string(e.what()).find("dsm::barrier: process " + std::to_string(p) + " has failed") != std::string::npos);
+                        std::string(e.what()).find("dsm barrier: process " + std::to_string(p) + " has failed") != std::string::npos);
     if (!named)
-      return fail("the barrier's error does not start from the fabric's report (\"dsm::barrier: process " +
+      return fail("the barrier's error does not start from the fabric's report (\"dsm barrier: process " +
                   std::to_string(victim) + " has failed\"): " + e.what());
     std::printf("dsm: barrier failure detected after %.0f ms: %s\n", ms_since(t0), e.what());
   }

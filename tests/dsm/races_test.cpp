@@ -26,7 +26,7 @@ TEST(Races, BytesBothWritersChangedAreReported) {
   // not memory): a write made after the other's release would see it in
   // its twin, and the checker reports only writes the protocol found concurrent.
   dsm_test::job().barrier();
-  dsm::barrier();
+  dsm::process_barrier();
   std::uint64_t total = 0;
   for (auto r : dsm_test::gather(dsm::counters().races)) total += r;
   EXPECT_EQ(total, 1u);

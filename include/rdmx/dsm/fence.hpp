@@ -12,15 +12,15 @@ namespace rdmx::dsm {
 void release();
 
 // Release, exchange every process's signature, acquire: after it, every
-// write any process made before its barrier is visible to every process.
-// One thread per process calls it: the main thread outside Job::run, or
-// worker thread 0 inside it (peers send it their signatures); another
-// thread gets Errc::invalid_argument.
+// write any thread made before the barrier is visible to every thread.
+// Every worker thread of every process calls it inside Job::run (as
+// rdmx::barrier): worker thread 0 of each process runs the exchange once
+// the process's other threads have arrived; all leave together.
 void barrier();
 
-// The same inside Job::run, where every worker thread of every process
-// calls it: worker thread 0 of each process runs the barrier once the
-// process's other threads have arrived; all leave together.
-void thread_barrier();
+// The same with one thread per process (as Job::barrier): the main thread
+// outside Job::run, or worker thread 0 inside it (peers send it their
+// signatures); another thread gets Errc::invalid_argument.
+void process_barrier();
 
 }  // namespace rdmx::dsm

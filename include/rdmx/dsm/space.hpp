@@ -9,7 +9,7 @@
 //   rdmx::dsm::Space space(job);
 //   auto* x = rdmx::dsm::allocate_array<int>(1024);   // same pointer everywhere
 //   if (job.rank() == 0) x[7] = 42;
-//   rdmx::dsm::barrier();                             // release + acquire
+//   rdmx::dsm::process_barrier();                     // release + acquire
 //   assert(x[7] == 42);
 #pragma once
 #include <cstddef>
