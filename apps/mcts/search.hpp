@@ -85,7 +85,7 @@ struct SearchOptions {
   // tree: a new node deeper than this stays in its parent's process (on a
   // thread of it): a rollout crosses processes only in the top levels, about
   // 2 messages per rollout instead of 3.5 with 2 processes, which over TCP
-  // makes 1.35x the rollouts (docs/mcts.md, "Ownership and messages"). Two
+  // makes 1.2-1.8x the rollouts (docs/mcts.md, "Ownership and messages"). Two
   // levels spread the work as well as placing every node at random (the
   // seed's: no_spread_limit); one level left a process idle.
   static constexpr std::uint32_t no_spread_limit = std::numeric_limits<std::uint32_t>::max();
