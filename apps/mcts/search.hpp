@@ -186,9 +186,7 @@ class Engine {
       : options_(options),
         queues_(Job::current().threads_per_process()),
         releases_(std::make_unique<std::atomic<std::uint64_t>[]>(Job::current().threads_per_process())),
-        runs_(std::make_unique<std::uint64_t[]>(Job::current().threads_per_process())),
-        by_send_(std::make_unique<std::atomic<std::int8_t>[]>(Job::current().size())) {
-    for (std::uint32_t p = 0; p < Job::current().size(); ++p) by_send_[p].store(-1, std::memory_order_relaxed);
+        runs_(std::make_unique<std::uint64_t[]>(Job::current().threads_per_process())) {
     if (options_.playouts == 0 || options_.phase == 0 || options_.inflight == 0)
       throw std::invalid_argument("rdmx mcts: playouts, phase and inflight must be positive");
     if (options_.playouts > (1u << 20)) throw std::invalid_argument("rdmx mcts: at most 2^20 playouts per leaf");
@@ -408,7 +406,6 @@ class Engine {
   // needs neither the thread's Worker nor a reset that could come after it.
   std::unique_ptr<std::atomic<std::uint64_t>[]> releases_;
   std::unique_ptr<std::uint64_t[]> runs_;
-  std::unique_ptr<std::atomic<std::int8_t>[]> by_send_;  // per process: 1 send-based, 0 rings, -1 not yet known
   const rdmx::Progress rest_mode_ = Backoff::mode();
   const rdmx::Progress busy_mode_ = rest_mode_ == rdmx::Progress::spin ? rdmx::Progress::spin : rdmx::Progress::yield;
   inline static Engine* instance_ = nullptr;
@@ -568,13 +565,9 @@ void Engine<G>::select_from(NodeRef<G> at) {
 
 template <Game G>
 bool Engine<G>::by_send(std::uint32_t process) {
-  if (options_.rings_over_tcp) return false;
-  std::int8_t known = by_send_[process].load(std::memory_order_relaxed);
-  if (known < 0) {  // any thread may find it out first: they find the same
-    known = rdmx::rma_emulated(process) ? 1 : 0;
-    by_send_[process].store(known, std::memory_order_relaxed);
-  }
-  return known == 1;
+  // Not cached here: the endpoint keeps the answer once UCX reports its
+  // lanes, and says no until then.
+  return !options_.rings_over_tcp && rdmx::rma_emulated(process);
 }
 
 template <Game G>
