@@ -3,12 +3,12 @@
 // processes. Two processes; start it with `scripts/bench bandwidth`.
 //
 // Bandwidth (bidirectional, both processes send at once, OSU bibw):
-//   serialize_buffer  T worker threads per process; thread t of each process
+//   SerializeBuffer  T worker threads per process; thread t of each process
 //                     sends windows of async(sink, peer thread t, buffer) where
-//                     buffer is a serialize_buffer over the thread's own memory
+//                     buffer is a SerializeBuffer over the thread's own memory
 //                     (above the zero-copy threshold a pointer chunk, registered
 //                     through the registration cache), and waits for the window
-//   rma_vector        the same with an rma_vector in registered memory (an RMA
+//   RmaVector        the same with an RmaVector in registered memory (an RMA
 //                     chunk that carries its key)
 //   mpi               Open MPI: W MPI_Isend + W MPI_Irecv per window, both ways,
 //                     from one thread (as osu_bibw)
@@ -108,25 +108,25 @@ int windows_for(std::size_t size, bool quick) {
 
 std::atomic<std::uint64_t> served[max_threads];
 std::uint64_t g_sink = 0;
-void sink_buffer(serial::serialize_buffer<char> b) {
+void sink_buffer(serial::SerializeBuffer<char> b) {
   g_sink += b.empty() ? 0 : static_cast<unsigned char>(b[0]);
   served[rdmx::this_thread().thread].fetch_add(1, std::memory_order_relaxed);
 }
-void sink_rma(serial::rma_vector<char> v) {
+void sink_rma(serial::RmaVector<char> v) {
   g_sink += v.empty() ? 0 : static_cast<unsigned char>(v[0]);
   served[rdmx::this_thread().thread].fetch_add(1, std::memory_order_relaxed);
 }
-serial::serialize_buffer<char> echo_buffer(serial::serialize_buffer<char> b) { return b; }
-serial::rma_vector<char> echo_rma(serial::rma_vector<char> v) { return v; }
+serial::SerializeBuffer<char> echo_buffer(serial::SerializeBuffer<char> b) { return b; }
+serial::RmaVector<char> echo_rma(serial::RmaVector<char> v) { return v; }
 std::atomic<bool> stop_serving{false};
 void stop() { stop_serving = true; }
 
-enum class Variant { serialize_buffer, rma_vector };
+enum class Variant { SerializeBuffer, RmaVector };
 
 // One thread's payloads: the same memory for every message, as osu_bibw.
 struct Payload {
   std::vector<char> plain;
-  serial::rma_vector<char> rma;
+  serial::RmaVector<char> rma;
   Payload(std::size_t size, serial::RmaMemory& memory) : plain(size, 'x'), rma(size, 'x', &memory) {}
 };
 
@@ -141,9 +141,9 @@ double run_pair(rdmx::ThreadId me, Variant v, std::size_t size, int windows, Pay
   for (int k = 0; k < windows; ++k) {
     inflight.clear();
     for (int i = 0; i < w; ++i) {
-      if (v == Variant::serialize_buffer)
+      if (v == Variant::SerializeBuffer)
         inflight.push_back(rdmx::async(rdmx::action<&sink_buffer>, peer,
-                                       serial::serialize_buffer<char>::reference(payload.plain.data(), size)));
+                                       serial::SerializeBuffer<char>::reference(payload.plain.data(), size)));
       else
         inflight.push_back(rdmx::async(rdmx::action<&sink_rma>, peer, payload.rma));
     }
@@ -211,8 +211,8 @@ double rdmx_pingpong(rdmx::Job& job, Variant v, std::size_t size, bool quick, Pa
   double us = 0;
   if (job.rank() == 0) {
     auto once = [&] {
-      if (v == Variant::serialize_buffer) {
-        auto b = rdmx::async(rdmx::action<&echo_buffer>, {1, 0}, serial::serialize_buffer<char>::reference(payload.plain.data(), size)).get();
+      if (v == Variant::SerializeBuffer) {
+        auto b = rdmx::async(rdmx::action<&echo_buffer>, {1, 0}, serial::SerializeBuffer<char>::reference(payload.plain.data(), size)).get();
         g_sink += b.size();
       } else {
         auto r = rdmx::async(rdmx::action<&echo_rma>, {1, 0}, payload.rma).get();
@@ -310,7 +310,7 @@ int run(rdmx::Job& job, const Options& o, const std::string& pml) {
     for (std::uint32_t t = 0; t < max_threads; ++t) payloads.push_back(std::make_unique<Payload>(o.max_size, memory));
     mpi_bibw(o.max_size, true);
     for (std::uint32_t t : o.threads)
-      for (Variant v : {Variant::serialize_buffer, Variant::rma_vector}) rdmx_bibw(job, v, o.max_size, t, true, payloads);
+      for (Variant v : {Variant::SerializeBuffer, Variant::RmaVector}) rdmx_bibw(job, v, o.max_size, t, true, payloads);
   }
   for (std::size_t size : sizes) {
     std::vector<std::unique_ptr<Payload>> payloads;
@@ -324,8 +324,8 @@ int run(rdmx::Job& job, const Options& o, const std::string& pml) {
     for (unsigned r = 0; r < o.reps; ++r) {
       mpi.push_back(mpi_bibw(size, o.quick));
       for (std::uint32_t t : o.threads) {
-        const double s = rdmx_bibw(job, Variant::serialize_buffer, size, t, o.quick, payloads);
-        const double m = rdmx_bibw(job, Variant::rma_vector, size, t, o.quick, payloads);
+        const double s = rdmx_bibw(job, Variant::SerializeBuffer, size, t, o.quick, payloads);
+        const double m = rdmx_bibw(job, Variant::RmaVector, size, t, o.quick, payloads);
         rdmx_rates[t][0].push_back(s);
         rdmx_rates[t][1].push_back(m);
         vs_mpi[t][0].push_back(s / mpi.back());
@@ -352,8 +352,8 @@ int run(rdmx::Job& job, const Options& o, const std::string& pml) {
     std::vector<double> s, m, p, ratio;
     for (unsigned r = 0; r < o.reps; ++r) {
       p.push_back(mpi_pingpong(size, o.quick));
-      s.push_back(rdmx_pingpong(job, Variant::serialize_buffer, size, o.quick, payload));
-      m.push_back(rdmx_pingpong(job, Variant::rma_vector, size, o.quick, payload));
+      s.push_back(rdmx_pingpong(job, Variant::SerializeBuffer, size, o.quick, payload));
+      m.push_back(rdmx_pingpong(job, Variant::RmaVector, size, o.quick, payload));
       ratio.push_back(m.back() / p.back());
     }
     if (!root) continue;

@@ -1,7 +1,7 @@
 // rdmx-bench-firstuse: what the FIRST remote action with a large argument
-// costs, against the second (warm) one, for a serialize_buffer (ordinary
+// costs, against the second (warm) one, for a SerializeBuffer (ordinary
 // memory: registered on the fly, pulled as a pointer chunk) and an
-// rma_vector (registered arena memory), with Open MPI's first MPI_Send of
+// RmaVector (registered arena memory), with Open MPI's first MPI_Send of
 // the same bytes in the same processes. Two processes, one worker thread
 // each; start it with `scripts/bench firstuse`.
 //
@@ -10,12 +10,12 @@
 // beforehand (its pages exist), as real data would be. The memory is fresh
 // for every size (mmap), so "first" pays for everything a program meets the
 // first time: the sender's registration, the receiver's landing memory and
-// its page faults, the pull. Then a serialize_buffer over another fresh
+// its page faults, the pull. Then a SerializeBuffer over another fresh
 // buffer ("other"): the sender's first use again, the receiver already warm.
 // MPI: rank 0 MPI_Send, rank 1 MPI_Recv into a
 // fresh buffer and a 1-byte answer, first and second time.
 //
-// The breakdown of the first serialize_buffer call, measured apart on fresh
+// The breakdown of the first SerializeBuffer call, measured apart on fresh
 // memory of the same size:
 //   register      bare ucp_mem_map of the sender's bytes (no allocation)
 //   rkey_pack     ucp_rkey_pack of that registration
@@ -23,11 +23,11 @@
 //                 receiver's landing memory costs where it is new
 // The receiver's landing memory comes from its arena, which grows on first
 // use and keeps its segments: whichever variant goes first at a size pays
-// for that (--first=serialize_buffer|rma_vector picks it).
+// for that (--first=SerializeBuffer|RmaVector picks it).
 // Every call also counts the receiver's page faults (getrusage, minor
 // faults, asked of rank 1 just before and after): they show where fresh
 // memory was touched even when the machine is too busy for stable timings.
-// Flags: --sizes=1M,16M,...  --first=serialize_buffer|rma_vector  --quick
+// Flags: --sizes=1M,16M,...  --first=SerializeBuffer|RmaVector  --quick
 // Output: JSON lines on stdout (rank 0), a table on stderr.
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
@@ -77,7 +77,7 @@ Options parse(int argc, char** argv) {
       for (const std::string& s : split(value)) o.sizes.push_back(rdmx::env::parse_size(s, "--sizes"));
     } else {
       throw rdmx::Error(rdmx::Errc::invalid_argument,
-                        "unknown argument '" + arg + "'\nusage: rdmx-bench-firstuse [--sizes=1M,16M,256M,1G] [--first=serialize_buffer|rma_vector] [--quick]");
+                        "unknown argument '" + arg + "'\nusage: rdmx-bench-firstuse [--sizes=1M,16M,256M,1G] [--first=SerializeBuffer|RmaVector] [--quick]");
     }
   }
   if (o.quick) o.sizes = {1 * MiB, 16 * MiB};
@@ -108,12 +108,12 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // ---- actions ----
 
 // Reads one byte per page: the argument is there, and nothing is copied.
-std::uint64_t sink_buffer(serial::serialize_buffer<char> b) {
+std::uint64_t sink_buffer(serial::SerializeBuffer<char> b) {
   std::uint64_t sum = 0;
   for (std::size_t i = 0; i < b.size(); i += 4096) sum += static_cast<unsigned char>(b[i]);
   return sum;
 }
-std::uint64_t sink_rma(serial::rma_vector<char> v) {
+std::uint64_t sink_rma(serial::RmaVector<char> v) {
   std::uint64_t sum = 0;
   for (std::size_t i = 0; i < v.size(); i += 4096) sum += static_cast<unsigned char>(v[i]);
   return sum;
@@ -141,7 +141,7 @@ struct Call {
 };
 struct Times {
   Call first, second;
-  Call other;  // serialize_buffer: a call with another fresh buffer, the receiver warm
+  Call other;  // SerializeBuffer: a call with another fresh buffer, the receiver warm
 };
 
 // One call of `f` from rank 0: its wall time, and the faults rank 1 took meanwhile.
@@ -165,7 +165,7 @@ Times time_calls(std::size_t size, bool rma, serial::RmaMemory& memory, double& 
   };
   if (rma) {
     auto t0 = Clock::now();
-    serial::rma_vector<char> v(size, 'x', &memory);
+    serial::RmaVector<char> v(size, 'x', &memory);
     make_seconds = seconds_since(t0);
     t.first = timed([&] { check(rdmx::async(rdmx::action<&sink_rma>, {1, 0}, v).get()); });
     t.second = timed([&] { check(rdmx::async(rdmx::action<&sink_rma>, {1, 0}, v).get()); });
@@ -174,12 +174,12 @@ Times time_calls(std::size_t size, bool rma, serial::RmaMemory& memory, double& 
     auto t0 = Clock::now();
     std::memset(data.data(), 'x', size);
     make_seconds = seconds_since(t0);
-    auto buffer = serial::serialize_buffer<char>::reference(data.data(), size);
+    auto buffer = serial::SerializeBuffer<char>::reference(data.data(), size);
     t.first = timed([&] { check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, buffer).get()); });
     t.second = timed([&] { check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, buffer).get()); });
     Fresh more(size);
     std::memset(more.data(), 'x', size);
-    auto other = serial::serialize_buffer<char>::reference(more.data(), size);
+    auto other = serial::SerializeBuffer<char>::reference(more.data(), size);
     t.other = timed([&] { check(rdmx::async(rdmx::action<&sink_buffer>, {1, 0}, other).get()); });
   }
   return t;

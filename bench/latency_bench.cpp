@@ -5,7 +5,7 @@
 // host) or `scripts/bench hosts` (TCP between two namespace hosts).
 //
 // Variants, each a round trip that carries `size` bytes both ways:
-//   async  rdmx::async(echo, {1, 0}, serialize_buffer<char>) returning its
+//   async  rdmx::async(echo, {1, 0}, SerializeBuffer<char>) returning its
 //          argument, waited for with get(): an eager parcel each way (the
 //          sizes here are below the zero-copy threshold)
 //   async_one_sided, async_send  the same with the path chosen per call
@@ -131,7 +131,7 @@ Options parse(int argc, char** argv) {
 
 // ---- rank 1: answers rdmx calls, or runs its half of an MPI ping-pong ----
 
-serial::serialize_buffer<char> echo(serial::serialize_buffer<char> b) { return b; }
+serial::SerializeBuffer<char> echo(serial::SerializeBuffer<char> b) { return b; }
 
 enum Phase : int { phase_rdmx, phase_mpi, phase_ucx, phase_put, phase_stop };
 std::atomic<int> g_phase{phase_rdmx};
@@ -274,7 +274,7 @@ void time_async(rdmx::parcel::Path path, std::vector<char>& bytes, std::size_t s
                 std::vector<double>* times) {
   for (std::size_t i = 0; i < rounds; ++i) {
     const auto t0 = Clock::now();
-    auto back = rdmx::async(path, rdmx::action<&echo>, {1, 0}, serial::serialize_buffer<char>::reference(bytes.data(), size)).get();
+    auto back = rdmx::async(path, rdmx::action<&echo>, {1, 0}, serial::SerializeBuffer<char>::reference(bytes.data(), size)).get();
     if (times != nullptr) times->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     if (back.size() != size) throw rdmx::Error(rdmx::Errc::protocol, "async echo returned " + std::to_string(back.size()) + " bytes");
     g_sink += static_cast<unsigned char>(back[size - 1]);
@@ -416,7 +416,7 @@ int caller(const Options& o, const std::string& pml, RawUcx& raw, RawPut& put) {
       return least;
     };
     self_ns["self_async"] = best([&](std::size_t) {
-      auto back = rdmx::async(rdmx::action<&echo>, me, serial::serialize_buffer<char>::reference(bytes.data(), 1)).get();
+      auto back = rdmx::async(rdmx::action<&echo>, me, serial::SerializeBuffer<char>::reference(bytes.data(), 1)).get();
       g_sink += back.size();
     });
     self_ns["self_call"] = best([&](std::size_t i) {

@@ -4,7 +4,7 @@
 // default) is not copied into the message: the message carries a chunk that
 // names the sender's memory, and the destination pulls it with an RDMA get
 // straight into the memory its argument object then owns.
-// serialize_buffer shares existing memory; rma_vector lives in registered
+// SerializeBuffer shares existing memory; RmaVector lives in registered
 // memory, so not even a registration is needed on the way.
 #include <atomic>
 #include <cstdio>
@@ -17,20 +17,20 @@
 #include "rdmx/serial/rma_vector.hpp"
 #include "rdmx/serial/serialize_buffer.hpp"
 
-using rdmx::serial::rma_vector;
-using rdmx::serial::serialize_buffer;
+using rdmx::serial::RmaVector;
+using rdmx::serial::SerializeBuffer;
 
 // The buffer owns the memory the RDMA get landed in: no copy on either side.
-double total(serialize_buffer<double> values) { return std::accumulate(values.begin(), values.end(), 0.0); }
+double total(SerializeBuffer<double> values) { return std::accumulate(values.begin(), values.end(), 0.0); }
 // The vector is the destination's own: scaling it in place cannot touch the caller's.
-rma_vector<double> scaled(rma_vector<double> values, double factor) {
+RmaVector<double> scaled(RmaVector<double> values, double factor) {
   for (double& v : values) v *= factor;
   return values;
 }
 
 int main(int argc, char** argv) {
   try {
-    // rma_vectors made inside the job take registered memory from the Job
+    // RmaVectors made inside the job take registered memory from the Job
     // (its arenas); none may outlive the Job.
     rdmx::Job job(argc, argv);
     const std::uint32_t n = job.size();
@@ -46,27 +46,27 @@ int main(int argc, char** argv) {
     job.run([&](rdmx::ThreadId me) {
       const rdmx::ThreadId peer{(me.process + 1) % n, me.thread};
 
-      // 1. A serialize_buffer over memory this program keeps: reference()
+      // 1. A SerializeBuffer over memory this program keeps: reference()
       // lends it, so it must stay alive and unchanged until when_sent's
       // Synchronizer says the destination has pulled it.
       std::vector<double> mine(count);
       std::iota(mine.begin(), mine.end(), 0.0);
       rdmx::Synchronizer pulled;
       rdmx::Future<double> sum = rdmx::async(rdmx::when_sent(pulled), rdmx::action<&total>, peer,
-                                             serialize_buffer<double>::reference(mine.data(), mine.size()));
+                                             SerializeBuffer<double>::reference(mine.data(), mine.size()));
       pulled.wait();  // `mine` may change from here on
       mine.assign(count, -1.0);
       const double got = sum.get();
-      check(got == expected, "the serialize_buffer arrived changed");
+      check(got == expected, "the SerializeBuffer arrived changed");
 
-      // 2. An rma_vector: copies are handles to the same elements, so
+      // 2. An RmaVector: copies are handles to the same elements, so
       // passing it by value sends it without copying; the reply comes back
       // the same way.
-      rma_vector<double> values(count);
+      RmaVector<double> values(count);
       std::iota(values.begin(), values.end(), 0.0);
-      rma_vector<double> doubled = rdmx::async(rdmx::action<&scaled>, peer, values, 2.0).get();
-      check(doubled.size() == count && doubled[count - 1] == 2.0 * (count - 1), "the scaled rma_vector is wrong");
-      check(values[count - 1] == double(count - 1), "the destination changed the caller's rma_vector");
+      RmaVector<double> doubled = rdmx::async(rdmx::action<&scaled>, peer, values, 2.0).get();
+      check(doubled.size() == count && doubled[count - 1] == 2.0 * (count - 1), "the scaled RmaVector is wrong");
+      check(values[count - 1] == double(count - 1), "the destination changed the caller's RmaVector");
       std::printf("[%s] sent 2 x %zu MiB without copies: sum %.0f, last element doubled to %.0f\n",
                   rdmx::to_string(me).c_str(), count * sizeof(double) >> 20, got, doubled[count - 1]);
     });

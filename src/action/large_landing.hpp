@@ -1,12 +1,12 @@
 // Landing memory for pulled pointer chunks too large for an arena segment
-// (a serialize_buffer or std::vector argument above RDMX_ARENA_SEGMENT).
+// (a SerializeBuffer or std::vector argument above RDMX_ARENA_SEGMENT).
 //
 // The arena cannot hold such a chunk at all (its chunks never span
 // segments), and growing it for one would pre-fault and pin a whole segment
 // for the rest of the job. Instead the chunk lands in an anonymous mapping
 // of its own: its pages are faulted by the pull that writes them, once, and
-// the decoded value owns the mapping (serialize_buffer takes it over with no
-// copy; rma_vector, which needs registered memory, copies).
+// the decoded value owns the mapping (SerializeBuffer takes it over with no
+// copy; RmaVector, which needs registered memory, copies).
 //
 // When the last holder lets go, the mapping is kept as the worker's one
 // spare, so that sending large arguments again lands in memory that is

@@ -1,6 +1,6 @@
 // The action layer's making and finding: Parcels and each worker's share,
 // the calling thread's share (current_worker), the Job's default memory for
-// rma_vector, and the public pieces that need only the layer (ArchiveLease,
+// RmaVector, and the public pieces that need only the layer (ArchiveLease,
 // stats, progress_hook).
 #include "parcel_layer.hpp"
 
@@ -39,7 +39,7 @@ WorkerParcels& current_worker() {
 
 namespace {
 
-// The Job's memory for rma_vector and rma_object when neither the container
+// The Job's memory for RmaVector and RmaValue when neither the container
 // nor the program names any (RmaMemory::resolve): the calling worker's
 // landing memory, registered in its NUMA zone's arena and destroyed with the
 // Parcels layer, after the job is left and before the arenas. The service
@@ -71,7 +71,7 @@ ProgressHook progress_hook() noexcept {
 }  // namespace rdmx::parcel
 
 // rdmx links every program against this object file (src/CMakeLists.txt
-// names this symbol as undefined): the default memory for rma_vector, which
+// names this symbol as undefined): the default memory for RmaVector, which
 // the initializer above installs, must be there in a program that makes no
 // action, which a static library's link would otherwise leave out.
 extern "C" const int rdmx_action_layer_linked = 1;

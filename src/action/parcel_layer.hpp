@@ -73,7 +73,7 @@ class WorkerParcels {
   Job& job;
   Parcels& layer;
   ThreadId self;
-  serial::RmaMemory landing;  // where pulled chunks land (registered: rma_vector keeps it)
+  serial::RmaMemory landing;  // where pulled chunks land (registered: RmaVector keeps it)
   // Where pointer chunks larger than an arena segment land instead (never
   // in the arena: they would not fit a segment), bounded like the arena.
   LargeLanding large_landing;

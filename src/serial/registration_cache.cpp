@@ -85,7 +85,7 @@ RegistrationCache::Handle RegistrationCache::acquire(const void* p, std::size_t 
   if (bytes > budget_)
     throw Error(Errc::out_of_memory, "registration cache: a range of " + std::to_string(n) + " bytes (" + mib(bytes) +
                                          " in whole pages) exceeds the budget of " + mib(budget_) +
-                                         "; raise RDMX_REG_CACHE_BYTES or keep the data in registered memory (rma_vector)");
+                                         "; raise RDMX_REG_CACHE_BYTES or keep the data in registered memory (RmaVector)");
 
   std::lock_guard lock(mutex_);
   drain_unmaps();

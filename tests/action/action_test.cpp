@@ -102,12 +102,12 @@ bool is_registered(const void* p, std::size_t n) {
     return false;
   }
 }
-Landed land_buffer(serial::serialize_buffer<char> b) {
+Landed land_buffer(serial::SerializeBuffer<char> b) {
   std::uint64_t sum = 0;
   for (char c : b) sum += static_cast<unsigned char>(c);
   return {b.size(), sum, is_registered(b.data(), b.size())};
 }
-Landed land_rma(serial::rma_vector<std::uint32_t> v) {
+Landed land_rma(serial::RmaVector<std::uint32_t> v) {
   std::uint64_t sum = 0;
   for (auto x : v) sum += x;
   const bool keyed = v.key().region != 0 && is_registered(v.data(), v.size() * sizeof(std::uint32_t));
@@ -120,11 +120,11 @@ void park() {
   const auto until = Clock::now() + std::chrono::seconds(20);
   while (!released.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
-std::uint64_t count_b(serial::serialize_buffer<char> b) { return static_cast<std::uint64_t>(std::count(b.begin(), b.end(), 'b')); }
+std::uint64_t count_b(serial::SerializeBuffer<char> b) { return static_cast<std::uint64_t>(std::count(b.begin(), b.end(), 'b')); }
 
 // Set by the caller once its when_sent counted down (through a send-based call).
 std::atomic<bool> callback_seen{false};
-bool wait_for_callback(serial::serialize_buffer<char> b) {
+bool wait_for_callback(serial::SerializeBuffer<char> b) {
   const auto until = Clock::now() + std::chrono::seconds(15);
   while (!callback_seen.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return callback_seen.load() && !b.empty();
@@ -250,7 +250,7 @@ TEST(Action, ArchiveSizeIndependentOfArgumentSize) {
   std::uint64_t message[2] = {}, chunks[2] = {};
   const std::size_t sizes[2] = {std::size_t{1} << 20, std::size_t{16} << 20};
   for (int i = 0; i < 2; ++i) {
-    serial::serialize_buffer<char> b(sizes[i]);
+    serial::SerializeBuffer<char> b(sizes[i]);
     std::memset(b.data(), 3, b.size());
     const auto before = parcel::stats();
     Future<Landed> f = async(action<&land_buffer>, to, b);
@@ -269,7 +269,7 @@ TEST(Action, ArchiveSizeIndependentOfArgumentSize) {
   barrier();
 }
 
-// serialize_buffer and rma_vector arguments arrive in the registered memory
+// SerializeBuffer and RmaVector arguments arrive in the registered memory
 // the RDMA get wrote into: the destination's object owns the landing buffer.
 TEST(Action, ReceivedBuffersAreTheLandingMemory) {
   const ThreadId to = next_rank();
@@ -277,9 +277,9 @@ TEST(Action, ReceivedBuffersAreTheLandingMemory) {
   const std::uint64_t pulled = parcel::stats().pulled_bytes;
   barrier();
   serial::RmaMemory memory(job().arena());
-  serial::serialize_buffer<char> b(std::size_t{4} << 20);
+  serial::SerializeBuffer<char> b(std::size_t{4} << 20);
   std::memset(b.data(), 1, b.size());
-  serial::rma_vector<std::uint32_t> v(std::size_t{1} << 20, 2u, &memory);
+  serial::RmaVector<std::uint32_t> v(std::size_t{1} << 20, 2u, &memory);
   Landed lb = async(action<&land_buffer>, to, b).get();
   Landed lv = async(action<&land_rma>, to, v).get();
   EXPECT_EQ(lb.size, b.size());
@@ -289,7 +289,7 @@ TEST(Action, ReceivedBuffersAreTheLandingMemory) {
   EXPECT_EQ(lv.sum, 2 * v.size());
   EXPECT_TRUE(lv.registered);
   // Below the threshold the same calls are eager: nothing is pulled.
-  serial::serialize_buffer<char> small(100);
+  serial::SerializeBuffer<char> small(100);
   std::memset(small.data(), 1, small.size());
   Landed ls = async(action<&land_buffer>, to, small).get();
   EXPECT_EQ(ls.sum, 100u);
@@ -309,7 +309,7 @@ TEST(Action, SenderMemoryIsPulledNotCopied) {
     constexpr std::size_t n = std::size_t{1} << 20;
     std::vector<char> memory(n, 'a');
     post(action<&park>, {1, 0});  // rank 1's thread runs it and stops progressing
-    Future<std::uint64_t> f = async(action<&count_b>, {1, 0}, serial::serialize_buffer<char>::reference(memory.data(), n));
+    Future<std::uint64_t> f = async(action<&count_b>, {1, 0}, serial::SerializeBuffer<char>::reference(memory.data(), n));
     std::fill(memory.begin(), memory.end(), 'b');
     call(ThreadId{1, service_thread}, [] { released = true; });
     EXPECT_EQ(f.get(), n);
@@ -330,7 +330,7 @@ TEST(Action, CompletionsSayWhenBuffersMayBeReusedAndWhenItRan) {
     // (which waits for the word sent after the wait below).
     Synchronizer pulled;
     Future<bool> big = async(parcel::Path::send, when_sent(pulled), action<&wait_for_callback>, {1, 0},
-                             serial::serialize_buffer<char>(std::size_t{2} << 20));
+                             serial::SerializeBuffer<char>(std::size_t{2} << 20));
     pulled.wait();
     EXPECT_FALSE(big.ready());
     call(ThreadId{1, service_thread}, [] { callback_seen = true; });
@@ -485,25 +485,25 @@ TEST(Action, TypeMismatchRunsNothing) {
   barrier();
   const std::uint64_t id = action_id(action<&counted>);
   EXPECT_EQ(async(action<&counted>, to, 5).get(), 5);
-  EXPECT_EQ(async(remote_action<int(int)>(id), to, 6).get(), 6);  // the right signature, by id
+  EXPECT_EQ(async(RemoteAction<int(int)>(id), to, 6).get(), 6);  // the right signature, by id
   try {
-    async(remote_action<int(std::string)>(id), to, std::string("not an int")).get();
+    async(RemoteAction<int(std::string)>(id), to, std::string("not an int")).get();
     ADD_FAILURE() << "a mismatched call was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::bad_archive) << e.what();
     EXPECT_NE(std::string(e.what()).find("type signature mismatch"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("nothing ran"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(async(remote_action<int(int, int)>(id), to, 1, 2).get(), Error);
+  EXPECT_THROW(async(RemoteAction<int(int, int)>(id), to, 1, 2).get(), Error);
   // A result of the wrong type is rejected on the caller's side.
   try {
-    async(remote_action<std::string(int)>(id), to, 7).get();
+    async(RemoteAction<std::string(int)>(id), to, 7).get();
     ADD_FAILURE() << "a mismatched result was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::bad_archive) << e.what();
   }
   try {
-    async(remote_action<void()>(0x1234567), to).get();
+    async(RemoteAction<void()>(0x1234567), to).get();
     ADD_FAILURE() << "an unknown action ran";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::unknown_function) << e.what();
@@ -530,7 +530,7 @@ TEST(Action, BadCallsFailClearly) {
 // Every worker thread calls every worker thread (itself included) with small
 // and large arguments at once, then serves until its own share has run.
 std::atomic<std::uint64_t> served[8];
-std::uint64_t serve(std::uint32_t from, serial::serialize_buffer<char> b) {
+std::uint64_t serve(std::uint32_t from, serial::SerializeBuffer<char> b) {
   served[this_thread().thread].fetch_add(1);
   return from + b.size();
 }
@@ -546,7 +546,7 @@ TEST(Action, AllThreadsCallAllThreads) {
     for (std::uint64_t i = 0; i < per_destination; ++i)
       for (std::uint32_t g = 0; g < total; ++g) {
         const std::size_t size = i % 4 == 0 ? std::size_t{256} << 10 : 16 + i;
-        serial::serialize_buffer<char> b(size);
+        serial::SerializeBuffer<char> b(size);
         futures.push_back(async(action<&serve>, ThreadId{g / job().threads_per_process(), g % job().threads_per_process()}, from, b));
         expected.push_back(from + size);
       }

@@ -43,7 +43,7 @@ TEST(ActionAllocations, RoundTripOfPlainValuesAllocatesNothing) {
 }
 
 namespace {
-serial::serialize_buffer<char> echo(serial::serialize_buffer<char> b) { return b; }
+serial::SerializeBuffer<char> echo(serial::SerializeBuffer<char> b) { return b; }
 
 // n round trips of `size` bytes at `bytes`; returns how many came back wrong.
 int buffer_round_trips(char* bytes, std::size_t size, int n) {
@@ -51,14 +51,14 @@ int buffer_round_trips(char* bytes, std::size_t size, int n) {
   for (int i = 0; i < n; ++i) {
     bytes[0] = static_cast<char>('a' + i % 26);
     bytes[size - 1] = static_cast<char>('z' - i % 26);
-    auto back = async(action<&echo>, peer(), serial::serialize_buffer<char>::reference(bytes, size)).get();
+    auto back = async(action<&echo>, peer(), serial::SerializeBuffer<char>::reference(bytes, size)).get();
     wrong += back.size() != size || back[0] != bytes[0] || back[size - 1] != bytes[size - 1];
   }
   return wrong;
 }
 }  // namespace
 
-// A serialize_buffer below the zero-copy threshold travels inline and lands
+// A SerializeBuffer below the zero-copy threshold travels inline and lands
 // in memory of its own: up to 1 KiB from the thread's recycled blocks, so a
 // warm round trip allocates nothing; above, one allocation where the
 // argument lands and one where the result does, nothing else (no count for
@@ -70,7 +70,7 @@ TEST(ActionAllocations, RoundTripOfASmallReferencedBufferAllocatesNothing) {
   for (std::size_t size : {1, 16, 64, 100, 256, 300, 1024}) {
     std::vector<char> bytes(size, 'x');
     expect_warm_round_trips_allocate_nothing([&](int n) { return buffer_round_trips(bytes.data(), size, n); },
-                                             "async round trips of a small serialize_buffer");
+                                             "async round trips of a small SerializeBuffer");
   }
 }
 

@@ -1,5 +1,5 @@
 // Pointer chunks larger than an arena segment (run with a small
-// RDMX_ARENA_SEGMENT): a serialize_buffer or std::vector argument, and a
+// RDMX_ARENA_SEGMENT): a SerializeBuffer or std::vector argument, and a
 // result, that the receiver's arena could never hold arrive intact, land in
 // memory of their own, and stay intact while the receiver keeps them and
 // more arrive, within the arena's limit. Before, the pull failed with "does
@@ -25,10 +25,10 @@ ThreadId next_rank() { return {(job().rank() + 1) % job().size(), 0}; }
 
 std::uint32_t value(std::uint32_t seed, std::size_t i) { return static_cast<std::uint32_t>(i * 2654435761u) ^ seed; }
 
-serial::serialize_buffer<std::uint32_t> pattern(std::uint32_t seed, std::size_t n) {
+serial::SerializeBuffer<std::uint32_t> pattern(std::uint32_t seed, std::size_t n) {
   std::vector<std::uint32_t> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = value(seed, i);
-  return serial::serialize_buffer<std::uint32_t>(std::move(v));
+  return serial::SerializeBuffer<std::uint32_t>(std::move(v));
 }
 
 // The index of the first element that is not value(seed, i), or n when all are.
@@ -41,9 +41,9 @@ std::size_t first_wrong(const Range& r, std::uint32_t seed) {
 }
 
 // Received buffers the destination keeps (thread 0's own).
-std::vector<serial::serialize_buffer<std::uint32_t>> kept;
+std::vector<serial::SerializeBuffer<std::uint32_t>> kept;
 
-std::size_t check_buffer(serial::serialize_buffer<std::uint32_t> b, std::uint32_t seed, bool keep) {
+std::size_t check_buffer(serial::SerializeBuffer<std::uint32_t> b, std::uint32_t seed, bool keep) {
   const std::size_t wrong = first_wrong(b, seed);
   if (keep) kept.push_back(b);
   return wrong;
@@ -56,7 +56,7 @@ bool kept_intact() {
   return true;
 }
 void forget_kept() { kept.clear(); }
-serial::serialize_buffer<std::uint32_t> make(std::uint32_t seed, std::size_t n) { return pattern(seed, n); }
+serial::SerializeBuffer<std::uint32_t> make(std::uint32_t seed, std::size_t n) { return pattern(seed, n); }
 
 // Elements of a buffer of `segments` arena segments and a bit (never a whole number of pages).
 std::size_t beyond_segment(double segments) {

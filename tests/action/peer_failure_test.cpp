@@ -29,21 +29,21 @@ std::atomic<bool> released{false};
 // from a peer whose endpoint has failed makes the receiver's UCX abort while
 // acknowledging it (docs/fabric-leaving.md, "Failures"). What is tested is the
 // caller's wait, not that UCX limitation.
-void die(serial::serialize_buffer<char>) {
+void die(serial::SerializeBuffer<char>) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   raise(SIGKILL);
 }
 // For quiet(): serves first, so the calls behind it (the in-order markers of
 // the send path and the messengers) run meanwhile, and only a quiet() that
 // counts finished actions can tell that this one never finished.
-void serve_then_die(serial::serialize_buffer<char> argument) {
+void serve_then_die(serial::SerializeBuffer<char> argument) {
   const auto until = Clock::now() + std::chrono::milliseconds(300);
   while (Clock::now() < until) progress();
   die(std::move(argument));
 }
 int add(int a, int b) { return a + b; }
 void ignore(int) {}
-void land(serial::serialize_buffer<char>) {}
+void land(serial::SerializeBuffer<char>) {}
 void release() { released = true; }
 
 int fail(const std::string& what) {
@@ -65,7 +65,7 @@ int check_bystanders(Job& job) {
 int wait_for_the_future(Job& job) {
   Synchronizer pulled;
   const auto start = Clock::now();
-  Future<void> f = async(when_sent(pulled), action<&die>, {1, 0}, serial::serialize_buffer<char>(std::size_t{1} << 20));
+  Future<void> f = async(when_sent(pulled), action<&die>, {1, 0}, serial::SerializeBuffer<char>(std::size_t{1} << 20));
   while (!f.ready() && Clock::now() - start < std::chrono::seconds(30)) progress();
   if (!f.ready()) return fail("no answer within 30 s of the destination's death");
   if (!f.failed() || f.error_code() != Errc::peer_failed)
@@ -88,9 +88,9 @@ int wait_in_quiet(Job& job) {
   // The victim maps its landing memory first: its first segment is
   // prefaulted, which on a loaded machine takes seconds (long enough for
   // UCX to time the endpoint out), and that is not what quiet() is timed on.
-  async(action<&land>, {1, 0}, serial::serialize_buffer<char>(std::size_t{1} << 20)).get();
+  async(action<&land>, {1, 0}, serial::SerializeBuffer<char>(std::size_t{1} << 20)).get();
   for (int i = 0; i < 20; ++i) post(action<&ignore>, {1, 0}, i);
-  post(action<&serve_then_die>, {1, 0}, serial::serialize_buffer<char>(std::size_t{1} << 20));
+  post(action<&serve_then_die>, {1, 0}, serial::SerializeBuffer<char>(std::size_t{1} << 20));
   for (int i = 0; i < 20; ++i) post(action<&ignore>, {1, 0}, i);
   const auto start = Clock::now();
   try {

@@ -37,7 +37,7 @@ std::uint64_t small_async(std::uint64_t v) {
   arrive();
   return v;
 }
-void large(serial::serialize_buffer<char> b) {
+void large(serial::SerializeBuffer<char> b) {
   if (b.size() != large_size || b[0] != 'q' || b[large_size - 1] != 'z') corrupt.fetch_add(1);
   arrive();
 }
@@ -50,7 +50,7 @@ TEST(Quiet, EveryActionHasRunAfterQuietAndBarrier) {
   job().run([&](ThreadId me) {
     std::mt19937 rng(me.process * 131 + me.thread);
     // Shared by every post (its copies are handles): registered once, pulled each time.
-    serial::serialize_buffer<char> argument(large_size);
+    serial::SerializeBuffer<char> argument(large_size);
     std::memset(argument.data(), 'q', large_size - 1);
     argument[large_size - 1] = 'z';
     const std::uint64_t pulled_before = parcel::stats().rendezvous;

@@ -10,7 +10,7 @@
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/invoke/remote_object.hpp"
 #include "rdmx/memory/block.hpp"
-#include "rdmx/serial/rma_object.hpp"
+#include "rdmx/serial/rma_value.hpp"
 #include "rdmx/serial/rma_vector.hpp"
 #include "rdmx/serial/serialize_buffer.hpp"
 #include "rdmx/transfer/memory_region.hpp"
@@ -27,8 +27,8 @@ template <class... T>
 constexpr bool all_implicit = (implicitly_default_constructible<T> && ...);
 static_assert(all_implicit<rdmx::Future<int>, rdmx::Future<void>, rdmx::SharedFuture<int>, rdmx::Promise<int>,
                            rdmx::ThreadId, rdmx::RemoteLocator, rdmx::transfer::RemoteAddress, rdmx::transfer::RemoteKey,
-                           rdmx::memory::Block, rdmx::serial::serialize_buffer<char>, rdmx::serial::rma_vector<int>,
-                           rdmx::serial::rma_object<int>, rdmx::RemoteObject<int>>,
+                           rdmx::memory::Block, rdmx::serial::SerializeBuffer<char>, rdmx::serial::RmaVector<int>,
+                           rdmx::serial::RmaValue<int>, rdmx::RemoteObject<int>>,
               "a value handle's default constructor must not be explicit");
 // The concept can fail: an explicit default constructor is caught.
 struct Explicit {
@@ -37,7 +37,7 @@ struct Explicit {
 static_assert(!implicitly_default_constructible<Explicit>);
 
 struct Holder {  // members left to {} in aggregate initialization
-  rdmx::serial::rma_vector<int> values;
+  rdmx::serial::RmaVector<int> values;
   rdmx::Future<int> result;
   int tag;
 };
@@ -56,11 +56,11 @@ TEST(Handles, DefaultConstructInContainersAndAggregates) {
   EXPECT_FALSE(shared.valid());
   EXPECT_EQ(some<rdmx::RemoteLocator>(4).size(), 4u);
   EXPECT_EQ(some<rdmx::ThreadId>(2).size(), 2u);
-  std::vector<rdmx::serial::rma_vector<int>> vectors(2);
+  std::vector<rdmx::serial::RmaVector<int>> vectors(2);
   EXPECT_TRUE(vectors[1].empty());
   Holder h = {.tag = 3};
   EXPECT_TRUE(h.values.empty());
   EXPECT_FALSE(h.result.valid());
-  rdmx::serial::rma_object<int> none = {};
+  rdmx::serial::RmaValue<int> none = {};
   EXPECT_FALSE(none);
 }

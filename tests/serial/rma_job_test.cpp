@@ -1,4 +1,4 @@
-// rma_vector and rma_object inside a Job need no set-up: the Job provides
+// RmaVector and RmaValue inside a Job need no set-up: the Job provides
 // their registered memory (the action layer installs it as RmaMemory's
 // default source), an RmaMemory the program installs still overrides it,
 // and a thread that is no worker of the job gets a clear error.
@@ -14,23 +14,23 @@
 #include "rdmx/core/error.hpp"
 #include "rdmx/fabric/job.hpp"
 #include "rdmx/serial/rma_memory.hpp"
-#include "rdmx/serial/rma_object.hpp"
+#include "rdmx/serial/rma_value.hpp"
 #include "rdmx/serial/rma_vector.hpp"
 
 using namespace rdmx;
 using serial::RmaMemory;
-using serial::rma_object;
-using serial::rma_vector;
+using serial::RmaValue;
+using serial::RmaVector;
 
 namespace {
 
 using Block = std::array<std::uint64_t, 16384>;  // 128 KiB: above the zero-copy threshold
 
-rma_vector<std::uint64_t> doubled(rma_vector<std::uint64_t> v) {
+RmaVector<std::uint64_t> doubled(RmaVector<std::uint64_t> v) {
   for (auto& x : v) x *= 2;
   return v;
 }
-std::uint64_t block_sum(rma_object<Block> b) { return std::accumulate(b->begin(), b->end(), std::uint64_t{0}); }
+std::uint64_t block_sum(RmaValue<Block> b) { return std::accumulate(b->begin(), b->end(), std::uint64_t{0}); }
 
 ThreadId next(ThreadId me) { return ThreadId{(me.process + 1) % Job::current().size(), me.thread}; }
 
@@ -39,19 +39,19 @@ ThreadId next(ThreadId me) { return ThreadId{(me.process + 1) % Job::current().s
 TEST(RmaJob, VectorsAndObjectsNeedNoSetUp) {
   ASSERT_EQ(RmaMemory::process_default(), nullptr);
   Job::current().run([](ThreadId me) {
-    rma_vector<std::uint64_t> v(std::size_t{1} << 16);  // 512 KiB, no RmaMemory named or installed
+    RmaVector<std::uint64_t> v(std::size_t{1} << 16);  // 512 KiB, no RmaMemory named or installed
     std::iota(v.begin(), v.end(), std::uint64_t{1});
     EXPECT_NE(v.key().region, 0u);
     for (int i = 0; i < 1000; ++i) v.push_back(7);  // growing takes the same memory
     EXPECT_NE(v.key().region, 0u);
-    rma_vector<std::uint64_t> back = async(action<&doubled>, next(me), v).get();
+    RmaVector<std::uint64_t> back = async(action<&doubled>, next(me), v).get();
     ASSERT_EQ(back.size(), v.size());
     EXPECT_EQ(back[0], 2u);
     EXPECT_EQ(back[(std::size_t{1} << 16) - 1], std::uint64_t{2} << 16);
     EXPECT_EQ(back[back.size() - 1], 14u);
     EXPECT_EQ(v[0], 1u);  // the destination doubled its own copy
 
-    auto block = rma_object<Block>::make();
+    auto block = RmaValue<Block>::make();
     std::iota(block->begin(), block->end(), std::uint64_t{0});
     EXPECT_NE(block.key().region, 0u);
     EXPECT_EQ(async(action<&block_sum>, next(me), block).get(), std::uint64_t{16383} * 16384 / 2);
@@ -76,7 +76,7 @@ TEST(RmaJob, AThreadOutsideTheJobIsToldWhy) {
   std::string what;
   std::thread outsider([&] {
     try {
-      rma_vector<int> v(10);
+      RmaVector<int> v(10);
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), Errc::invalid_argument);
       what = e.what();

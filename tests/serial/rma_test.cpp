@@ -1,4 +1,4 @@
-// Registered memory: rma_vector and rma_object emit RMA chunks carrying
+// Registered memory: RmaVector and RmaValue emit RMA chunks carrying
 // their keys, and take over registered landing memory on the receiving
 // side; the registration cache registers ordinary memory for pointer chunks.
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include "rdmx/memory/arena.hpp"
 #include "rdmx/memory/region_table.hpp"
 #include "rdmx/serial/registration_cache.hpp"
-#include "rdmx/serial/rma_object.hpp"
+#include "rdmx/serial/rma_value.hpp"
 #include "rdmx/serial/rma_vector.hpp"
 #include "rdmx/serial/serial.hpp"
 #include "rdmx/transfer/context.hpp"
@@ -66,26 +66,26 @@ TEST_F(Rma, HugeAllocationsAreOutOfMemory) {
     EXPECT_EQ(error_of([&] { memory.allocate(n); }, &message), Errc::out_of_memory) << n;
     EXPECT_NE(message.find(std::to_string(n)), std::string::npos) << message;
   }
-  rma_vector<std::uint64_t> v(&memory);
+  RmaVector<std::uint64_t> v(&memory);
   std::string message;
   EXPECT_EQ(error_of([&] { v.reserve(SIZE_MAX / 4); }, &message), Errc::out_of_memory);
-  EXPECT_NE(message.find("rma_vector"), std::string::npos) << message;
+  EXPECT_NE(message.find("RmaVector"), std::string::npos) << message;
   EXPECT_EQ(memory.allocate(100).size, 100u);
 }
 
 TEST_F(Rma, VectorLivesInRegisteredMemoryAndCopiesShare) {
-  rma_vector<double> v(&memory);
+  RmaVector<double> v(&memory);
   for (int i = 0; i < 1000; ++i) v.push_back(i * 0.5);
   EXPECT_EQ(v.size(), 1000u);
   EXPECT_GE(v.capacity(), 1000u);
   EXPECT_EQ(v[999], 499.5);
   EXPECT_NE(v.key().region, 0u);
   EXPECT_EQ(address_of(v.key()), reinterpret_cast<const std::byte*>(v.data()));
-  rma_vector<double> shared = v;  // HPX semantics: a copy is another handle
+  RmaVector<double> shared = v;  // HPX semantics: a copy is another handle
   shared[0] = -1;
   EXPECT_EQ(v[0], -1);
   EXPECT_EQ(v.use_count(), 2);
-  rma_vector<double> independent = v.clone();
+  RmaVector<double> independent = v.clone();
   independent[1] = 42;
   EXPECT_EQ(v[1], 0.5);
   EXPECT_NE(independent.key(), v.key());
@@ -95,12 +95,12 @@ TEST_F(Rma, VectorLivesInRegisteredMemoryAndCopiesShare) {
   EXPECT_EQ(v[19], 7.0);
   EXPECT_EQ(v.at(19), 7.0);
   EXPECT_THROW(v.at(20), std::out_of_range);
-  rma_vector<int> list({1, 2, 3}, &memory);
+  RmaVector<int> list({1, 2, 3}, &memory);
   EXPECT_EQ(list.back(), 3);
 }
 
 TEST_F(Rma, VectorBecomesAnRmaChunkWithItsKey) {
-  rma_vector<std::int64_t> v(2000, &memory);
+  RmaVector<std::int64_t> v(2000, &memory);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(i);
   OutputArchive ar(with_threshold(chunk_threshold));
   ar(v);
@@ -119,19 +119,19 @@ TEST_F(Rma, VectorBecomesAnRmaChunkWithItsKey) {
 }
 
 TEST_F(Rma, SmallVectorTravelsInline) {
-  rma_vector<int> v({1, 2, 3}, &memory);
+  RmaVector<int> v({1, 2, 3}, &memory);
   OutputArchive ar(with_threshold(chunk_threshold));
   ar(v);
   EXPECT_TRUE(ar.out_of_line_chunks().empty());
   InputOptions options;
   options.rma_memory = &memory;
-  const auto out = decode<rma_vector<int>>(ar.flatten(), {}, options);
+  const auto out = decode<RmaVector<int>>(ar.flatten(), {}, options);
   EXPECT_EQ(out, v);
   EXPECT_NE(out.key(), v.key());
 }
 
 TEST_F(Rma, ArchiveKeepsTheSerializedElementsWhenTheVectorGrows) {
-  rma_vector<double> v(1000, 1.0, &memory);
+  RmaVector<double> v(1000, 1.0, &memory);
   OutputArchive ar(with_threshold(chunk_threshold));
   ar(v);
   const std::byte* sent = ar.out_of_line_chunks()[0].data;
@@ -143,7 +143,7 @@ TEST_F(Rma, ArchiveKeepsTheSerializedElementsWhenTheVectorGrows) {
 }
 
 TEST_F(Rma, ReceiverTakesOverRegisteredLandingMemory) {
-  rma_vector<double> v(4096, 3.5, &memory);
+  RmaVector<double> v(4096, 3.5, &memory);
   OutputArchive ar(with_threshold(chunk_threshold));
   ar(v);
   const auto message = ar.flatten();
@@ -151,29 +151,29 @@ TEST_F(Rma, ReceiverTakesOverRegisteredLandingMemory) {
   RmaBytes landing = memory.allocate(v.size() * sizeof(double));
   std::memcpy(landing.data.get(), v.data(), landing.size);
   const ReceivedChunk received{{landing.data.get(), landing.size}, landing.data, landing.key};
-  const auto out = decode<rma_vector<double>>(message, {&received, 1});
+  const auto out = decode<RmaVector<double>>(message, {&received, 1});
   EXPECT_EQ(reinterpret_cast<const std::byte*>(out.data()), landing.data.get());  // no copy
   EXPECT_EQ(out.key(), landing.key);
   EXPECT_EQ(out, v);
 }
 
 TEST_F(Rma, ReceiverCopiesUnregisteredLandingMemoryIntoItsPool) {
-  rma_vector<float> v(3000, 0.5f, &memory);
+  RmaVector<float> v(3000, 0.5f, &memory);
   OutputArchive ar(with_threshold(chunk_threshold));
   ar(v);
   const auto message = ar.flatten();
   const auto chunks = testing::chunks_of(ar);  // the sender's memory, no owner
   InputOptions options;
   options.rma_memory = &memory;
-  const auto out = decode<rma_vector<float>>(message, chunks, options);
+  const auto out = decode<RmaVector<float>>(message, chunks, options);
   EXPECT_EQ(out, v);
   EXPECT_NE(out.data(), v.data());
   EXPECT_NE(out.key().region, 0u);
   std::string what;
-  EXPECT_EQ(error_of([&] { decode<rma_vector<float>>(message, chunks); }, &what), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { decode<RmaVector<float>>(message, chunks); }, &what), Errc::invalid_argument);
   EXPECT_NE(what.find("set_process_default"), std::string::npos) << what;
   RmaMemory::set_process_default(&memory);
-  EXPECT_EQ(decode<rma_vector<float>>(message, chunks), v);
+  EXPECT_EQ(decode<RmaVector<float>>(message, chunks), v);
   RmaMemory::set_process_default(nullptr);
 }
 
@@ -191,11 +191,11 @@ namespace rdmx::serial {
 namespace {
 
 TEST_F(Rma, ObjectBecomesAnRmaChunkAndCanBeNull) {
-  rma_object<Block> object(memory);
+  RmaValue<Block> object(memory);
   object->values[1023] = 8.0;
   EXPECT_EQ(address_of(object.key()), reinterpret_cast<const std::byte*>(object.get()));
   OutputArchive ar(with_threshold(chunk_threshold));
-  ar(object, rma_object<Block>());
+  ar(object, RmaValue<Block>());
   ASSERT_EQ(ar.out_of_line_chunks().size(), 1u);
   EXPECT_EQ(ar.out_of_line_chunks()[0].kind, ChunkKind::rma);
   EXPECT_EQ(ar.out_of_line_chunks()[0].key, object.key());
@@ -203,7 +203,7 @@ TEST_F(Rma, ObjectBecomesAnRmaChunkAndCanBeNull) {
   const auto chunks = testing::chunks_of(ar);
   InputOptions options;
   options.rma_memory = &memory;
-  auto [got, null] = decode<rma_object<Block>, rma_object<Block>>(message, chunks, options);
+  auto [got, null] = decode<RmaValue<Block>, RmaValue<Block>>(message, chunks, options);
   ASSERT_TRUE(got);
   EXPECT_EQ(got->values[1023], 8.0);
   EXPECT_NE(got.get(), object.get());

@@ -1,4 +1,4 @@
-// serialize_buffer: shared user memory that an archive references instead
+// SerializeBuffer: shared user memory that an archive references instead
 // of copying, and that lives as long as the archive needs it.
 #include <gtest/gtest.h>
 
@@ -18,12 +18,12 @@ using testing::with_threshold;
 
 TEST(SerializeBuffer, SmallBufferTravelsInline) {
   std::vector<int> data{1, 2, 3};
-  auto buffer = serialize_buffer<int>::reference(data.data(), data.size());
+  auto buffer = SerializeBuffer<int>::reference(data.data(), data.size());
   OutputArchive ar(with_threshold(chunk_threshold));
   ar(buffer);
   EXPECT_TRUE(ar.out_of_line_chunks().empty());
   EXPECT_EQ(buffer.use_count(), 1);  // nothing to keep alive
-  const auto out = decode<serialize_buffer<int>>(ar.flatten());
+  const auto out = decode<SerializeBuffer<int>>(ar.flatten());
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[2], 3);
   EXPECT_NE(out.data(), data.data());
@@ -31,7 +31,7 @@ TEST(SerializeBuffer, SmallBufferTravelsInline) {
 
 TEST(SerializeBuffer, ReferenceBecomesAPointerChunkToTheUserMemory) {
   std::vector<double> data(10000, 0.25);
-  auto buffer = serialize_buffer<double>::reference(data.data(), data.size());
+  auto buffer = SerializeBuffer<double>::reference(data.data(), data.size());
   {
     OutputArchive ar(with_threshold(chunk_threshold));
     ar(buffer);
@@ -40,7 +40,7 @@ TEST(SerializeBuffer, ReferenceBecomesAPointerChunkToTheUserMemory) {
     EXPECT_EQ(buffer.use_count(), 2);  // the archive holds a reference
     const auto message = ar.flatten();
     const auto chunks = testing::chunks_of(ar);
-    const auto out = decode<serialize_buffer<double>>(message, chunks);
+    const auto out = decode<SerializeBuffer<double>>(message, chunks);
     EXPECT_EQ(std::vector<double>(out.begin(), out.end()), data);
   }
   EXPECT_EQ(buffer.use_count(), 1);
@@ -53,7 +53,7 @@ TEST(SerializeBuffer, ArchiveKeepsTakenMemoryAliveUntilItIsDestroyed) {
   const std::uint8_t* raw = memory.get();
   std::optional<OutputArchive> ar(std::in_place, with_threshold(chunk_threshold));
   {
-    auto buffer = serialize_buffer<std::uint8_t>::take(memory.release(), 8192, [&freed](std::uint8_t* p) {
+    auto buffer = SerializeBuffer<std::uint8_t>::take(memory.release(), 8192, [&freed](std::uint8_t* p) {
       freed = true;
       delete[] p;
     });
@@ -68,7 +68,7 @@ TEST(SerializeBuffer, ArchiveKeepsTakenMemoryAliveUntilItIsDestroyed) {
 }
 
 TEST(SerializeBuffer, ClearingTheArchiveReleasesItsReferences) {
-  auto buffer = serialize_buffer<std::uint64_t>(1000);
+  auto buffer = SerializeBuffer<std::uint64_t>(1000);
   OutputArchive ar(with_threshold(chunk_threshold));
   ar(buffer);
   EXPECT_EQ(buffer.use_count(), 2);
@@ -78,15 +78,15 @@ TEST(SerializeBuffer, ClearingTheArchiveReleasesItsReferences) {
 
 TEST(SerializeBuffer, CopyAndVectorOwnTheirElements) {
   std::vector<int> data(2000, 5);
-  auto copied = serialize_buffer<int>::copy(data.data(), data.size());
+  auto copied = SerializeBuffer<int>::copy(data.data(), data.size());
   EXPECT_NE(copied.data(), data.data());
   data[0] = 6;
   EXPECT_EQ(copied[0], 5);
   const int* elements = data.data();
-  serialize_buffer<int> moved(std::move(data));
+  SerializeBuffer<int> moved(std::move(data));
   EXPECT_EQ(moved.data(), elements);  // took the vector's storage
   EXPECT_EQ(moved.size(), 2000u);
-  serialize_buffer<int> sized(3);
+  SerializeBuffer<int> sized(3);
   EXPECT_EQ(sized[0] + sized[1] + sized[2], 0);
   auto shared = sized;  // copies share
   shared[1] = 9;
@@ -96,13 +96,13 @@ TEST(SerializeBuffer, CopyAndVectorOwnTheirElements) {
 TEST(SerializeBuffer, ReceiverTakesOverAnOwnedLandingBuffer) {
   std::vector<double> data(4096, 3.0);
   OutputArchive ar(with_threshold(chunk_threshold));
-  ar(serialize_buffer<double>::reference(data.data(), data.size()));
+  ar(SerializeBuffer<double>::reference(data.data(), data.size()));
   const auto message = ar.flatten();
   // The receiver got the chunk into memory it owns and hands it over.
   auto landing = std::make_shared<std::vector<double>>(data);
   const ReceivedChunk received{{reinterpret_cast<const std::byte*>(landing->data()), landing->size() * sizeof(double)},
                                landing, {}};
-  const auto out = decode<serialize_buffer<double>>(message, {&received, 1});
+  const auto out = decode<SerializeBuffer<double>>(message, {&received, 1});
   EXPECT_EQ(out.data(), landing->data());  // no copy
   EXPECT_EQ(out.size(), data.size());
   const long before = landing.use_count();
@@ -112,7 +112,7 @@ TEST(SerializeBuffer, ReceiverTakesOverAnOwnedLandingBuffer) {
 }
 
 TEST(SerializeBuffer, EmptyBuffer) {
-  const auto out = testing::round_trip(serialize_buffer<float>(), 64);
+  const auto out = testing::round_trip(SerializeBuffer<float>(), 64);
   EXPECT_TRUE(out.empty());
 }
 

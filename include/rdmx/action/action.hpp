@@ -2,17 +2,17 @@
 // function with any serializable arguments on another worker thread, get a
 // future of its result. Large arguments are not copied on the way: they
 // travel as pointer or RMA chunks that the destination pulls with RDMA gets
-// straight into the argument objects (serialize_buffer, rma_vector).
+// straight into the argument objects (SerializeBuffer, RmaVector).
 //
 //   int add(int a, int b) { return a + b; }
-//   double norm(const rdmx::serial::serialize_buffer<double>& v);
+//   double norm(const rdmx::serial::SerializeBuffer<double>& v);
 //
 //   job.run([&](rdmx::ThreadId me) {
 //     rdmx::Future<int> f = rdmx::async(rdmx::action<&add>, {1, 0}, 2, 3);
 //     f.then([](int& sum) { use(sum); });
 //     rdmx::post(rdmx::action<&add>, {1, 0}, 4, 5);           // nobody waits
 //     auto g = rdmx::async([](std::string s) { return s.size(); }, {1, 0}, std::string("hi"));
-//     rdmx::serial::serialize_buffer<double> v(1 << 20);       // pulled by RDMA, not copied
+//     rdmx::serial::SerializeBuffer<double> v(1 << 20);       // pulled by RDMA, not copied
 //     rdmx::Synchronizer sent;
 //     auto n2 = rdmx::async(rdmx::when_sent(sent), rdmx::action<&norm>, {1, 0}, v);
 //     sent.wait();                                              // v may be changed now
@@ -23,14 +23,14 @@
 // Actions: rdmx::action<&function> for a function, or a lambda without
 // captures (pass it directly, or as rdmx::action<lambda_constant>). Their id
 // is a hash of their type's mangled name, the same in every process of a
-// program, registered during static initialization. remote_action<R(A...)>
+// program, registered during static initialization. RemoteAction<R(A...)>
 // calls an action known only by its id (rdmx::action_id), as another
 // program would; a caller whose argument types differ from the action's
 // gets Errc::bad_archive and the action does not run.
 //
 // Arguments are taken as std::async takes them: rvalues are moved into the
-// parcel, lvalues copied, except serialize_buffer, rma_vector and
-// rma_object, whose copies share memory (the way to send data you keep
+// parcel, lvalues copied, except SerializeBuffer, RmaVector and
+// RmaValue, whose copies share memory (the way to send data you keep
 // without copying it) and lvalues small enough to travel inline. The
 // destination runs the action on its worker thread when that thread
 // progresses; results and exceptions come back in a reply that completes
@@ -55,7 +55,7 @@
 #include "rdmx/fabric/completion.hpp"
 #include "rdmx/fabric/identity.hpp"
 #include "rdmx/action/parcel.hpp"
-#include "rdmx/serial/rma_object.hpp"
+#include "rdmx/serial/rma_value.hpp"
 #include "rdmx/serial/rma_vector.hpp"
 #include "rdmx/serial/serial.hpp"
 
@@ -69,11 +69,11 @@ inline constexpr action_t<F> action{};
 
 // An action known by its id only, believed to take A... and return R.
 template <class Signature>
-class remote_action;
+class RemoteAction;
 template <class R, class... A>
-class remote_action<R(A...)> {
+class RemoteAction<R(A...)> {
  public:
-  constexpr explicit remote_action(std::uint64_t id) noexcept : id_(id) {}
+  constexpr explicit RemoteAction(std::uint64_t id) noexcept : id_(id) {}
   constexpr std::uint64_t id() const noexcept { return id_; }
 
  private:
@@ -138,7 +138,7 @@ struct action_traits<C> : traits_base<typename signature<C>::result, typename si
   }
 };
 template <class R, class... A>
-struct action_traits<remote_action<R(A...)>> : traits_base<R, types<A...>> {};
+struct action_traits<RemoteAction<R(A...)>> : traits_base<R, types<A...>> {};
 
 // The receiving half of action A: decode, run, answer.
 template <class A>
@@ -209,7 +209,7 @@ constexpr bool check_action_kind() {
     static_assert(always_false<A>, "rdmx: an action lambda cannot be generic (auto parameters): its parameter types decide what is sent");
     return false;
   } else {
-    static_assert(always_false<A>, "rdmx: not an action: pass rdmx::action<&f>, a captureless lambda or an rdmx::remote_action<R(A...)>");
+    static_assert(always_false<A>, "rdmx: not an action: pass rdmx::action<&f>, a captureless lambda or an rdmx::RemoteAction<R(A...)>");
     return false;
   }
 }
@@ -258,11 +258,11 @@ std::uint64_t id_of(const A& a) {
 template <class T>
 inline constexpr bool shares_memory = false;
 template <class T>
-inline constexpr bool shares_memory<serial::serialize_buffer<T>> = true;
+inline constexpr bool shares_memory<serial::SerializeBuffer<T>> = true;
 template <class T>
-inline constexpr bool shares_memory<serial::rma_vector<T>> = true;
+inline constexpr bool shares_memory<serial::RmaVector<T>> = true;
 template <class T>
-inline constexpr bool shares_memory<serial::rma_object<T>> = true;
+inline constexpr bool shares_memory<serial::RmaValue<T>> = true;
 
 // Whether `value` becomes inline bytes only (so serializing the caller's
 // lvalue leaves nothing pointing at it). Conservative: unknown types say no.
@@ -383,7 +383,7 @@ Future<typename action_traits<std::remove_cvref_t<A>>::result> send(parcel::Path
 
 }  // namespace parcel::detail
 
-// The id under which an action travels (for remote_action in another program).
+// The id under which an action travels (for RemoteAction in another program).
 template <class A>
 std::uint64_t action_id(const A& a) {
   if constexpr (parcel::detail::check_action_kind<A>())

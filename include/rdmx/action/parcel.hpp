@@ -49,7 +49,7 @@ enum class Path : std::uint8_t {
 struct Received {
   std::span<const std::byte> message;               // the flattened archive
   std::span<const serial::ReceivedChunk> chunks;    // one per chunk, in order
-  serial::InputOptions options;                     // landing memory for rma_vector / rma_object
+  serial::InputOptions options;                     // landing memory for RmaVector / RmaValue
   ThreadId source;                                  // who sent it
 };
 

@@ -1,5 +1,5 @@
 // RecyclingAllocator: an allocator for objects made and dropped once per
-// operation (a future's shared state, a referencing serialize_buffer's
+// operation (a future's shared state, a referencing SerializeBuffer's
 // count: one each per rdmx::async), which keeps a short per-thread list of
 // freed blocks of each size instead of going to malloc and free each time.
 // A block freed on another thread joins that thread's list: every block of

@@ -1,7 +1,7 @@
 // is_bitwise_serializable<T>: the types whose object bytes are their wire
 // format (HPX's trait of the same name). Such a value is one memcpy; a
 // contiguous run of them (std::vector, std::array, std::string, C arrays,
-// serialize_buffer, rma_vector) is one memcpy or, at or above the zero-copy
+// SerializeBuffer, RmaVector) is one memcpy or, at or above the zero-copy
 // threshold, one pointer or RMA chunk.
 //
 // The default covers arithmetic types and enums, not every trivially

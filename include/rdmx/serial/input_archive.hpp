@@ -5,8 +5,8 @@
 //
 // Large data is copied once, from the chunk straight into the destination's
 // storage (a std::vector's elements, a string's characters). When the
-// receiver owns the landing buffer (ReceivedChunk::owner), serialize_buffer
-// takes it over without a copy, and so do rma_vector / rma_object when the
+// receiver owns the landing buffer (ReceivedChunk::owner), SerializeBuffer
+// takes it over without a copy, and so do RmaVector / RmaValue when the
 // buffer is registered memory (a key).
 //
 // Bad input throws rdmx::Error with Errc::bad_archive: truncated or
@@ -38,7 +38,7 @@ struct ReceivedChunk {
 };
 
 struct InputOptions {
-  // Registered memory for rma_vector / rma_object that must be allocated
+  // Registered memory for RmaVector / RmaValue that must be allocated
   // here; nullptr: RmaMemory::process_default().
   RmaMemory* rma_memory = nullptr;
 };

@@ -2,7 +2,7 @@
 // Small data is copied into the inline buffer; a contiguous run of bitwise
 // data of at least the zero-copy threshold becomes a pointer chunk that
 // refers to the caller's memory, or an RMA chunk when the memory is
-// registered already (rma_vector, rma_object). flatten() seals the archive
+// registered already (RmaVector, RmaValue). flatten() seals the archive
 // into one contiguous message (header, inline bytes, chunk table, packed
 // rkeys; see wire.hpp) for an eager send; a receiver pulls the chunks it
 // describes with RDMA gets.
@@ -11,8 +11,8 @@
 // lvalue must stay alive and unchanged until the message and its chunks have
 // been transferred (a parcel layer keeps the arguments it serialized). A
 // temporary (rvalue) would be gone by then, so the archive moves it into
-// storage of its own when it produced chunks. serialize_buffer, rma_vector
-// and rma_object need neither (holds_its_chunks): each chunk they make comes
+// storage of its own when it produced chunks. SerializeBuffer, RmaVector
+// and RmaValue need neither (holds_its_chunks): each chunk they make comes
 // with a reference to its memory, which the archive holds.
 // Everything the archive holds is released when it is destroyed or cleared.
 //

@@ -20,8 +20,8 @@
 //   call invalidate() before it unmaps memory it sent from.
 //
 // This is the "hidden" registration HPX warns about (fragmentation pins
-// whole pages, the budget is a system-dependent knob); rma_vector and
-// rma_object avoid it by living in registered memory. Thread-safe.
+// whole pages, the budget is a system-dependent knob); RmaVector and
+// RmaValue avoid it by living in registered memory. Thread-safe.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// RmaMemory: where rma_vector and rma_object take their memory from (HPX's
+// RmaMemory: where RmaVector and RmaValue take their memory from (HPX's
 // rma_allocator over the parcelport's memory pool, section 3.4). It hands
 // out pieces of an Arena's registered segments through a GeneralAllocator,
 // so the memory is pinned when the container is created or grows, never
@@ -37,7 +37,7 @@ class RmaMemory {
   RmaBytes allocate(std::size_t n, std::size_t align = 64);
 
   // The memory rma containers use when given none (also when a received
-  // rma_vector must be allocated and InputOptions names none), installed by
+  // RmaVector must be allocated and InputOptions names none), installed by
   // the program. nullptr until a program installs one; an RmaMemory that is
   // the default uninstalls itself when destroyed. Returns the previous default.
   static RmaMemory* set_process_default(RmaMemory* memory) noexcept;

@@ -1,16 +1,16 @@
-// rma_vector<T> (HPX section 3.4): a vector of bitwise elements in
+// RmaVector<T> (HPX section 3.4): a vector of bitwise elements in
 // registered memory (RmaMemory), so serializing it at or above the zero-copy
 // threshold emits an RMA chunk that already carries its memory key: nothing
 // is registered during the transfer.
 //
 // Mostly a drop-in for std::vector<T>, with one difference taken from HPX:
 // copies share the elements (a copy is another handle to the same vector;
-// clone() makes an independent one), so an rma_vector can be passed by value
-// into an asynchronous call without wrapping it in a serialize_buffer.
+// clone() makes an independent one), so an RmaVector can be passed by value
+// into an asynchronous call without wrapping it in a SerializeBuffer.
 // Growing moves the elements to a new piece of registered memory for every
 // handle; an archive that serialized the old piece keeps that piece alive.
 //
-// On the receiving side an rma_vector above the threshold takes over the
+// On the receiving side an RmaVector above the threshold takes over the
 // landing memory when the receiver got the chunk into registered memory
 // (ReceivedChunk with an owner and a key); otherwise it allocates from
 // InputOptions::rma_memory (or the process default) and copies.
@@ -33,7 +33,7 @@
 namespace rdmx::serial {
 
 template <bitwise_serializable T>
-class rma_vector {
+class RmaVector {
  public:
   using value_type = T;
   using holds_its_chunks = void;  // each chunk comes with its storage (OutputArchive)
@@ -45,18 +45,18 @@ class rma_vector {
 
   // `memory`: where the elements live; nullptr: RmaMemory::process_default()
   // when memory is first needed.
-  rma_vector() : rma_vector(nullptr) {}  // implicit: `rma_vector<T> v = {};` and vector<rma_vector<T>>(n)
-  explicit rma_vector(RmaMemory* memory) : state_(std::make_shared<State>(memory)) {}
-  explicit rma_vector(std::size_t n, RmaMemory* memory = nullptr) : rma_vector(memory) { resize(n); }
-  rma_vector(std::size_t n, const T& value, RmaMemory* memory = nullptr) : rma_vector(memory) { resize(n, value); }
-  rma_vector(std::initializer_list<T> values, RmaMemory* memory = nullptr) : rma_vector(memory) {
+  RmaVector() : RmaVector(nullptr) {}  // implicit: `RmaVector<T> v = {};` and vector<RmaVector<T>>(n)
+  explicit RmaVector(RmaMemory* memory) : state_(std::make_shared<State>(memory)) {}
+  explicit RmaVector(std::size_t n, RmaMemory* memory = nullptr) : RmaVector(memory) { resize(n); }
+  RmaVector(std::size_t n, const T& value, RmaMemory* memory = nullptr) : RmaVector(memory) { resize(n, value); }
+  RmaVector(std::initializer_list<T> values, RmaMemory* memory = nullptr) : RmaVector(memory) {
     reserve(values.size());
     for (const T& v : values) push_back(v);
   }
 
   // An independent copy in new registered memory (copying the handle shares).
-  rma_vector clone() const {
-    rma_vector copy(state_->memory);
+  RmaVector clone() const {
+    RmaVector copy(state_->memory);
     copy.reserve(size());
     if (!empty()) std::memcpy(static_cast<void*>(copy.data()), data(), size() * sizeof(T));
     copy.state_->size = size();
@@ -71,7 +71,7 @@ class rma_vector {
   T* end() const noexcept { return data() + size(); }
   T& operator[](std::size_t i) const noexcept { return data()[i]; }
   T& at(std::size_t i) const {
-    if (i >= size()) throw std::out_of_range("rma_vector::at: index " + std::to_string(i) + " of " + std::to_string(size()));
+    if (i >= size()) throw std::out_of_range("RmaVector::at: index " + std::to_string(i) + " of " + std::to_string(size()));
     return data()[i];
   }
   T& front() const noexcept { return data()[0]; }
@@ -101,7 +101,7 @@ class rma_vector {
   void pop_back() noexcept { --state_->size; }
   void clear() noexcept { state_->size = 0; }
 
-  friend bool operator==(const rma_vector& a, const rma_vector& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+  friend bool operator==(const RmaVector& a, const RmaVector& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
 
   template <archive A>
   void serialize(A& ar) {
@@ -119,7 +119,7 @@ class rma_vector {
         state->storage = {std::shared_ptr<std::byte>(chunk->owner, const_cast<std::byte*>(bulk.bytes.data())),
                           bulk.bytes.size(), chunk->key};
       } else if (n != 0) {
-        state->storage = RmaMemory::resolve(state->memory, "receiving an rma_vector").allocate(bulk.bytes.size(), alignment);
+        state->storage = RmaMemory::resolve(state->memory, "receiving an RmaVector").allocate(bulk.bytes.size(), alignment);
         std::memcpy(state->storage.data.get(), bulk.bytes.data(), bulk.bytes.size());
       }
       state->size = n;
@@ -138,8 +138,8 @@ class rma_vector {
   static constexpr std::size_t alignment = std::max<std::size_t>(alignof(T), 16);
 
   void reallocate(std::size_t n) {
-    const std::size_t bytes = checked_mul(n, sizeof(T), "rma_vector");
-    RmaBytes bigger = RmaMemory::resolve(state_->memory, "rma_vector").allocate(bytes, alignment);
+    const std::size_t bytes = checked_mul(n, sizeof(T), "RmaVector");
+    RmaBytes bigger = RmaMemory::resolve(state_->memory, "RmaVector").allocate(bytes, alignment);
     if (!empty()) std::memcpy(bigger.data.get(), data(), size() * sizeof(T));
     state_->storage = std::move(bigger);
   }

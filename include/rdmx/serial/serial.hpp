@@ -1,7 +1,7 @@
 // rdmx::serial: HPX-style chunked serialization (docs/serialization.md).
 // Everything a program needs to serialize its values: the archives, the
-// standard types, encode/decode, serialize_buffer. The RMA containers
-// (rma_vector.hpp, rma_object.hpp) and the registration cache
+// standard types, encode/decode, SerializeBuffer. The RMA containers
+// (rma_vector.hpp, rma_value.hpp) and the registration cache
 // (registration_cache.hpp) need registered memory and a UCX context and are
 // included on their own.
 #pragma once

@@ -1,4 +1,4 @@
-// serialize_buffer<T> (HPX section 3.2): a shared, reference-counted view of
+// SerializeBuffer<T> (HPX section 3.2): a shared, reference-counted view of
 // contiguous bitwise data, passed by reference into asynchronous calls.
 // Copies share the memory. Serializing one at or above the zero-copy
 // threshold emits a pointer chunk to the memory itself and the archive keeps
@@ -11,7 +11,7 @@
 //                       alive and unchanged until the last copy and every
 //                       archive holding it are gone (e.g. until the call's future is ready)
 //   take(p, n, deleter) the buffer owns the memory and calls deleter(p) when the last reference goes
-// and serialize_buffer(std::vector<T>&&) takes a vector's elements over.
+// and SerializeBuffer(std::vector<T>&&) takes a vector's elements over.
 //
 // On the receiving side a buffer above the threshold takes over the landing
 // memory the receiver obtained for the chunk (ReceivedChunk::owner) instead
@@ -33,28 +33,28 @@
 namespace rdmx::serial {
 
 template <bitwise_serializable T>
-class serialize_buffer {
+class SerializeBuffer {
  public:
   using value_type = T;
   using iterator = T*;
   using const_iterator = const T*;
   using holds_its_chunks = void;  // each chunk comes with data_ (OutputArchive)
 
-  serialize_buffer() = default;
+  SerializeBuffer() = default;
   // n value-initialised elements the buffer owns.
-  explicit serialize_buffer(std::size_t n) : data_(own(n)), size_(n) {
+  explicit SerializeBuffer(std::size_t n) : data_(own(n)), size_(n) {
     if (n != 0) std::memset(static_cast<void*>(data_.get()), 0, n * sizeof(T));
   }
-  explicit serialize_buffer(std::vector<T>&& elements) {
+  explicit SerializeBuffer(std::vector<T>&& elements) {
     auto vector = std::make_shared<std::vector<T>>(std::move(elements));
     size_ = vector->size();
     T* const data = vector->data();
     data_ = std::shared_ptr<T>(std::move(vector), data);
   }
 
-  static serialize_buffer copy(const T* data, std::size_t n) { return from_bytes(data, n); }
-  static serialize_buffer reference(T* data, std::size_t n) {
-    serialize_buffer b;
+  static SerializeBuffer copy(const T* data, std::size_t n) { return from_bytes(data, n); }
+  static SerializeBuffer reference(T* data, std::size_t n) {
+    SerializeBuffer b;
     // Counts references, frees nothing; the count's block is recycled (one
     // per call that references its argument: malloc and free were a tenth
     // of a small async round trip).
@@ -63,8 +63,8 @@ class serialize_buffer {
     return b;
   }
   template <class Deleter>
-  static serialize_buffer take(T* data, std::size_t n, Deleter deleter) {
-    serialize_buffer b;
+  static SerializeBuffer take(T* data, std::size_t n, Deleter deleter) {
+    SerializeBuffer b;
     b.data_ = std::shared_ptr<T>(data, std::move(deleter));
     b.size_ = n;
     return b;
@@ -102,8 +102,8 @@ class serialize_buffer {
 
  private:
   // n elements copied from `source`, which need not be aligned for T.
-  static serialize_buffer from_bytes(const void* source, std::size_t n) {
-    serialize_buffer b;
+  static SerializeBuffer from_bytes(const void* source, std::size_t n) {
+    SerializeBuffer b;
     b.data_ = own(n);
     b.size_ = n;
     if (n != 0) std::memcpy(static_cast<void*>(b.data_.get()), source, n * sizeof(T));

@@ -1,6 +1,6 @@
-// rma_object<T> (HPX section 3.4): one large bitwise object in registered
+// RmaValue<T> (HPX section 3.4): one large bitwise object in registered
 // memory, for values big enough to be worth a zero-copy transfer of their
-// own. A shared handle like rma_vector (copies share the object); null when
+// own. A shared handle like RmaVector (copies share the object); null when
 // default-constructed. Serialized as a tag byte, then the object's bytes:
 // an RMA chunk at or above the zero-copy threshold, inline below it.
 #pragma once
@@ -18,20 +18,20 @@
 namespace rdmx::serial {
 
 template <bitwise_serializable T>
-class rma_object {
+class RmaValue {
  public:
   using holds_its_chunks = void;  // each chunk comes with its storage (OutputArchive)
-  rma_object() = default;  // null
+  RmaValue() = default;  // null
   // A T constructed from `args` in `memory`.
   template <class... Args>
-  explicit rma_object(RmaMemory& memory, Args&&... args) : storage_(memory.allocate(sizeof(T), alignment)) {
+  explicit RmaValue(RmaMemory& memory, Args&&... args) : storage_(memory.allocate(sizeof(T), alignment)) {
     ::new (static_cast<void*>(storage_.data.get())) T(std::forward<Args>(args)...);
   }
   // A T constructed from `args` in the default memory (RmaMemory::resolve:
   // the program's default, else the running Job's).
   template <class... Args>
-  static rma_object make(Args&&... args) {
-    return rma_object(RmaMemory::resolve(nullptr, "rma_object::make"), std::forward<Args>(args)...);
+  static RmaValue make(Args&&... args) {
+    return RmaValue(RmaMemory::resolve(nullptr, "RmaValue::make"), std::forward<Args>(args)...);
   }
 
   T* get() const noexcept { return reinterpret_cast<T*>(storage_.data.get()); }
@@ -48,7 +48,7 @@ class rma_object {
       ar.write_bytes(&tag, 1);
       if (*this) ar.write_rma(get(), sizeof(T), key(), storage_.data);
     } else {
-      if (ar.read_tag(2, "rma_object") == 0) {
+      if (ar.read_tag(2, "RmaValue") == 0) {
         storage_ = {};
         return;
       }
@@ -59,7 +59,7 @@ class rma_object {
         storage_ = {std::shared_ptr<std::byte>(chunk->owner, const_cast<std::byte*>(bulk.bytes.data())), sizeof(T),
                     chunk->key};
       } else {
-        RmaBytes fresh = RmaMemory::resolve(ar.rma_memory(), "receiving an rma_object").allocate(sizeof(T), alignment);
+        RmaBytes fresh = RmaMemory::resolve(ar.rma_memory(), "receiving an RmaValue").allocate(sizeof(T), alignment);
         std::memcpy(fresh.data.get(), bulk.bytes.data(), sizeof(T));
         storage_ = std::move(fresh);
       }
