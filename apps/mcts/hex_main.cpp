@@ -37,7 +37,7 @@ constexpr const char* usage = R"(usage: rdmx-hex [options]      (run it through 
                                 rave        AMAF/RAVE statistics in the tree
                                 prior       priors from patterns for new moves
                               or all (the default: bridge,edge,rave,prior) or none
-  --c C                       exploration constant (default 0.8; 0.3 with rave or prior)
+  --c C                       exploration constant (default 0.8; 0.05 with rave or prior)
   --rave-equivalence K        games at which RAVE and a move's own value weigh alike (default 1000)
   --prior-games G             games a prior counts for (default 32)
   --first-play F              value of a move nothing is known of, with rave or prior (default 1)
