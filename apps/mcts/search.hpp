@@ -565,8 +565,8 @@ void Engine<G>::select_from(NodeRef<G> at) {
 
 template <Game G>
 bool Engine<G>::by_send(std::uint32_t process) {
-  // Not cached here: the endpoint keeps the answer once UCX reports its
-  // lanes, and says no until then.
+  // Not cached here: the fabric keeps the answer once UCX has reported the
+  // endpoint's lanes, and says no until then.
   return !options_.rings_over_tcp && rdmx::rma_emulated(process);
 }
 

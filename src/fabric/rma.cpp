@@ -166,7 +166,20 @@ transfer::Transmitter& transmitter(std::uint32_t process) {
   return runtime().calling_context().transmitter(process);
 }
 
-bool rma_emulated(std::uint32_t process) { return transmitter(process).endpoint().rma_emulated(); }
+bool rma_emulated(std::uint32_t process) {
+  // Callers ask per message (the action and MCTS layers choose a path by
+  // it): a known answer is one relaxed load, without the context's
+  // endpoint lock; an endpoint that has no report from UCX yet says "not
+  // emulated" and is asked again next time.
+  fabric::Runtime& rt = runtime();
+  rt.validate(ThreadId{process, service_thread});
+  std::atomic<std::int8_t>& known = rt.rma_emulation(process);
+  if (const std::int8_t k = known.load(std::memory_order_relaxed); k >= 0) return k != 0;
+  const transfer::Endpoint& ep = rt.calling_context().transmitter(process).endpoint();
+  const bool emulated = ep.rma_emulated();
+  if (ep.rma_emulation_known()) known.store(emulated ? 1 : 0, std::memory_order_relaxed);
+  return emulated;
+}
 
 transfer::Endpoint& endpoint_to(ThreadId peer) {
   fabric::Runtime& rt = runtime();

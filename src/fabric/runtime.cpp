@@ -115,6 +115,8 @@ Runtime::Runtime(Job::Options options, std::vector<std::string>& args) {
   rank_ = bootstrap_->rank();
   size_ = bootstrap_->size();
   failed_ = std::make_unique<std::atomic<bool>[]>(size_);
+  emulated_ = std::make_unique<std::atomic<std::int8_t>[]>(size_);
+  for (std::uint32_t p = 0; p < size_; ++p) emulated_[p].store(-1, std::memory_order_relaxed);
   survivor_flushed_ = std::make_unique<std::atomic<std::uint64_t>[]>(size_);
   survivor_voted_ = std::make_unique<std::atomic<std::uint64_t>[]>(size_);
   transports_reported_ = std::make_unique<std::atomic<bool>[]>(size_);

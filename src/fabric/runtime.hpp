@@ -72,6 +72,10 @@ class Runtime {
   void validate(ThreadId id) const;
   bool process_failed(std::uint32_t process) const { return failed_[process].load(std::memory_order_acquire); }
   const std::atomic<bool>* failure_flags() const noexcept { return failed_.get(); }
+  // Whether one-sided operations to `process` are emulated by its progress
+  // (rdmx::rma_emulated), once an endpoint to it has known (-1: not yet):
+  // every worker of a process is reached over the same transports.
+  std::atomic<std::int8_t>& rma_emulation(std::uint32_t process) noexcept { return emulated_[process]; }
   // Processes known failed so far: a cheap check for new failures.
   std::uint32_t failure_count() const noexcept { return failure_count_.load(std::memory_order_acquire); }
   void peer_failed(std::uint32_t process, const std::string& why);
@@ -209,6 +213,7 @@ class Runtime {
   std::vector<std::unique_ptr<ThreadContext>> contexts_;
   std::vector<std::vector<std::byte>> addresses_;  // [process * contexts() + worker]
   std::unique_ptr<std::atomic<bool>[]> failed_;
+  std::unique_ptr<std::atomic<std::int8_t>[]> emulated_;
   mutable std::mutex failures_mutex_;
   std::vector<std::string> failures_;  // [process]: why, once failed
   std::atomic<std::uint32_t> host_failures_{0};

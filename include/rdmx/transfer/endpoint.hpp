@@ -46,6 +46,9 @@ class Endpoint {
   // operations are then emulated with active messages that the peer's
   // worker applies when it progresses (slow, and only while it progresses).
   bool rma_emulated() const;
+  // Whether rma_emulated() has its answer from UCX's report of the lanes
+  // (before that it says false and asks again).
+  bool rma_emulation_known() const noexcept { return emulated_.load(std::memory_order_relaxed) >= 0; }
   // The transports UCX chose for this endpoint, by what they carry, as
   // "rma cma/memory, am posix/memory, atomics posix/memory" (transport/device;
   // "+" between several). A use with no lane of its own UCX carries out with
