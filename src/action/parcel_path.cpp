@@ -18,7 +18,7 @@
 namespace rdmx::parcel {
 
 ParcelPath::ParcelPath(Job& job)
-    : chosen_(job.size()), one_sided_limit_(MessengerOptions::from_env().chunk_size / 4), helpers_(job.helpers_per_process() != 0) {
+    : one_sided_limit_(MessengerOptions::from_env().chunk_size / 4), helpers_(job.helpers_per_process() != 0) {
   const std::string calls = rdmx_action_settings.word("RDMX_PARCEL_CALLS");
   if (calls == "send") forced_ = no;
   if (calls == "one-sided") forced_ = yes;
@@ -45,17 +45,13 @@ std::uint8_t ParcelPath::flags_for(Path path) const {
   throw Error(Errc::invalid_argument, "rdmx::parcel::Path " + std::to_string(static_cast<int>(path)) + " is not a path");
 }
 
-bool ParcelPath::one_sided(std::uint32_t process) {
+bool ParcelPath::one_sided(std::uint32_t process) const {
   if (forced_ != unknown) return forced_ == yes;
   // The own process too: without shared memory its rings are reached by
-  // emulated RDMA as well (docs/results/action.md).
-  std::int8_t c = chosen_[process].load(std::memory_order_relaxed);
-  if (c == unknown) {
-    // Any of the process's workers is reached over the same transports.
-    c = rdmx::rma_emulated(process) ? no : yes;
-    chosen_[process].store(c, std::memory_order_relaxed);
-  }
-  return c == yes;
+  // emulated RDMA as well (docs/results/action.md). Asked each time, not
+  // kept here: the first answer may come before UCX has reported the
+  // endpoint's lanes, and the fabric keeps only a known one.
+  return !rdmx::rma_emulated(process);
 }
 
 namespace {

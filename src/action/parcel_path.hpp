@@ -4,11 +4,9 @@
 // apart from the parcels' protocol (parcel_send.cpp, parcel_pull.cpp) so
 // that adding a path changes this file only.
 #pragma once
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "rdmx/action/parcel.hpp"
 #include "rdmx/fabric/call_family.hpp"
@@ -27,11 +25,11 @@ class ParcelPath {
   // chunk size limit) or send-based calls only. RDMX_PARCEL_CALLS=auto (the
   // default) chooses send-based where UCX emulates one-sided writes (TCP):
   // there each write waits for the destination's service thread.
-  bool one_sided(std::uint32_t process);
+  bool one_sided(std::uint32_t process) const;
   // Up to how many bytes a message goes one-sided (0: none), for a message
   // whose header flags carry the caller's Path (by_one_sided, by_send;
   // neither: the process-wide choice).
-  std::size_t eager_limit(std::uint32_t process, std::uint8_t flags) {
+  std::size_t eager_limit(std::uint32_t process, std::uint8_t flags) const {
     if (flags & by_send) return 0;
     if (flags & by_one_sided) return one_sided_limit_;
     return one_sided(process) ? one_sided_limit_ : 0;
@@ -43,7 +41,6 @@ class ParcelPath {
  private:
   enum Choice : std::int8_t { unknown, yes, no };
   Choice forced_ = unknown;                       // RDMX_PARCEL_CALLS=one-sided|send
-  std::vector<std::atomic<std::int8_t>> chosen_;  // auto, by process
   std::size_t one_sided_limit_;
   bool helpers_;
 };
