@@ -53,11 +53,11 @@ struct HexKnowledge {
     bool c = false, prior_games = false, playouts = false;
   };
   // The search's side: RAVE, priors (32 games) and, with either, the
-  // exploration constant 0.05 (their values already spread the search, and
-  // each step of exploration less was stronger at equal rollouts, down to
-  // 0.05: docs/results/mcts.md; the seed's 0.8 without) and 4 playouts per leaf (the tree learns more from
-  // four times the nodes than from better leaf values: 70 % of 20 games
-  // against 16 per leaf at equal time, docs/results/mcts.md).
+  // exploration constant 0.05 (their values already rank the moves: each
+  // step of exploration less was stronger at equal rollouts, down to 0.05;
+  // the seed's 0.8 without) and 4 playouts per leaf (the tree learns more
+  // from four times the nodes than from better leaf values: 70 % of 20
+  // games against 16 per leaf at equal time). Both: docs/results/mcts.md.
   void apply(SearchOptions& o) const { apply(o, Given{}); }
   void apply(SearchOptions& o, Given given) const {
     o.rave = rave;

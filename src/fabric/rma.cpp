@@ -175,7 +175,7 @@ bool rma_emulated(std::uint32_t process) {
   rt.validate(ThreadId{process, service_thread});
   std::atomic<std::int8_t>& known = rt.rma_emulation(process);
   if (const std::int8_t k = known.load(std::memory_order_relaxed); k >= 0) return k != 0;
-  const transfer::Endpoint& ep = rt.calling_context().transmitter(process).endpoint();
+  const transfer::Endpoint& ep = rt.calling_context().rma_endpoint(process);
   const bool emulated = ep.rma_emulated();
   if (ep.rma_emulation_known()) known.store(emulated ? 1 : 0, std::memory_order_relaxed);
   return emulated;
